@@ -1,0 +1,298 @@
+package dev.redissonlock;
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
+
+import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * Line-protocol driver for real Redisson locks, spawned by the Rust interop tests.
+ *
+ * <pre>
+ *   java -jar redisson-driver-&lt;v&gt;.jar redis://127.0.0.1:17001 30000
+ * </pre>
+ *
+ * Prints {@code READY <redisson version> <client id>}, then reads commands
+ * {@code <actor> <op> <args...>} from stdin, one per line. Every actor is a
+ * dedicated platform thread with its own FIFO queue (Redisson locks are owned
+ * per Java thread), so a blocking {@code t1 lock x} does not block {@code t2}.
+ * Each command answers with exactly one line:
+ * {@code <actor> <op> OK [value...]} or {@code <actor> <op> ERR <Exception> <message>}.
+ * See README.md for the full contract.
+ */
+public final class Driver {
+
+    /** Thrown for unknown ops / malformed arguments; reported as {@code ERR BadCommand ...}. */
+    static final class BadCommand extends RuntimeException {
+        BadCommand(String message) {
+            super(message);
+        }
+    }
+
+    /** The real stdout; System.out is redirected to stderr so only protocol lines reach it. */
+    private static final PrintStream OUT =
+            new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+
+    /** Set once we start shutting down; later result lines are dropped so BYE stays last. */
+    private static boolean closed;
+
+    private static RedissonClient client;
+    private static final Map<String, Actor> ACTORS = new ConcurrentHashMap<>();
+
+    /** Writes one whole line atomically and flushes it. */
+    static void emit(String line) {
+        synchronized (OUT) {
+            if (closed) {
+                return;
+            }
+            OUT.print(line);
+            OUT.print('\n');
+            OUT.flush();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        // Anything a library might print to System.out goes to stderr instead.
+        System.setOut(System.err);
+
+        if (args.length != 2) {
+            System.err.println("usage: java -jar redisson-driver.jar <redis-url> <watchdogTimeoutMs>");
+            System.exit(2);
+        }
+        Config config = new Config();
+        config.useSingleServer().setAddress(args[0]);
+        config.setLockWatchdogTimeout(Long.parseLong(args[1]));
+        client = Redisson.create(config);
+
+        // The UUID Redisson puts in lock hash fields ("<id>:<threadId>").
+        // Redisson#getServiceManager() exists in both 3.24.x and 4.x.
+        String clientId = ((Redisson) client).getServiceManager().getId();
+        emit("READY " + redissonVersion() + " " + clientId);
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            if (words[0].isEmpty()) {
+                continue; // blank line
+            }
+            if (words[words.length > 1 ? 1 : 0].equals("quit")) {
+                break; // "- quit" (actor ignored); a bare "quit" is accepted too
+            }
+            if (words.length < 2) {
+                emit(words[0] + " - ERR BadCommand missing op");
+                continue;
+            }
+            // Created on first use; commands of one actor run in order on its thread.
+            ACTORS.computeIfAbsent(words[0], Actor::new).submit(words);
+        }
+        // "quit" or stdin EOF: pending/blocked actor commands are abandoned.
+        shutdown();
+    }
+
+    private static void shutdown() {
+        synchronized (OUT) {
+            closed = true; // actors failing because of the shutdown stay silent
+        }
+        try {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
+        } catch (Throwable t) {
+            System.err.println("shutdown: " + t);
+        }
+        OUT.print("BYE\n");
+        OUT.flush();
+        System.exit(0);
+    }
+
+    /** Version of the Redisson jar actually on the classpath (from its Maven metadata). */
+    private static String redissonVersion() {
+        try (InputStream is = Redisson.class.getResourceAsStream(
+                "/META-INF/maven/org.redisson/redisson/pom.properties")) {
+            if (is != null) {
+                Properties p = new Properties();
+                p.load(is);
+                return p.getProperty("version", "unknown");
+            }
+        } catch (Exception ignored) {
+            // fall through
+        }
+        return "unknown";
+    }
+
+    /** One named actor: a thread executing its own commands in FIFO order. */
+    static final class Actor implements Runnable {
+        private final String name;
+        private final LinkedBlockingQueue<String[]> queue = new LinkedBlockingQueue<>();
+
+        Actor(String name) {
+            this.name = name;
+            Thread t = new Thread(this, "actor-" + name);
+            t.setDaemon(true); // never keeps the JVM alive
+            t.start();
+        }
+
+        void submit(String[] words) {
+            queue.add(words);
+        }
+
+        @Override
+        public void run() {
+            while (true) {
+                String[] words;
+                try {
+                    words = queue.take();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                String op = words[1];
+                String[] a = Arrays.copyOfRange(words, 2, words.length);
+                String result;
+                try {
+                    String value = execute(op, a);
+                    result = value.isEmpty() ? "OK" : "OK " + value;
+                } catch (Throwable t) {
+                    result = error(t);
+                }
+                emit(name + " " + op + " " + result);
+            }
+        }
+
+        /** Runs one op on this (the actor's) thread; returns the value after "OK". */
+        private String execute(String op, String[] a) throws Exception {
+            long start = System.nanoTime();
+            switch (op) {
+                case "lock": {
+                    args(op, a, 1);
+                    lock(a[0]).lock();
+                    return String.valueOf(ms(start));
+                }
+                case "lockLease": {
+                    args(op, a, 2);
+                    long lease = num(a[1]);
+                    lock(a[0]).lock(lease, TimeUnit.MILLISECONDS);
+                    return String.valueOf(ms(start));
+                }
+                case "tryLock": {
+                    args(op, a, 2);
+                    long wait = num(a[1]);
+                    // no lease argument: watchdog-renewed lease
+                    boolean ok = lock(a[0]).tryLock(wait, TimeUnit.MILLISECONDS);
+                    return ok + " " + ms(start);
+                }
+                case "tryLockNow":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).tryLock());
+                case "unlock":
+                    args(op, a, 1);
+                    lock(a[0]).unlock();
+                    return "";
+                case "forceUnlock":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).forceUnlock());
+                case "isLocked":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).isLocked());
+                case "isHeldByCurrentThread":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).isHeldByCurrentThread());
+                case "remainTimeToLive":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).remainTimeToLive());
+                case "holdCount":
+                    args(op, a, 1);
+                    return String.valueOf(lock(a[0]).getHoldCount());
+                case "threadId":
+                    args(op, a, 0);
+                    return String.valueOf(Thread.currentThread().getId());
+                case "sleep":
+                    args(op, a, 1);
+                    Thread.sleep(num(a[0]));
+                    return "";
+                case "mutex":
+                    args(op, a, 5);
+                    return mutex(a[0], a[1], a[2], num(a[3]), num(a[4]));
+                default:
+                    throw new BadCommand("unknown op " + op);
+            }
+        }
+
+        /**
+         * Critical-section stress loop. Keys are plain Redis strings holding decimal
+         * text, so another language can use GET/SET/INCR/DECR on the same keys:
+         * RAtomicLong uses INCRBY on a plain integer, the bucket uses StringCodec.
+         */
+        private String mutex(String lockName, String counterKey, String occKey,
+                             long iterations, long sleepMs) throws InterruptedException {
+            RLock lock = lock(lockName);
+            RAtomicLong occupancy = client.getAtomicLong(occKey);
+            RBucket<String> counter = client.getBucket(counterKey, StringCodec.INSTANCE);
+            long maxOcc = 0;
+            long done = 0;
+            for (; done < iterations; done++) {
+                lock.lock();
+                try {
+                    long occ = occupancy.incrementAndGet(); // holders inside right now
+                    maxOcc = Math.max(maxOcc, occ);
+                    String v = counter.get();
+                    long next = (v == null ? 0 : Long.parseLong(v)) + 1;
+                    Thread.sleep(sleepMs); // 0 = no sleep; widens the race window
+                    counter.set(Long.toString(next));
+                    occupancy.decrementAndGet();
+                } finally {
+                    lock.unlock();
+                }
+            }
+            return done + " " + maxOcc;
+        }
+
+        private static RLock lock(String name) {
+            return client.getLock(name);
+        }
+    }
+
+    private static void args(String op, String[] a, int n) {
+        if (a.length != n) {
+            throw new BadCommand(op + " expects " + n + " argument(s), got " + a.length);
+        }
+    }
+
+    private static long num(String s) {
+        try {
+            return Long.parseLong(s);
+        } catch (NumberFormatException e) {
+            throw new BadCommand("not an integer: " + s);
+        }
+    }
+
+    private static long ms(long startNanos) {
+        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
+    }
+
+    /** {@code ERR <SimpleName> <message>}, unwrapping async wrappers, on one line. */
+    private static String error(Throwable t) {
+        while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) {
+            t = t.getCause();
+        }
+        String msg = t.getMessage() == null ? "" : t.getMessage().replaceAll("[\\r\\n]+", " ").trim();
+        return "ERR " + t.getClass().getSimpleName() + (msg.isEmpty() ? "" : " " + msg);
+    }
+}

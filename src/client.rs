@@ -1,0 +1,320 @@
+//! [`Client`] and [`ClientBuilder`]: configuration, identity, connections,
+//! and the one watchdog and one subscriber every lock of a client shares.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
+use scheduled_thread_pool::ScheduledThreadPool;
+
+use crate::connection::Connector;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::owner;
+use crate::pubsub::Subscriber;
+use crate::scripts::lease_millis;
+use crate::watchdog::{Registry, Watchdog};
+
+/// Redisson's default `lockWatchdogTimeout`.
+pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection to one Redis server and the factory of its locks; the Rust
+/// counterpart of a `RedissonClient`.
+///
+/// A client has a random UUID ([`Client::id`]) that appears in the hash field
+/// of every lock its threads hold, a pool of command connections, one watchdog
+/// thread that renews every lock it holds, and one subscriber connection and
+/// thread (opened on the first wait) that wakes every thread waiting for one of
+/// its locks. Create one per process and share it: it is cheap to clone, and
+/// all clones are the same client. The threads and connections close when the
+/// last clone, lock and guard are dropped.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redisson_lock::Client::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(30))
+///     .build()?;
+/// println!("this client writes fields named {}:<thread>", client.id());
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub id: String,
+    pub config: Config,
+    pub pool: r2d2::Pool<Connector>,
+    pub registry: Arc<Registry>,
+    pub watchdog: Watchdog,
+    pub subscriber: Subscriber,
+    /// `publish` on a standalone server (PROTOCOL §1.6).
+    pub publish: &'static str,
+}
+
+/// Settings fixed when the client is built.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub watchdog_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub retry_attempts: u32,
+    pub retry_delay: Duration,
+    pub subscription_timeout: Duration,
+}
+
+impl Config {
+    /// How long an unlock latch must outlive the unlock call: every retry
+    /// of the call fits inside it.
+    pub fn latch_ttl_ms(&self) -> u64 {
+        let per_attempt = self.response_timeout.saturating_add(self.retry_delay);
+        let total = per_attempt.saturating_mul(self.retry_attempts.saturating_add(1));
+        u64::try_from(total.as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+}
+
+/// Builds a [`Client`]; see [`Client::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ClientBuilder {
+    info: RedisResult<ConnectionInfo>,
+    config: Config,
+    pool_size: u32,
+}
+
+impl Client {
+    /// Connects to the Redis server at `url` with default settings.
+    ///
+    /// `url` is anything redis-rs accepts, e.g. `redis://127.0.0.1:6379/`,
+    /// `redis://user:secret@host:6380/0` or `redis+unix:///run/redis.sock`.
+    /// Fails with [`Error::InvalidArgument`] for an unparsable URL and with
+    /// [`Error::Unavailable`] when no connection can be made within the
+    /// connect timeout (10 s by default).
+    pub fn open(url: impl IntoConnectionInfo) -> Result<Client> {
+        Client::builder(url).build()
+    }
+
+    /// Starts configuring a client for the server at `url`.
+    pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
+        ClientBuilder {
+            info: url.into_connection_info(),
+            config: Config {
+                watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+                connect_timeout: Duration::from_secs(10),
+                response_timeout: Duration::from_secs(3),
+                retry_attempts: 3,
+                retry_delay: Duration::from_millis(500),
+                subscription_timeout: Duration::from_millis(7500),
+            },
+            pool_size: 32,
+        }
+    }
+
+    /// This client's id: a random v4 UUID, lowercase and hyphenated, the first
+    /// half of the `<id>:<thread>` hash field of every lock it holds.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The hash field that identifies the calling thread of this client as a
+    /// lock holder: `<client id>:<thread number>`.
+    pub fn owner_field(&self) -> String {
+        owner::owner_field(&self.inner.id, owner::current_thread_id())
+    }
+
+    /// The calling thread's number in owner fields: unique in this process,
+    /// stable for the thread's life. (Java uses `Thread.getId()` there.)
+    pub fn thread_id() -> u64 {
+        owner::current_thread_id()
+    }
+
+    /// The watchdog timeout: the lease of locks taken without an explicit
+    /// lease, renewed every third of it.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.config.watchdog_timeout
+    }
+
+    /// A handle on the reentrant lock called `name` (Redisson's `getLock`).
+    /// This does not talk to Redis; an empty name is reported by the first
+    /// operation on the lock.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let (subscribed_channels, waiters) = self.inner.subscriber.stats();
+        let pool = self.inner.pool.state();
+        Diagnostics {
+            registered_holds: self.inner.registry.len(),
+            subscribed_channels,
+            waiters,
+            pooled_connections: pool.connections,
+            idle_connections: pool.idle_connections,
+        }
+    }
+
+    pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<Connector>> {
+        Ok(self.inner.pool.get()?)
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Deliberately not the connection info: it may carry credentials.
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("watchdog_timeout", &self.inner.config.watchdog_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a client is tracking right now; see [`Client::diagnostics`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Diagnostics {
+    /// Locks held through this client, one per (lock, thread).
+    pub registered_holds: usize,
+    /// Channels the subscriber is subscribed to, or subscribing to.
+    pub subscribed_channels: usize,
+    /// Threads currently waiting for a lock through the subscriber.
+    pub waiters: usize,
+    /// Command connections open in the pool.
+    pub pooled_connections: u32,
+    /// Of those, how many are idle.
+    pub idle_connections: u32,
+}
+
+impl ClientBuilder {
+    /// The lease of locks taken without an explicit one, and the `PEXPIRE`
+    /// the watchdog renews them to every third of it. Redisson's
+    /// `lockWatchdogTimeout`; default 30 s. Java and Rust clients sharing
+    /// locks should agree on it.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.config.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Maximum number of pooled command connections (default 32). A thread
+    /// holds one only for the duration of a command.
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Limit on opening a connection, and on waiting for a free pooled one
+    /// (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Limit on waiting for any one reply (default 3 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// How often an unlock whose reply was lost is sent again with the same
+    /// request id, and how long to pause before each retry (default 3 times,
+    /// 500 ms). The unlock latch makes these retries safe.
+    pub fn unlock_retries(mut self, attempts: u32, delay: Duration) -> Self {
+        self.config.retry_attempts = attempts;
+        self.config.retry_delay = delay;
+        self
+    }
+
+    /// Limit on waiting for the server to confirm a subscription before the
+    /// second acquire attempt (default 7.5 s, Redisson's
+    /// `subscriptionTimeout`). A waiter never waits longer than the holder's
+    /// TTL for it either.
+    pub fn subscription_timeout(mut self, timeout: Duration) -> Self {
+        self.config.subscription_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings, connects, and starts the watchdog thread.
+    pub fn build(self) -> Result<Client> {
+        let info = self
+            .info
+            .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
+        let config = self.config;
+        lease_millis("watchdog timeout", config.watchdog_timeout)?;
+        if config.watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::invalid(format!(
+                "watchdog timeout must be at least 30 ms, got {:?}",
+                config.watchdog_timeout
+            )));
+        }
+        for (what, value) in [
+            ("connect timeout", config.connect_timeout),
+            ("response timeout", config.response_timeout),
+            ("subscription timeout", config.subscription_timeout),
+        ] {
+            if value.is_zero() || value > Duration::from_secs(24 * 3600) {
+                return Err(Error::invalid(format!(
+                    "{what} must be between 1 ns and 24 h, got {value:?}"
+                )));
+            }
+        }
+        if config.retry_delay > Duration::from_secs(3600) || config.retry_attempts > 100 {
+            return Err(Error::invalid(
+                "unlock retries are limited to 100 attempts of at most 1 h delay",
+            ));
+        }
+        if self.pool_size == 0 || self.pool_size > 10_000 {
+            return Err(Error::invalid(format!(
+                "pool size must be between 1 and 10000, got {}",
+                self.pool_size
+            )));
+        }
+
+        let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
+        let pool = r2d2::Pool::builder()
+            .max_size(self.pool_size)
+            .min_idle(Some(1))
+            // A checkout must not cost a PING round trip; broken connections
+            // are detected when they fail and dropped on return.
+            .test_on_check_out(false)
+            .connection_timeout(config.connect_timeout)
+            .thread_pool(Arc::new(
+                ScheduledThreadPool::builder()
+                    .num_threads(1)
+                    .thread_name_pattern("rlock-pool")
+                    .build(),
+            ))
+            .build(connector.clone())?;
+
+        let registry = Arc::new(Registry::default());
+        let watchdog = Watchdog::start(
+            Arc::clone(&registry),
+            connector.clone(),
+            config.watchdog_timeout,
+        )?;
+        let subscriber = Subscriber::new(connector.info().clone(), config.connect_timeout);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                id: uuid::Uuid::new_v4().to_string(),
+                config,
+                pool,
+                registry,
+                watchdog,
+                subscriber,
+                publish: "publish",
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("config", &self.config)
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}

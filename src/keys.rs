@@ -1,0 +1,55 @@
+//! Redisson's key and channel names (PROTOCOL §1.1, §1.6, §1.7).
+//!
+//! The rule is Redisson's, quirks included: a name that contains `{` anywhere
+//! is used verbatim, otherwise it is wrapped in braces so that every derived
+//! key shares the lock's cluster slot.
+
+/// Redisson's unlock channel prefix (note the double underscore).
+pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
+/// Redisson's unlock latch prefix (since 3.24.0).
+pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
+
+/// `prefixName(prefix, name)`.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The pub/sub channel on which an RLock's release is announced.
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefix_name(LOCK_CHANNEL_PREFIX, name)
+}
+
+/// The key that makes one unlock request idempotent.
+pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
+    let mut key = prefix_name(UNLOCK_LATCH_PREFIX, name);
+    key.push(':');
+    key.push_str(request_id);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_get_a_hash_tag() {
+        assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
+        assert_eq!(
+            unlock_latch("orders", "00ff"),
+            "redisson_unlock_latch:{orders}:00ff"
+        );
+    }
+
+    #[test]
+    fn names_with_a_brace_anywhere_are_used_verbatim() {
+        assert_eq!(lock_channel("{user}:1"), "redisson_lock__channel:{user}:1");
+        // Redisson only tests for `{`; a broken tag is not "fixed".
+        assert_eq!(lock_channel("a{b"), "redisson_lock__channel:a{b");
+        assert_eq!(lock_channel("a{}b"), "redisson_lock__channel:a{}b");
+        assert_eq!(lock_channel("a}b"), "redisson_lock__channel:{a}b}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Redisson-compatible distributed locks for blocking Rust programs.
+//!
+//! `redisson-lock` gives thread-based Rust services the same reentrant lock
+//! that Java services take with [Redisson]'s `RLock`, on the same Redis, at the
+//! same time. The Redis state is Redisson's, byte for byte: a hash named after
+//! the lock whose one field `<client UUID>:<thread>` holds the reentrancy
+//! count, with the lease as its TTL; the same acquire, reentry and unlock
+//! scripts' semantics, the same unlock channel and message, the same unlock
+//! latch. A Java thread and a Rust thread contending for `"orders"` exclude each
+//! other and wake each other up.
+//!
+//! - [`Client`] connects to one Redis server. It owns a connection pool, one
+//!   watchdog thread that renews every lock it holds (30 s lease, renewed every
+//!   10 s, batched), and one subscriber connection that wakes waiting threads
+//!   when a lock is released.
+//! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
+//!   released on drop, and `!Send` because a lock belongs to the thread that
+//!   took it.
+//! - [`Error`] says what went wrong in terms a caller can act on.
+//!
+//! No async runtime is involved: every call blocks the calling thread.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redisson_lock::Client;
+//!
+//! fn main() -> redisson_lock::Result<()> {
+//!     let client = Client::open("redis://127.0.0.1:6379")?;
+//!     let lock = client.lock("orders");
+//!
+//!     // Waits as long as it takes; the watchdog keeps the lock alive while held.
+//!     let guard = lock.lock()?;
+//!     // ... critical section ...
+//!     guard.unlock()?; // or just drop it
+//!
+//!     // Waits at most 2 s, and holds for at most 10 s without renewal.
+//!     if let Some(_guard) = lock.with_lease(Duration::from_secs(10)).try_lock_for(Duration::from_secs(2))? {
+//!         // ... critical section ...
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # How it maps to Redisson
+//!
+//! | Redisson (`RLock`)                         | redisson-lock                            |
+//! |--------------------------------------------|------------------------------------------|
+//! | `Redisson.create(config)`                  | [`Client::open`], [`Client::builder`]    |
+//! | `config.setLockWatchdogTimeout(ms)`        | [`ClientBuilder::watchdog_timeout`]      |
+//! | `redisson.getLock(name)`                   | [`Client::lock`]                         |
+//! | `lock()` / `lock(lease, unit)`             | [`Lock::lock`], `lock.with_lease(d).lock()` |
+//! | `tryLock()` / `tryLock(wait, unit)`        | [`Lock::try_lock`], [`Lock::try_lock_for`] |
+//! | `unlock()`                                 | dropping the guard, [`LockGuard::unlock`] |
+//! | `forceUnlock()`                            | [`Lock::force_unlock`]                   |
+//! | `isLocked()`, `isHeldByCurrentThread()`    | [`Lock::is_locked`], [`Lock::is_held_by_current_thread`] |
+//! | `getHoldCount()`, `remainTimeToLive()`     | [`Lock::hold_count`], [`Lock::remaining_ttl`] |
+//! | `IllegalMonitorStateException`             | [`Error::NotHeld`]                       |
+//!
+//! What Redisson leaves silent this crate reports: a lock whose renewal finds
+//! it gone, or whose lease ran out while Redis was unreachable, marks its
+//! guards [lost](LockGuard::is_lost).
+//!
+//! [Redisson]: https://redisson.org
+
+#![warn(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod client;
+mod connection;
+mod error;
+mod keys;
+mod lock;
+mod owner;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
+pub use error::{Error, Result};
+pub use lock::{Lock, LockGuard, RequestId};
+pub use scripts::UnlockOutcome;

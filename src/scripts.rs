@@ -1,0 +1,164 @@
+//! The Lua scripts in `lua/`, how they are sent, and what their replies mean.
+//!
+//! Scripts go out as `EVALSHA`; a `NOSCRIPT` reply (a restarted or flushed
+//! server) loads the script and sends it again, as Redisson does (PROTOCOL §1.4).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::{ConnectionLike, Script};
+
+use crate::error::{Error, Result};
+
+struct Scripts {
+    acquire: Script,
+    unlock: Script,
+    force_unlock: Script,
+    renew_batch: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    acquire: Script::new(include_str!("../lua/rlock_acquire.lua")),
+    unlock: Script::new(include_str!("../lua/rlock_unlock.lua")),
+    force_unlock: Script::new(include_str!("../lua/rlock_force_unlock.lua")),
+    renew_batch: Script::new(include_str!("../lua/rlock_renew_batch.lua")),
+});
+
+/// Redisson's UNLOCK_MESSAGE: wakes one waiter (PROTOCOL §1.6).
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// The outcome of one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquire {
+    /// This owner now holds the lock (first hold or reentry).
+    Acquired,
+    /// Someone else holds it; `ttl` is their remaining lease, `None` when the
+    /// key has no expiry at all.
+    Held { ttl: Option<Duration> },
+}
+
+/// The outcome of one unlock attempt (PROTOCOL §2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    /// That was the last hold: the key is deleted and waiters were told.
+    Released,
+    /// The owner still holds the lock (reentrancy); its lease was reset.
+    StillHeld,
+}
+
+/// Everything one unlock call sends.
+pub(crate) struct UnlockArgs<'a> {
+    pub name: &'a str,
+    pub channel: &'a str,
+    pub latch: &'a str,
+    pub lease_ms: u64,
+    pub field: &'a str,
+    pub publish: &'a str,
+    pub latch_ttl_ms: u64,
+}
+
+pub(crate) fn acquire(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    lease_ms: u64,
+    field: &str,
+) -> Result<Acquire> {
+    let reply: Option<i64> = SCRIPTS
+        .acquire
+        .key(name)
+        .arg(lease_ms)
+        .arg(field)
+        .invoke(con)?;
+    Ok(match reply {
+        None => Acquire::Acquired,
+        Some(ttl) if ttl >= 0 => Acquire::Held {
+            ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
+        },
+        // -1: the key exists without a TTL. (-2 cannot happen: the key exists.)
+        Some(_) => Acquire::Held { ttl: None },
+    })
+}
+
+/// Runs the unlock script; `Ok(None)` means the owner does not hold the lock.
+pub(crate) fn unlock(
+    con: &mut dyn ConnectionLike,
+    args: &UnlockArgs<'_>,
+) -> Result<Option<UnlockOutcome>> {
+    let reply: Option<i64> = SCRIPTS
+        .unlock
+        .key(args.name)
+        .key(args.channel)
+        .key(args.latch)
+        .arg(UNLOCK_MESSAGE)
+        .arg(args.lease_ms)
+        .arg(args.field)
+        .arg(args.publish)
+        .arg(args.latch_ttl_ms)
+        .invoke(con)?;
+    match reply {
+        None => Ok(None),
+        Some(1) => Ok(Some(UnlockOutcome::Released)),
+        Some(0) => Ok(Some(UnlockOutcome::StillHeld)),
+        Some(other) => Err(Error::UnexpectedReply(format!(
+            "unlock script returned {other}"
+        ))),
+    }
+}
+
+/// Deletes the lock whoever holds it; `true` if there was one.
+pub(crate) fn force_unlock(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    channel: &str,
+    publish: &str,
+) -> Result<bool> {
+    let deleted: i64 = SCRIPTS
+        .force_unlock
+        .key(name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(deleted == 1)
+}
+
+/// Renews `(name, owner field)` pairs to `lease_ms` in one script call;
+/// returns, per pair, whether the owner still held the lock.
+pub(crate) fn renew_batch<'a>(
+    con: &mut dyn ConnectionLike,
+    batch: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    lease_ms: u64,
+) -> Result<Vec<bool>> {
+    let expected = batch.len();
+    let mut invocation = SCRIPTS.renew_batch.prepare_invoke();
+    invocation.arg(lease_ms);
+    for (name, field) in batch {
+        invocation.key(name).arg(field);
+    }
+    let reply: Vec<i64> = invocation.invoke(con)?;
+    if reply.len() != expected {
+        return Err(Error::UnexpectedReply(format!(
+            "renewal of {expected} locks returned {} results",
+            reply.len()
+        )));
+    }
+    Ok(reply.into_iter().map(|renewed| renewed == 1).collect())
+}
+
+/// Milliseconds for the wire, rejecting what Redis cannot represent.
+pub(crate) fn lease_millis(what: &str, lease: Duration) -> Result<u64> {
+    /// A century: anything longer is a unit mistake, not a lease.
+    const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    if lease > MAX {
+        return Err(Error::invalid(format!(
+            "{what} of {lease:?} is longer than the maximum of 100 years"
+        )));
+    }
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::invalid(format!(
+            "{what} must be at least 1 ms, got {lease:?}"
+        )));
+    }
+    u64::try_from(ms).map_err(|_| Error::invalid(format!("{what} of {lease:?} is out of range")))
+}

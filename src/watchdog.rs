@@ -1,0 +1,350 @@
+//! The shared renewal thread: a registry of the locks this client holds,
+//! renewed in batches at a third of the watchdog timeout (PROTOCOL §10).
+//!
+//! The registry is also where a guard learns that its lock was lost. Each
+//! `(lock name, owner field)` pair this client holds has one [`Hold`]; every
+//! guard of that pair shares it. A hold is lost, for good, when a renewal finds
+//! the owner field gone, when its lease runs out by the local monotonic clock
+//! before a renewal got through, or when the lock is force-unlocked here.
+//!
+//! The same thread deletes spent unlock latches in batches, off the unlock
+//! path (Redisson sends one `DEL` per unlock; the keys also expire on their own).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+use crate::connection::Connector;
+use crate::error::{Error, Result};
+use crate::scripts;
+
+/// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
+pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
+
+/// Unlock latches are collected for this long before one `UNLINK` deletes them.
+const LATCH_FLUSH_DELAY: Duration = Duration::from_millis(100);
+
+/// After a failed renewal run, the next one comes this soon (or at the next
+/// regular tick, whichever is first).
+const RENEWAL_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn nanos_since_epoch(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One thread's hold on one lock, shared by all its guards.
+pub(crate) struct Hold {
+    pub name: Arc<str>,
+    pub field: Arc<str>,
+    /// Local acquisitions not yet released.
+    count: AtomicU32,
+    /// Renewed by the watchdog (taken without an explicit lease).
+    renew: AtomicBool,
+    lost: AtomicBool,
+    /// When the lease runs out if nothing renews it, in ns since [`EPOCH`].
+    /// Computed from the moment the command was *sent*, so it errs early.
+    deadline: AtomicU64,
+}
+
+impl Hold {
+    /// Lost for good, or past its lease by the local clock.
+    pub fn is_lost(&self) -> bool {
+        if self.lost.load(Ordering::Acquire) {
+            return true;
+        }
+        if nanos_since_epoch(Instant::now()) >= self.deadline.load(Ordering::Acquire) {
+            self.lost.store(true, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    /// Marks the hold lost; `true` if it was not already.
+    fn mark_lost(&self) -> bool {
+        !self.lost.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records that the lease was (re)set at `sent` for `lease`.
+    pub fn leased(&self, sent: Instant, lease: Duration) {
+        let until = nanos_since_epoch(sent.checked_add(lease).unwrap_or(sent));
+        self.deadline.store(until, Ordering::Release);
+    }
+
+    fn renewed(&self, sent: Instant, lease: Duration) {
+        let until = nanos_since_epoch(sent.checked_add(lease).unwrap_or(sent));
+        self.deadline.fetch_max(until, Ordering::AcqRel);
+    }
+
+    fn held(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+}
+
+/// Every hold of one client, by lock name.
+#[derive(Default)]
+pub(crate) struct Registry {
+    holds: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+}
+
+impl Registry {
+    /// Records a successful acquire sent at `sent`: a reentry joins the
+    /// thread's live hold, anything else starts a new one.
+    pub fn acquired(
+        &self,
+        name: &Arc<str>,
+        field: &str,
+        lease: Duration,
+        renew: bool,
+        sent: Instant,
+    ) -> Arc<Hold> {
+        let mut holds = self.holds.lock();
+        let entry = match holds.get_mut(&**name) {
+            Some(entry) => entry,
+            None => holds.entry(name.to_string()).or_default(),
+        };
+        entry.retain(|hold| !(&*hold.field == field && hold.is_lost()));
+        if let Some(hold) = entry.iter().find(|hold| &*hold.field == field) {
+            hold.count.fetch_add(1, Ordering::AcqRel);
+            hold.renew.fetch_or(renew, Ordering::AcqRel);
+            hold.leased(sent, lease);
+            return Arc::clone(hold);
+        }
+        let hold = Arc::new(Hold {
+            name: Arc::clone(name),
+            field: field.into(),
+            count: AtomicU32::new(1),
+            renew: AtomicBool::new(renew),
+            lost: AtomicBool::new(false),
+            deadline: AtomicU64::new(0),
+        });
+        hold.leased(sent, lease);
+        entry.push(Arc::clone(&hold));
+        hold
+    }
+
+    /// Drops one acquisition; the last one removes the hold from renewal.
+    pub fn released(&self, hold: &Arc<Hold>) {
+        if hold.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.remove(hold);
+        }
+    }
+
+    /// Whether this owner has a hold on `name` that is not lost.
+    pub fn holds_live(&self, name: &str, field: &str) -> bool {
+        self.holds.lock().get(name).is_some_and(|entry| {
+            entry
+                .iter()
+                .any(|hold| &*hold.field == field && !hold.is_lost())
+        })
+    }
+
+    /// Every hold on `name` is lost (the lock was force-unlocked).
+    pub fn lose_all(&self, name: &str) {
+        if let Some(entry) = self.holds.lock().remove(name) {
+            for hold in entry {
+                hold.mark_lost();
+            }
+        }
+    }
+
+    /// Number of holds (one per thread and lock) currently registered.
+    pub fn len(&self) -> usize {
+        self.holds.lock().values().map(Vec::len).sum()
+    }
+
+    fn remove(&self, hold: &Arc<Hold>) {
+        let mut holds = self.holds.lock();
+        if let Some(entry) = holds.get_mut(&*hold.name) {
+            entry.retain(|other| !Arc::ptr_eq(other, hold));
+            if entry.is_empty() {
+                holds.remove(&*hold.name);
+            }
+        }
+    }
+
+    fn renewable(&self) -> Vec<Arc<Hold>> {
+        self.holds
+            .lock()
+            .values()
+            .flatten()
+            .filter(|hold| hold.renew.load(Ordering::Acquire))
+            .cloned()
+            .collect()
+    }
+
+    /// Marks `hold` lost and stops renewing it; logs once if a guard still
+    /// relies on it.
+    fn lose(&self, hold: &Arc<Hold>, why: &str) {
+        if hold.mark_lost() && hold.held() {
+            log::warn!(
+                "redisson-lock: lock `{}` held by {} was lost: {why}",
+                hold.name,
+                hold.field
+            );
+        }
+        self.remove(hold);
+    }
+}
+
+/// The client's renewal thread. Dropping this stops it.
+pub(crate) struct Watchdog {
+    latches: Sender<String>,
+}
+
+impl Watchdog {
+    /// Starts the thread, which renews `registry`'s watchdog-mode holds to
+    /// `lease` every `lease / 3`.
+    pub fn start(registry: Arc<Registry>, connector: Connector, lease: Duration) -> Result<Self> {
+        let (latches, latch_rx) = crossbeam_channel::unbounded();
+        let worker = Worker {
+            registry,
+            connector,
+            con: None,
+            lease,
+            latch_rx,
+            pending_latches: Vec::new(),
+        };
+        thread::Builder::new()
+            .name("rlock-watchdog".into())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::Unavailable {
+                reason: format!("cannot start the watchdog thread: {e}"),
+            })?;
+        Ok(Watchdog { latches })
+    }
+
+    /// Schedules deletion of a spent unlock latch.
+    pub fn discard_latch(&self, latch: String) {
+        // Fails only when the thread is gone; the key then expires by itself.
+        let _ = self.latches.send(latch);
+    }
+}
+
+struct Worker {
+    registry: Arc<Registry>,
+    connector: Connector,
+    con: Option<redis::Connection>,
+    lease: Duration,
+    latch_rx: Receiver<String>,
+    pending_latches: Vec<String>,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let period = self.lease / 3;
+        let mut next_tick = Instant::now() + period;
+        let mut next_flush: Option<Instant> = None;
+        loop {
+            let wake = next_flush.map_or(next_tick, |flush| flush.min(next_tick));
+            match self.latch_rx.recv_deadline(wake) {
+                Ok(latch) => {
+                    self.pending_latches.push(latch);
+                    next_flush.get_or_insert_with(|| Instant::now() + LATCH_FLUSH_DELAY);
+                    continue;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.flush_latches();
+                    return;
+                }
+            }
+            let now = Instant::now();
+            if next_flush.is_some_and(|flush| flush <= now) {
+                self.flush_latches();
+                next_flush = None;
+            }
+            if next_tick <= now {
+                let delay = if self.renew_all() {
+                    period
+                } else {
+                    period.min(RENEWAL_RETRY_DELAY)
+                };
+                next_tick = Instant::now() + delay;
+            }
+        }
+    }
+
+    fn connection(&mut self) -> Result<&mut redis::Connection> {
+        if self.con.is_none() {
+            self.con = Some(self.connector.connect()?);
+        }
+        self.con.as_mut().ok_or_else(|| Error::Unavailable {
+            reason: "no watchdog connection".into(),
+        })
+    }
+
+    /// One renewal run; `false` if some locks could not be renewed this time.
+    fn renew_all(&mut self) -> bool {
+        let mut due = Vec::new();
+        for hold in self.registry.renewable() {
+            if hold.is_lost() {
+                self.registry
+                    .lose(&hold, "its lease ran out before it could be renewed");
+            } else {
+                due.push(hold);
+            }
+        }
+        let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
+        for chunk in due.chunks(RENEWAL_BATCH_SIZE) {
+            let sent = Instant::now();
+            let result = self.connection().and_then(|con| {
+                let pairs = chunk.iter().map(|hold| (&*hold.name, &*hold.field));
+                scripts::renew_batch(con, pairs, lease_ms)
+            });
+            match result {
+                Ok(renewed) => {
+                    for (hold, still_held) in chunk.iter().zip(renewed) {
+                        if !still_held {
+                            self.registry.lose(hold, "its key or owner field is gone");
+                        } else if hold.is_lost() {
+                            // Renewed too late to trust: stop renewing; the
+                            // guard's unlock deletes what is left.
+                            self.registry.remove(hold);
+                        } else {
+                            hold.renewed(sent, self.lease);
+                        }
+                    }
+                }
+                Err(e) => {
+                    log::warn!(
+                        "redisson-lock: can't renew {} lock(s), will retry: {e}",
+                        due.len()
+                    );
+                    if e.is_transient() {
+                        self.con = None;
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn flush_latches(&mut self) {
+        if self.pending_latches.is_empty() {
+            return;
+        }
+        let latches = std::mem::take(&mut self.pending_latches);
+        let result = self.connection().and_then(|con| {
+            for chunk in latches.chunks(1000) {
+                redis::cmd("UNLINK").arg(chunk).query::<()>(con)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            // Harmless: latches expire on their own within seconds.
+            log::debug!("redisson-lock: can't delete unlock latches: {e}");
+            if e.is_transient() {
+                self.con = None;
+            }
+        }
+    }
+}

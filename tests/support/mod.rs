@@ -1,0 +1,246 @@
+//! Test harness: throwaway `redis-server` processes on free loopback ports.
+//!
+//! Every server binds 127.0.0.1 only, on a port picked free (never 6379),
+//! with no persistence, in its own temporary directory, and is killed by pid
+//! when its [`RedisServer`] is dropped, also when the test panics.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A running `redis-server` owned by one test.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    extra_args: Vec<String>,
+}
+
+static SERVERS: AtomicU32 = AtomicU32::new(0);
+
+fn redis_server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local addr").port();
+        if port != 6379 {
+            return port;
+        }
+    }
+}
+
+impl RedisServer {
+    /// Starts a server with default settings.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments, e.g.
+    /// `["--requirepass", "secret"]`.
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "redisson-lock-test-{}-{n}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the server's directory");
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir,
+            extra_args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    /// Spawns the process on `self.port`; `false` if it did not come up.
+    fn spawn(&mut self) -> bool {
+        let port = self.port.to_string();
+        let child = Command::new(redis_server_binary())
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(e) => panic!(
+                "cannot run `{}` ({e}): install redis-server (apt-get install redis-server) \
+                 or set REDIS_SERVER to its path",
+                redis_server_binary()
+            ),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return false; // exited: most likely the port was taken
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                self.child = Some(child);
+                return true;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
+    }
+
+    /// `redis://127.0.0.1:<port>/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A plain redis-rs connection for inspecting and poking the server.
+    pub fn con(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("url");
+        client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect to the test server")
+    }
+
+    /// Runs one command on a fresh connection.
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut self.con()).expect("command")
+    }
+
+    /// Stops the server (SIGKILL: no persistence, nothing to save).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server and starts a new, empty one on the same port.
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn() {
+            assert!(Instant::now() < deadline, "could not restart redis-server");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Freezes the server process (SIGSTOP); `resume` thaws it.
+    pub fn pause(&self) {
+        signal(self.pid(), "STOP");
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause).
+    pub fn resume(&self) {
+        signal(self.pid(), "CONT");
+    }
+
+    /// Number of clients of the given `CLIENT LIST TYPE` (`normal`, `pubsub`).
+    pub fn client_count(&self, kind: &str) -> usize {
+        let list: String = self.cmd(&["CLIENT", "LIST", "TYPE", kind]);
+        list.lines().filter(|line| !line.trim().is_empty()).count()
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{sig} {pid} failed");
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A frozen server cannot die of SIGKILL until it is thawed? It can,
+            // but make sure it is not left stopped if the kill fails.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Polls `condition` every 5 ms until it holds or `within` passes; returns
+/// whether it held. For functional bounds in tests, not for speed targets.
+pub fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Captures log records so tests can assert on warnings (and on what is
+/// never logged). Install once per test binary with [`logs::install`].
+pub mod logs {
+    use std::sync::{Mutex, OnceLock};
+
+    static RECORDS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, record: &log::Record) {
+            let line = format!("{} {}", record.level(), record.args());
+            if let Some(records) = RECORDS.get() {
+                records.lock().expect("log lock").push(line);
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    /// Installs the capturing logger (idempotent).
+    pub fn install() {
+        if RECORDS.set(Mutex::new(Vec::new())).is_ok() {
+            let _ = log::set_boxed_logger(Box::new(Capture));
+            log::set_max_level(log::LevelFilter::Trace);
+        }
+    }
+
+    /// Every line logged so far in this test binary.
+    pub fn lines() -> Vec<String> {
+        RECORDS
+            .get()
+            .map(|records| records.lock().expect("log lock").clone())
+            .unwrap_or_default()
+    }
+}
