@@ -121,7 +121,11 @@ impl Subscriber {
         {
             let mut channel_state = channel.state.lock();
             while !channel_state.active {
-                if channel.activated.wait_until(&mut channel_state, limit).timed_out() {
+                if channel
+                    .activated
+                    .wait_until(&mut channel_state, limit)
+                    .timed_out()
+                {
                     break;
                 }
             }
@@ -274,10 +278,10 @@ impl Shared {
             }
             backoff = RECONNECT_BACKOFF_MIN;
             reported = false;
-            if let Err(e) = self.serve(stream) {
-                if !self.closed.load(Ordering::Acquire) {
-                    log::debug!("redisson-lock: subscriber connection lost: {e}");
-                }
+            if let Err(e) = self.serve(stream)
+                && !self.closed.load(Ordering::Acquire)
+            {
+                log::debug!("redisson-lock: subscriber connection lost: {e}");
             }
             let mut state = self.state.lock();
             if let Some(writer) = state.writer.take() {
