@@ -29,9 +29,23 @@ out_dir=$(cd "$out_dir" && pwd)
 jar="$out_dir/redisson-driver-$version.jar"
 
 # Up to date? (no file under src/ nor pom.xml newer than the jar)
-if [ -f "$jar" ] && [ -z "$(find "$here/pom.xml" "$here/src" -newer "$jar" -print -quit)" ]; then
+up_to_date() {
+  [ -f "$jar" ] && [ -z "$(find "$here/pom.xml" "$here/src" -newer "$jar" -print -quit)" ]
+}
+if up_to_date; then
   echo "$jar"
   exit 0
+fi
+
+# Serialise concurrent builds of the same version (e.g. parallel test
+# processes); re-check after waiting, another build may have just finished.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$out_dir/.build-$version.lock"
+  flock 9
+  if up_to_date; then
+    echo "$jar"
+    exit 0
+  fi
 fi
 
 build_dir="$out_dir/build-$version"
@@ -39,10 +53,15 @@ echo "building Redisson driver $version ..." >&2
 # Maven's own output goes to stderr (stdout carries only the jar path), with
 # the stray ANSI reset codes Debian's Maven prints even in batch mode removed.
 # pipefail (set above) keeps mvn's exit status.
-mvn -q -B -f "$here/pom.xml" \
+# Extra Maven flags (e.g. -o for offline) may be passed in $INTEROP_MVN_ARGS.
+# shellcheck disable=SC2086
+if ! mvn -q -B ${INTEROP_MVN_ARGS:-} -f "$here/pom.xml" \
     -Dredisson.version="$version" \
     -DbuildDir="$build_dir" \
-    package 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' >&2
+    package 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' >&2; then
+  echo "error: Maven build of the Redisson $version interop driver failed (see above)" >&2
+  exit 1
+fi
 
 cp "$build_dir/redisson-driver-$version.jar" "$jar.tmp"
 mv -f "$jar.tmp" "$jar"   # atomic: a half-copied jar is never seen as up to date
