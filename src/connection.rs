@@ -35,7 +35,9 @@ impl Connector {
     }
 
     pub fn connect(&self) -> RedisResult<redis::Connection> {
-        let con = self.client.get_connection_with_timeout(self.connect_timeout)?;
+        let con = self
+            .client
+            .get_connection_with_timeout(self.connect_timeout)?;
         con.set_read_timeout(Some(self.response_timeout))?;
         con.set_write_timeout(Some(self.response_timeout))?;
         Ok(con)

@@ -82,7 +82,10 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || matches!(e.code(), Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN"))
+                    || matches!(
+                        e.code(),
+                        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN")
+                    )
             }
             _ => false,
         }

@@ -297,11 +297,11 @@ impl Lock {
             Acquire::Acquired => {
                 drop(con);
                 let renew = self.lease.is_none();
-                let hold =
-                    self.client
-                        .inner
-                        .registry
-                        .acquired(&self.name, field, lease, renew, sent);
+                let hold = self
+                    .client
+                    .inner
+                    .registry
+                    .acquired(&self.name, field, lease, renew, sent);
                 Ok(Ok(LockGuard {
                     lock: self.clone(),
                     hold,
