@@ -46,10 +46,8 @@ impl RedisServer {
     /// `["--requirepass", "secret"]`.
     pub fn start_with(args: &[&str]) -> RedisServer {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-lock-test-{}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("redisson-lock-test-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the server's directory");
         let mut server = RedisServer {
             child: None,
@@ -70,8 +68,24 @@ impl RedisServer {
     fn spawn(&mut self) -> bool {
         let port = self.port.to_string();
         let child = Command::new(redis_server_binary())
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"])
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args([
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "yes",
+                "--loglevel",
+                "warning",
+            ])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
@@ -243,4 +257,141 @@ pub mod logs {
             .map(|records| records.lock().expect("log lock").clone())
             .unwrap_or_default()
     }
+}
+
+impl RedisServer {
+    /// The `calls` counter of `INFO commandstats` for `command` (lowercase,
+    /// e.g. `evalsha`); 0 when the command was never run.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info: String = self.cmd(&["INFO", "commandstats"]);
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|rest| {
+                rest.split(',')
+                    .next()
+                    .and_then(|calls| calls.trim().parse().ok())
+                    .expect("a calls count")
+            })
+            .unwrap_or(0)
+    }
+
+    /// A plain connection subscribed to `channels` (confirmed by the server).
+    pub fn subscriber(&self, channels: &[&str]) -> RawSubscriber {
+        RawSubscriber::new(self.port, "SUBSCRIBE", channels)
+    }
+
+    /// A plain connection subscribed to the glob `patterns`.
+    pub fn psubscriber(&self, patterns: &[&str]) -> RawSubscriber {
+        RawSubscriber::new(self.port, "PSUBSCRIBE", patterns)
+    }
+}
+
+/// One published message as a raw subscriber saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub channel: String,
+    pub payload: String,
+}
+
+/// A plain TCP connection in subscriber mode, read with timeouts, for
+/// watching exactly what is published (or what keyspace events happen).
+pub struct RawSubscriber {
+    stream: TcpStream,
+    parser: redis::Parser,
+}
+
+impl RawSubscriber {
+    fn new(port: u16, command: &str, names: &[&str]) -> RawSubscriber {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect a subscriber");
+        let mut cmd = redis::cmd(command);
+        cmd.arg(names);
+        std::io::Write::write_all(&mut stream, &cmd.get_packed_command())
+            .expect("send the subscription");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("read timeout");
+        let mut subscriber = RawSubscriber {
+            stream,
+            parser: redis::Parser::new(),
+        };
+        for _ in names {
+            let reply = subscriber.read().expect("subscription confirmed");
+            assert_eq!(
+                reply[0],
+                command.to_lowercase(),
+                "confirmation of {command}"
+            );
+        }
+        subscriber
+    }
+
+    /// One reply as strings; `None` on a read timeout.
+    fn read(&mut self) -> Option<Vec<String>> {
+        match self.parser.parse_value(&mut self.stream) {
+            Ok(value) => {
+                let items: Vec<redis::Value> = redis::from_redis_value(value).expect("an array");
+                Some(
+                    items
+                        .into_iter()
+                        .map(|item| redis::from_redis_value(item).expect("a string"))
+                        .collect(),
+                )
+            }
+            Err(e) if e.is_timeout() => None,
+            Err(e) => panic!("subscriber connection failed: {e}"),
+        }
+    }
+
+    /// The next message, or `None` when none arrives `within`.
+    pub fn next_message(&mut self, within: Duration) -> Option<Message> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.stream
+                .set_read_timeout(Some(left))
+                .expect("read timeout");
+            let strings = self.read()?;
+            match strings.first().map(String::as_str) {
+                Some("message") => {
+                    return Some(Message {
+                        channel: strings[1].clone(),
+                        payload: strings[2].clone(),
+                    });
+                }
+                Some("pmessage") => {
+                    return Some(Message {
+                        channel: strings[2].clone(),
+                        payload: strings[3].clone(),
+                    });
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// Every message that arrives within `window`.
+    pub fn messages_within(&mut self, window: Duration) -> Vec<Message> {
+        let deadline = Instant::now() + window;
+        let mut messages = Vec::new();
+        while let Some(message) =
+            self.next_message(deadline.saturating_duration_since(Instant::now()))
+        {
+            messages.push(message);
+        }
+        messages
+    }
+}
+
+/// Number of threads of this process whose name (`/proc/self/task/*/comm`,
+/// which Linux truncates to 15 bytes) is exactly `name`.
+pub fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("list /proc/self/task")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
 }
