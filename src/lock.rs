@@ -231,7 +231,9 @@ impl Lock {
     /// Releases one hold of the calling thread with an explicit request id,
     /// outside of any guard: the low-level unlock. Sending the same `request_id`
     /// again within the latch TTL returns the first outcome without touching the
-    /// lock, so a caller that lost a reply can retry safely.
+    /// lock, so a caller that lost a reply can retry safely. The latch is
+    /// kept for its whole TTL (the unlock retry budget, 14 s by default), also
+    /// after a successful reply.
     ///
     /// Prefer dropping or [`unlock`](LockGuard::unlock)ing a guard. A guard
     /// whose hold was released this way reports [`Error::NotHeld`] or
@@ -239,7 +241,8 @@ impl Lock {
     pub fn unlock_with_request_id(&self, request_id: &RequestId) -> Result<UnlockOutcome> {
         self.check_name()?;
         let field = self.owner_field();
-        match self.unlock_raw(&field, request_id)? {
+        // The caller knows this id and may send it again: keep its latch.
+        match self.unlock_raw(&field, request_id, false)? {
             Some(outcome) => Ok(outcome),
             None => Err(self.not_held()),
         }
@@ -313,8 +316,15 @@ impl Lock {
     }
 
     /// Runs the unlock script, retrying transport failures with the same
-    /// request id; `Ok(None)` when `field` does not hold the lock.
-    fn unlock_raw(&self, field: &str, request_id: &RequestId) -> Result<Option<UnlockOutcome>> {
+    /// request id; `Ok(None)` when `field` does not hold the lock. With
+    /// `discard_latch`, the latch is deleted soon after a reply (no one else
+    /// knows a fresh id, so no one can replay it).
+    fn unlock_raw(
+        &self,
+        field: &str,
+        request_id: &RequestId,
+        discard_latch: bool,
+    ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let (_, lease_ms) = self.lease()?;
         let latch = keys::unlock_latch(&self.name, request_id.as_str());
@@ -343,7 +353,9 @@ impl Lock {
                     std::thread::sleep(inner.config.retry_delay);
                 }
                 Ok(Some(outcome)) => {
-                    inner.watchdog.discard_latch(latch);
+                    if discard_latch {
+                        inner.watchdog.discard_latch(latch);
+                    }
                     return Ok(Some(outcome));
                 }
                 other => return other,
@@ -429,14 +441,14 @@ impl LockGuard {
             // Clean up what may be left (a renewal that landed late), unless
             // this thread has since taken the lock again.
             if !registry.holds_live(&hold.name, &hold.field) {
-                let _ = lock.unlock_raw(&hold.field, &RequestId::new());
+                let _ = lock.unlock_raw(&hold.field, &RequestId::new(), true);
             }
             return Err(Error::Lost {
                 name: hold.name.to_string(),
             });
         }
         let sent = Instant::now();
-        match lock.unlock_raw(&hold.field, &RequestId::new())? {
+        match lock.unlock_raw(&hold.field, &RequestId::new(), true)? {
             Some(UnlockOutcome::StillHeld) => {
                 if let Ok((lease, _)) = lock.lease() {
                     hold.leased(sent, lease);

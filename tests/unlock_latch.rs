@@ -1,0 +1,200 @@
+//! The unlock latch (PROTOCOL §1.7): an unlock sent again with the same
+//! request id returns the first outcome and never touches the lock again.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redisson_lock::{Client, RequestId, UnlockOutcome};
+use support::RedisServer;
+
+const FOREIGN_FIELD: &str = "5d0b8f7e-1111-4222-8333-444455556666:1";
+
+fn latch_key(name: &str, id: &RequestId) -> String {
+    format!("redisson_unlock_latch:{{{name}}}:{}", id.as_str())
+}
+
+#[test]
+fn request_ids_are_32_lowercase_hex_digits_and_unique() {
+    let a = RequestId::new();
+    let b = RequestId::new();
+    assert_eq!(a.as_str().len(), 32);
+    assert!(
+        a.as_str()
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)),
+        "{a}"
+    );
+    assert_ne!(a, b);
+    assert_eq!(a.to_string(), a.as_str());
+}
+
+#[test]
+fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("latched");
+    let first = lock.lock().expect("lock");
+    let second = lock.lock().expect("reentry");
+    assert_eq!(lock.hold_count().expect("count"), 2);
+
+    let id = RequestId::new();
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("unlock"),
+        UnlockOutcome::StillHeld
+    );
+    assert_eq!(lock.hold_count().expect("count"), 1);
+
+    // The latch records the outcome "0" for the latch TTL.
+    let latch = latch_key("latched", &id);
+    let value: Option<String> = server.cmd(&["GET", &latch]);
+    assert_eq!(value.as_deref(), Some("0"), "latch {latch}");
+    let ttl: i64 = server.cmd(&["PTTL", &latch]);
+    assert!(ttl > 0, "the latch carries a PX TTL, got {ttl}");
+
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("replay"),
+        UnlockOutcome::StillHeld,
+        "the replay reports the first outcome"
+    );
+    assert_eq!(
+        lock.hold_count().expect("count"),
+        1,
+        "the replay did not release a second hold"
+    );
+    let state: HashMap<String, String> = server.cmd(&["HGETALL", "latched"]);
+    assert_eq!(
+        state,
+        HashMap::from([(client.owner_field(), "1".to_string())])
+    );
+
+    // The two guards now account for one hold more than Redis has: the
+    // first to go releases the real one, the other finds nothing.
+    drop(second);
+    let exists: bool = server.cmd(&["EXISTS", "latched"]);
+    assert!(!exists);
+    let _ = first.unlock();
+}
+
+#[test]
+fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("handover");
+    let guard = lock.lock().expect("lock");
+    let id = RequestId::new();
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("unlock"),
+        UnlockOutcome::Released
+    );
+    let value: Option<String> = server.cmd(&["GET", &latch_key("handover", &id)]);
+    assert_eq!(value.as_deref(), Some("1"));
+
+    // A Java client takes the lock next.
+    let _: () = server.cmd(&["HSET", "handover", FOREIGN_FIELD, "1"]);
+    let _: () = server.cmd(&["PEXPIRE", "handover", "30000"]);
+    let mut subscriber = server.subscriber(&["redisson_lock__channel:{handover}"]);
+
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("replay"),
+        UnlockOutcome::Released,
+        "the replay reports the first outcome"
+    );
+    let state: HashMap<String, String> = server.cmd(&["HGETALL", "handover"]);
+    assert_eq!(
+        state,
+        HashMap::from([(FOREIGN_FIELD.to_string(), "1".to_string())]),
+        "the new holder's field is intact"
+    );
+    let ttl: i64 = server.cmd(&["PTTL", "handover"]);
+    assert!(ttl > 29_000, "the new holder's TTL is untouched: {ttl}");
+    assert_eq!(
+        subscriber.next_message(Duration::from_millis(300)),
+        None,
+        "a replay publishes nothing"
+    );
+    // The guard's own hold is gone; dropping it must not touch the new holder.
+    assert!(guard.unlock().is_err());
+    let state: HashMap<String, String> = server.cmd(&["HGETALL", "handover"]);
+    assert_eq!(
+        state,
+        HashMap::from([(FOREIGN_FIELD.to_string(), "1".to_string())])
+    );
+}
+
+#[test]
+fn a_request_id_latch_outlives_the_background_latch_cleanup() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("kept");
+    let _first = lock.lock().expect("lock");
+    let _second = lock.lock().expect("reentry");
+    let id = RequestId::new();
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("unlock"),
+        UnlockOutcome::StillHeld
+    );
+    // Well past the watchdog's batched latch deletion (~100 ms): a caller
+    // that replays its request id later still gets the first outcome.
+    std::thread::sleep(Duration::from_millis(600));
+    let ttl: i64 = server.cmd(&["PTTL", &latch_key("kept", &id)]);
+    assert!(
+        ttl > 0,
+        "the caller's latch is kept for its TTL, PTTL {ttl}"
+    );
+    assert_eq!(
+        lock.unlock_with_request_id(&id).expect("replay"),
+        UnlockOutcome::StillHeld
+    );
+    assert_eq!(lock.hold_count().expect("count"), 1);
+}
+
+#[test]
+fn guard_unlock_writes_a_latch_and_the_watchdog_deletes_it_soon_after() {
+    let server = RedisServer::start();
+    // Watch the latch's life through keyspace events rather than racing the
+    // background deletion with reads.
+    let _: () = server.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Kg$"]);
+    let mut events = server.psubscriber(&["__keyspace@0__:redisson_unlock_latch:*"]);
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("spent");
+    let first = lock.lock().expect("lock");
+    let second = lock.lock().expect("reentry");
+    second.unlock().expect("partial release");
+    first.unlock().expect("final release");
+
+    let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+    assert!(
+        support::eventually(Duration::from_secs(2), || {
+            while let Some(event) = events.next_message(Duration::from_millis(20)) {
+                let key = event
+                    .channel
+                    .strip_prefix("__keyspace@0__:")
+                    .expect("keyspace channel")
+                    .to_string();
+                seen.entry(key).or_default().push(event.payload);
+            }
+            seen.len() == 2 && seen.values().all(|e| e.contains(&"del".to_string()))
+        }),
+        "both latches deleted within 2 s: {seen:?}"
+    );
+    for (key, events) in &seen {
+        let id = key
+            .strip_prefix("redisson_unlock_latch:{spent}:")
+            .expect("latch key of the lock");
+        assert_eq!(id.len(), 32, "{key}");
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{key}");
+        assert_eq!(
+            events.first().map(String::as_str),
+            Some("set"),
+            "{key}: {events:?}"
+        );
+        assert!(
+            events.contains(&"expire".to_string()),
+            "SET ... PX: {events:?}"
+        );
+    }
+    let left: Vec<String> = server.cmd(&["KEYS", "*"]);
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
+}
