@@ -1,0 +1,236 @@
+//! Fault: the holder stalls past its lease (a GC pause, a frozen VM, SIGSTOP).
+//!
+//! The holder is a real child process (`examples/hold_lock.rs`) frozen with
+//! SIGSTOP while it holds a lock. Its lease runs out, another client takes the
+//! lock; when the holder thaws, its guard must report the loss, its unlock must
+//! fail, and neither its watchdog nor its unlock may touch the new holder's lock.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::Client;
+use support::RedisServer;
+
+/// The `hold_lock` example, built for this test's profile and target dir.
+/// `cargo test` builds examples, but `cargo test --test faults_stall` does not,
+/// and a stale binary would test old code: ask cargo (a no-op when up to date).
+fn hold_lock_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            // <target>/<profile>/deps/faults_stall-<hash>
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .expect("test executable in <target>/<profile>/deps");
+            let binary = profile_dir
+                .join("examples")
+                .join(format!("hold_lock{}", std::env::consts::EXE_SUFFIX));
+            if let Ok(cargo) = std::env::var("CARGO") {
+                let target_dir = profile_dir.parent().expect("target dir");
+                let mut build = Command::new(cargo);
+                build
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .args(["build", "--quiet", "--example", "hold_lock", "--target-dir"])
+                    .arg(target_dir);
+                match profile_dir.file_name().and_then(|name| name.to_str()) {
+                    Some("debug") => {}
+                    Some("release") => {
+                        build.arg("--release");
+                    }
+                    Some(profile) => {
+                        build.args(["--profile", profile]);
+                    }
+                    None => {}
+                }
+                let status = build.status().expect("run cargo build --example hold_lock");
+                assert!(status.success(), "cargo build --example hold_lock failed");
+            }
+            assert!(
+                binary.exists(),
+                "{} is missing: run `cargo build --example hold_lock`",
+                binary.display()
+            );
+            binary
+        })
+        .clone()
+}
+
+/// A `hold_lock` child process; killed (after a SIGCONT) when dropped.
+struct Holder {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Holder {
+    fn spawn(url: &str, name: &str, watchdog_ms: u64) -> Holder {
+        let mut child = Command::new(hold_lock_binary())
+            .args([url, name, &watchdog_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn hold_lock");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Holder {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line from hold_lock within 10 s")
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").expect("write to hold_lock");
+        self.stdin.flush().expect("flush");
+        self.line()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{sig} failed");
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
+    server.cmd(&["HGETALL", key])
+}
+
+#[test]
+fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone() {
+    let server = RedisServer::start();
+    let name = "stalled";
+    let lease_ms = 600;
+    let mut holder = Holder::spawn(&server.url(), name, lease_ms);
+    let held = holder.line();
+    let holder_field = held.strip_prefix("HELD ").expect("HELD <field>").to_owned();
+    assert_eq!(
+        hgetall(&server, name),
+        HashMap::from([(holder_field.clone(), "1".to_owned())])
+    );
+
+    // Alive, its watchdog keeps the lock well past one lease.
+    thread::sleep(Duration::from_millis(2 * lease_ms));
+    assert_eq!(holder.ask("lost"), "LOST false");
+    let ttl: i64 = server.cmd(&["PTTL", name]);
+    assert!(
+        ttl > 0 && ttl <= 600,
+        "renewed to the 600 ms lease, PTTL {ttl}"
+    );
+
+    // Freeze it: nothing renews, the lease runs out, another client gets in.
+    holder.signal("STOP");
+    let frozen = Instant::now();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock(name);
+    let guard = lock
+        .try_lock_for(Duration::from_secs(5))
+        .expect("try_lock_for")
+        .expect("the lock is free once the frozen holder's lease ran out");
+    let waited = frozen.elapsed();
+    assert!(
+        waited < Duration::from_secs(3),
+        "took {waited:?} to acquire after a 600 ms lease"
+    );
+    let ours = HashMap::from([(client.owner_field(), "1".to_owned())]);
+    assert_eq!(hgetall(&server, name), ours);
+
+    // Thaw it well past its lease. Its guard knows at once, by its own clock.
+    let stalled_for = Duration::from_millis(1500);
+    thread::sleep(stalled_for.saturating_sub(frozen.elapsed()));
+    holder.signal("CONT");
+    assert_eq!(holder.ask("lost"), "LOST true");
+
+    // Its watchdog runs a few periods (200 ms each) and must not renew our
+    // key down to its 600 ms lease, nor touch the hash.
+    thread::sleep(Duration::from_millis(3 * lease_ms / 3 + 200));
+    assert_eq!(hgetall(&server, name), ours);
+    let ttl: i64 = server.cmd(&["PTTL", name]);
+    assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
+
+    // Its unlock fails as lost and does not touch our lock.
+    let reply = holder.ask("unlock");
+    assert!(
+        reply.starts_with("UNLOCK lost=true err Lost"),
+        "stalled holder's unlock: {reply}"
+    );
+    assert_eq!(hgetall(&server, name), ours);
+    let ttl: i64 = server.cmd(&["PTTL", name]);
+    assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
+    assert!(holder.child.wait().expect("hold_lock exits").success());
+
+    guard.unlock().expect("the new holder unlocks normally");
+    let exists: bool = server.cmd(&["EXISTS", name]);
+    assert!(!exists);
+}
+
+#[test]
+fn holder_frozen_within_its_lease_keeps_the_lock() {
+    // The control case: a stall shorter than the lease minus one renewal
+    // period is survived, and the thawed holder still owns and unlocks it.
+    let server = RedisServer::start();
+    let name = "briefly-stalled";
+    let mut holder = Holder::spawn(&server.url(), name, 3000);
+    let held = holder.line();
+    let holder_field = held.strip_prefix("HELD ").expect("HELD <field>").to_owned();
+
+    holder.signal("STOP");
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock(name);
+    assert!(
+        lock.try_lock_for(Duration::from_millis(800))
+            .expect("try_lock_for")
+            .is_none(),
+        "the lock is still within the frozen holder's lease"
+    );
+    holder.signal("CONT");
+
+    thread::sleep(Duration::from_millis(1200));
+    assert_eq!(holder.ask("lost"), "LOST false");
+    assert_eq!(
+        hgetall(&server, name),
+        HashMap::from([(holder_field, "1".to_owned())])
+    );
+    assert_eq!(holder.ask("unlock"), "UNLOCK lost=false ok");
+    let exists: bool = server.cmd(&["EXISTS", name]);
+    assert!(!exists);
+}
