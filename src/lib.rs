@@ -84,3 +84,8 @@ pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
 pub use error::{Error, Result};
 pub use lock::{Lock, LockGuard, RequestId};
 pub use scripts::UnlockOutcome;
+
+/// The README's Rust snippets, compiled as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
