@@ -1,0 +1,127 @@
+//! `force_unlock`: deletes the lock whoever holds it, announces the release,
+//! and makes this client's own guards on it lost.
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Error};
+use support::{RedisServer, eventually};
+
+const JAVA_FIELD: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d:77";
+
+#[test]
+fn force_unlock_deletes_another_owners_lock_publishes_zero_and_wakes_a_waiter() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&["HSET", "stuck", JAVA_FIELD, "3"]);
+    let _: () = server.cmd(&["PEXPIRE", "stuck", "30000"]);
+    let channel = "redisson_lock__channel:{stuck}";
+    let client = Client::open(server.url()).expect("client");
+
+    let (acquired_tx, acquired_rx) = mpsc::channel();
+    let waiter = {
+        let lock = client.lock("stuck");
+        thread::spawn(move || {
+            let guard = lock.lock().expect("lock");
+            acquired_tx.send(Instant::now()).expect("report");
+            guard.unlock().expect("unlock");
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        let (_, subscribers): (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+        subscribers == 1 && client.diagnostics().waiters == 1
+    }));
+    let mut watcher = server.subscriber(&[channel]);
+
+    let forced = Instant::now();
+    assert!(client.lock("stuck").force_unlock().expect("force_unlock"));
+    let acquired = acquired_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter acquires");
+    let delay = acquired.saturating_duration_since(forced);
+    assert!(
+        delay < Duration::from_millis(500),
+        "woken {delay:?} after force_unlock, not at the 30 s TTL"
+    );
+    waiter.join().expect("waiter");
+
+    let messages = watcher.messages_within(Duration::from_millis(300));
+    let payloads: Vec<&str> = messages.iter().map(|m| m.payload.as_str()).collect();
+    assert_eq!(
+        payloads,
+        vec!["0", "0"],
+        "one \"0\" from force_unlock, one from the waiter's own release"
+    );
+    let exists: bool = server.cmd(&["EXISTS", "stuck"]);
+    assert!(!exists);
+}
+
+#[test]
+fn force_unlock_of_a_free_lock_returns_false_and_publishes_nothing() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let mut watcher = server.subscriber(&["redisson_lock__channel:{nothing}"]);
+    assert!(!client.lock("nothing").force_unlock().expect("force_unlock"));
+    assert_eq!(watcher.next_message(Duration::from_millis(300)), None);
+    let keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
+fn force_unlock_makes_this_clients_guards_lost() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("mine");
+    let first = lock.lock().expect("lock");
+    let second = lock.lock().expect("reentry");
+    assert_eq!(client.diagnostics().registered_holds, 1);
+
+    assert!(lock.force_unlock().expect("force_unlock"));
+    assert!(first.is_lost());
+    assert!(second.is_lost());
+    assert_eq!(client.diagnostics().registered_holds, 0);
+    assert!(!lock.is_locked().expect("locked"));
+
+    // Someone else takes it; the lost guards must not release it.
+    let other = Client::open(server.url()).expect("other client");
+    let theirs = other.lock("mine").lock().expect("other's lock");
+    assert!(matches!(second.unlock(), Err(Error::Lost { name }) if name == "mine"));
+    assert!(matches!(
+        first.unlock(),
+        Err(Error::Lost { .. } | Error::NotHeld { .. })
+    ));
+    let state: std::collections::HashMap<String, String> = server.cmd(&["HGETALL", "mine"]);
+    assert_eq!(
+        state,
+        std::collections::HashMap::from([(other.owner_field(), "1".to_string())])
+    );
+    theirs.unlock().expect("the other client's unlock");
+}
+
+#[test]
+fn force_unlock_from_another_thread_makes_the_holders_guard_lost() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.lock("crossthread");
+    let (held_tx, held_rx) = mpsc::channel();
+    let (forced_tx, forced_rx) = mpsc::channel::<()>();
+    let holder = {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            let guard = lock.lock().expect("lock");
+            held_tx.send(()).expect("report");
+            forced_rx.recv().expect("wait for the force");
+            let lost = guard.is_lost();
+            (lost, guard.unlock())
+        })
+    };
+    held_rx.recv().expect("held");
+    assert!(lock.force_unlock().expect("force_unlock"));
+    forced_tx.send(()).expect("tell");
+    let (lost, unlocked) = holder.join().expect("holder");
+    assert!(lost);
+    assert!(matches!(unlocked, Err(Error::Lost { .. })), "{unlocked:?}");
+    assert_eq!(client.diagnostics().registered_holds, 0);
+}
