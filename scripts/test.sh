@@ -9,6 +9,17 @@ cd "$(dirname "$0")/.."
 
 ensure_cargo
 ensure_redis_server
+ensure_java_maven
+
+# The Java interop tests (tests/java_interop.rs) build these on demand too;
+# building them here makes the Maven time visible on its own.
+echo "==> Redisson interop drivers (interop/java)"
+newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
+for version in "$newest" 3.24.3; do
+  started=$SECONDS
+  interop/java/build.sh "$version" target/interop >/dev/null
+  echo "    redisson-driver-$version.jar ready in $((SECONDS - started)) s"
+done
 
 echo "==> cargo test"
 cargo test --all-targets

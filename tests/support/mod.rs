@@ -5,6 +5,8 @@
 //! when its [`RedisServer`] is dropped, also when the test panics.
 #![allow(dead_code)]
 
+pub mod java;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

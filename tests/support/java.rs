@@ -1,0 +1,459 @@
+//! Real Redisson in the tests: builds the Java interop driver
+//! (`interop/java/`, see its README.md) and talks to it.
+//!
+//! A [`JavaDriver`] is one JVM with one `RedissonClient`, connected to a test's
+//! redis-server. It runs named *actors*, each a dedicated Java thread (Redisson
+//! locks belong to Java threads), fed one command line at a time. Replies are
+//! routed per actor by a reader thread, so a test can start `t1 lock x`, which
+//! blocks in Java, and read its reply later while talking to `t2`.
+//!
+//! The driver jars are built once per test run (and cached across test
+//! binaries and runs by `build.sh`). Without `java` or `mvn` the tests panic
+//! with instructions; they never pass silently.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The Redisson versions every interop scenario runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redisson {
+    /// The interop pom's default `redisson.version`: the newest release.
+    Newest,
+    /// The oldest version the crate promises to interoperate with (the first
+    /// with the unlock latch, PROTOCOL §11).
+    V3_24_3,
+}
+
+impl Redisson {
+    /// The Maven version string.
+    pub fn version(self) -> String {
+        match self {
+            Redisson::Newest => pom_default_version(),
+            Redisson::V3_24_3 => "3.24.3".to_owned(),
+        }
+    }
+}
+
+/// How long a reply may take before a test gives up on the driver. Functional
+/// limit only (a JVM stuck or crashed), never a speed target.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn interop_dir() -> PathBuf {
+    repo_root().join("interop").join("java")
+}
+
+/// Where `build.sh` puts the jars (shared by all engineers' target dirs, so
+/// the cache survives `CARGO_TARGET_DIR` changes).
+fn jar_dir() -> PathBuf {
+    repo_root().join("target").join("interop")
+}
+
+/// `<redisson.version>` from the interop pom: the "newest" of the matrix.
+fn pom_default_version() -> String {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let pom = interop_dir().join("pom.xml");
+            let text = std::fs::read_to_string(&pom)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", pom.display()));
+            let start = text
+                .find("<redisson.version>")
+                .unwrap_or_else(|| panic!("no <redisson.version> property in {}", pom.display()))
+                + "<redisson.version>".len();
+            let end = start
+                + text[start..]
+                    .find("</redisson.version>")
+                    .expect("unterminated <redisson.version>");
+            text[start..end].trim().to_owned()
+        })
+        .clone()
+}
+
+fn require_tool(tool: &str, version_flag: &str) {
+    let found = Command::new(tool)
+        .arg(version_flag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        found,
+        "the Java interop tests need `{tool}` on PATH (a JDK 17+ and Maven), and do not skip \
+         without it: run scripts/test.sh as root (it installs them via ensure_java_maven), or \
+         `apt-get install openjdk-17-jdk-headless maven`"
+    );
+}
+
+/// The driver jar for `version`, built on first use in this process (and
+/// reused from `target/interop` when `build.sh` finds it up to date).
+pub fn driver_jar(version: &str) -> PathBuf {
+    static JARS: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut jars = JARS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(jar) = jars.get(version) {
+        return jar.clone();
+    }
+    require_tool("java", "-version");
+    require_tool("mvn", "-v");
+    let started = Instant::now();
+    let output = Command::new("bash")
+        .arg(interop_dir().join("build.sh"))
+        .arg(version)
+        .arg(jar_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run interop/java/build.sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "interop/java/build.sh {version} failed ({}):\n{stderr}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let jar = PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("build.sh {version} printed no jar path; stderr:\n{stderr}"))
+            .trim(),
+    );
+    assert!(
+        jar.is_file(),
+        "build.sh {version} printed {jar:?}, which is not a file"
+    );
+    eprintln!(
+        "redisson driver {version}: {} ({:?})",
+        jar.display(),
+        started.elapsed()
+    );
+    jars.insert(version.to_owned(), jar.clone());
+    jar
+}
+
+/// One reply line: `<actor> <op> OK <values...>` or `<actor> <op> ERR <Exception> <message>`.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// When the reader thread received the line.
+    pub at: Instant,
+    pub actor: String,
+    pub op: String,
+    pub ok: bool,
+    /// After `OK`: the values; after `ERR`: the exception name, then the message words.
+    pub values: Vec<String>,
+    pub line: String,
+}
+
+impl Reply {
+    fn parse(line: &str, at: Instant) -> Option<Reply> {
+        let mut words = line.split_whitespace();
+        let actor = words.next()?.to_owned();
+        let op = words.next()?.to_owned();
+        let ok = match words.next()? {
+            "OK" => true,
+            "ERR" => false,
+            _ => return None,
+        };
+        Some(Reply {
+            at,
+            actor,
+            op,
+            ok,
+            values: words.map(str::to_owned).collect(),
+            line: line.to_owned(),
+        })
+    }
+
+    /// The exception's simple class name of an `ERR` reply.
+    pub fn exception(&self) -> Option<&str> {
+        if self.ok {
+            None
+        } else {
+            self.values.first().map(String::as_str)
+        }
+    }
+
+    /// Value `i` of an `OK` reply, parsed.
+    pub fn value<T: std::str::FromStr>(&self, i: usize) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
+        assert!(self.ok, "expected OK, got `{}`", self.line);
+        let text = self
+            .values
+            .get(i)
+            .unwrap_or_else(|| panic!("reply `{}` has no value {i}", self.line));
+        text.parse()
+            .unwrap_or_else(|e| panic!("value {i} of `{}`: {e:?}", self.line))
+    }
+}
+
+/// What the reader threads share with the test.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    arrived: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    replies: HashMap<String, VecDeque<Reply>>,
+    /// Lines that are not replies (or arrive after BYE): a protocol error.
+    strays: Vec<String>,
+    /// Driver's stdout closed (it quit or died).
+    closed: bool,
+    /// The driver's stderr, for failure messages.
+    stderr: Vec<String>,
+}
+
+/// A running driver JVM (one `RedissonClient`), killed by pid when dropped.
+pub struct JavaDriver {
+    child: Child,
+    stdin: Mutex<ChildStdin>,
+    shared: Arc<Shared>,
+    /// The Redisson version the JVM actually loaded (from `READY`).
+    pub version: String,
+    /// The `RedissonClient` id: the UUID in its lock fields.
+    pub client_id: String,
+}
+
+impl JavaDriver {
+    /// Starts a driver for `version` against `redis_url`, with Redisson's
+    /// `lockWatchdogTimeout` set to `watchdog`, and waits for `READY`.
+    pub fn start(version: Redisson, redis_url: &str, watchdog: Duration) -> JavaDriver {
+        let wanted = version.version();
+        let jar = driver_jar(&wanted);
+        let mut child = Command::new("java")
+            // Small, quick-starting JVM: several run at once on a small machine.
+            .args([
+                "-Xss512k",
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+            ])
+            .arg("-jar")
+            .arg(&jar)
+            .arg(redis_url)
+            .arg(watchdog.as_millis().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run `java -jar {}`: {e}", jar.display()));
+        let shared = Arc::new(Shared::default());
+        let stdin = child.stdin.take().expect("driver stdin");
+        let stdout = child.stdout.take().expect("driver stdout");
+        let stderr = child.stderr.take().expect("driver stderr");
+        {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("java-driver-stderr".into())
+                .spawn(move || {
+                    for line in BufReader::new(stderr).lines() {
+                        let Ok(line) = line else { break };
+                        shared.state.lock().expect("driver state").stderr.push(line);
+                    }
+                })
+                .expect("spawn stderr reader");
+        }
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("java-driver-stdout".into())
+                .spawn(move || read_replies(stdout, &shared, ready_tx))
+                .expect("spawn stdout reader");
+        }
+        let mut driver = JavaDriver {
+            child,
+            stdin: Mutex::new(stdin),
+            shared,
+            version: String::new(),
+            client_id: String::new(),
+        };
+        let ready = match ready_rx.recv_timeout(REPLY_TIMEOUT) {
+            Ok(line) => line,
+            Err(_) => panic!(
+                "the Redisson {wanted} driver did not print READY; stderr:\n{}",
+                driver.stderr()
+            ),
+        };
+        let words: Vec<&str> = ready.split_whitespace().collect();
+        assert!(
+            words.len() == 3 && words[0] == "READY",
+            "expected `READY <version> <client id>`, got `{ready}`; stderr:\n{}",
+            driver.stderr()
+        );
+        driver.version = words[1].to_owned();
+        driver.client_id = words[2].to_owned();
+        assert_eq!(
+            driver.version, wanted,
+            "the driver built for Redisson {wanted} loaded Redisson {}",
+            driver.version
+        );
+        driver
+    }
+
+    /// Sends `<actor> <command>` without waiting for the reply.
+    pub fn send(&self, actor: &str, command: &str) {
+        assert!(
+            !actor.contains(char::is_whitespace) && !actor.is_empty(),
+            "bad actor name {actor:?}"
+        );
+        let mut stdin = self.stdin.lock().expect("driver stdin");
+        writeln!(stdin, "{actor} {command}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("driver stdin closed ({e}); stderr:\n{}", self.stderr()));
+    }
+
+    /// The next reply of `actor`, waiting up to `within`; `None` if none came.
+    pub fn try_recv(&self, actor: &str, within: Duration) -> Option<Reply> {
+        let deadline = Instant::now() + within;
+        let mut state = self.shared.state.lock().expect("driver state");
+        loop {
+            assert!(
+                state.strays.is_empty(),
+                "the driver printed lines that are not replies: {:?}",
+                state.strays
+            );
+            if let Some(reply) = state.replies.get_mut(actor).and_then(VecDeque::pop_front) {
+                return Some(reply);
+            }
+            let now = Instant::now();
+            if state.closed || now >= deadline {
+                return None;
+            }
+            state = self
+                .shared
+                .arrived
+                .wait_timeout(state, deadline - now)
+                .expect("driver state")
+                .0;
+        }
+    }
+
+    /// The next reply of `actor` (panics after [`REPLY_TIMEOUT`] or if the
+    /// driver died).
+    pub fn recv(&self, actor: &str) -> Reply {
+        match self.try_recv(actor, REPLY_TIMEOUT) {
+            Some(reply) => reply,
+            None => panic!(
+                "no reply for actor {actor} from Redisson {} (driver {}); stderr:\n{}",
+                self.version,
+                if self.shared.state.lock().expect("driver state").closed {
+                    "exited"
+                } else {
+                    "silent"
+                },
+                self.stderr()
+            ),
+        }
+    }
+
+    /// Sends a command and waits for its reply.
+    pub fn call(&self, actor: &str, command: &str) -> Reply {
+        self.send(actor, command);
+        let reply = self.recv(actor);
+        let op = command.split_whitespace().next().unwrap_or_default();
+        assert_eq!(
+            reply.op, op,
+            "reply `{}` to `{actor} {command}`",
+            reply.line
+        );
+        reply
+    }
+
+    /// Sends a command, waits for its reply and asserts it is `OK`.
+    pub fn ok(&self, actor: &str, command: &str) -> Reply {
+        let reply = self.call(actor, command);
+        assert!(
+            reply.ok,
+            "`{actor} {command}` on Redisson {} failed: `{}`",
+            self.version, reply.line
+        );
+        reply
+    }
+
+    /// Sends a command whose reply is `OK true|false ...` and returns the flag.
+    pub fn flag(&self, actor: &str, command: &str) -> bool {
+        self.ok(actor, command).value(0)
+    }
+
+    /// The thread id an actor's locks carry: its hash field is
+    /// `<client_id>:<thread id>`.
+    pub fn owner_field(&self, actor: &str) -> String {
+        let tid: u64 = self.ok(actor, "threadId").value(0);
+        format!("{}:{tid}", self.client_id)
+    }
+
+    /// Runs one contended hand-off on a private lock so that the timed parts of
+    /// a test do not pay for class loading and the first subscription.
+    pub fn warm_up(&self) {
+        let name = "interop-warm-up";
+        self.ok("warm1", &format!("lock {name}"));
+        self.send("warm2", &format!("lock {name}"));
+        thread::sleep(Duration::from_millis(50));
+        self.ok("warm1", &format!("unlock {name}"));
+        let reply = self.recv("warm2");
+        assert!(reply.ok, "warm-up hand-off failed: `{}`", reply.line);
+        self.ok("warm2", &format!("unlock {name}"));
+    }
+
+    /// What the driver wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.shared
+            .state
+            .lock()
+            .map(|state| state.stderr.join("\n"))
+            .unwrap_or_default()
+    }
+}
+
+fn read_replies(
+    stdout: std::process::ChildStdout,
+    shared: &Shared,
+    ready: std::sync::mpsc::Sender<String>,
+) {
+    let mut lines = BufReader::new(stdout).lines();
+    if let Some(Ok(line)) = lines.next() {
+        let _ = ready.send(line);
+    }
+    for line in lines {
+        let Ok(line) = line else { break };
+        let at = Instant::now();
+        let mut state = shared.state.lock().expect("driver state");
+        if line == "BYE" {
+            break;
+        }
+        match Reply::parse(&line, at) {
+            Some(reply) => state
+                .replies
+                .entry(reply.actor.clone())
+                .or_default()
+                .push_back(reply),
+            None => state.strays.push(line),
+        }
+        drop(state);
+        shared.arrived.notify_all();
+    }
+    shared.state.lock().expect("driver state").closed = true;
+    shared.arrived.notify_all();
+}
+
+impl Drop for JavaDriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
