@@ -1,0 +1,224 @@
+//! Fault: wake-ups that go missing.
+//!
+//! The subscriber connection is killed while threads wait (`CLIENT KILL TYPE
+//! pubsub`), so unlock messages published meanwhile are lost: every waiter
+//! must still get the lock, at worst one TTL slice late, and wake-ups must work
+//! again once the subscriber is back. And a release that races a waiter's
+//! subscription must never be missed.
+
+mod support;
+
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::Client;
+use support::{RedisServer, eventually};
+
+const CHANNEL: &str = "redisson_lock__channel:{woken}";
+
+fn kill_pubsub(server: &RedisServer) -> u64 {
+    server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])
+}
+
+#[test]
+fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
+    let server = RedisServer::start();
+    // The holder's lease is 1 s (renewed): a lost message costs a waiter at
+    // most one such TTL slice.
+    let holder = Client::builder(server.url())
+        .watchdog_timeout(Duration::from_secs(1))
+        .build()
+        .expect("holder client");
+    let waiters = Client::open(server.url()).expect("waiter client");
+    let name = "woken";
+    let (held_tx, held_rx) = channel();
+    let (release_tx, release_rx) = channel::<()>();
+    let holding = {
+        let lock = holder.lock(name);
+        thread::spawn(move || {
+            let guard = lock.lock().expect("holder lock");
+            held_tx.send(()).expect("send");
+            release_rx.recv().expect("told to release");
+            guard.unlock().expect("holder unlock");
+            Instant::now()
+        })
+    };
+    held_rx.recv().expect("held");
+
+    const WAITERS: usize = 4;
+    let (acquired_tx, acquired_rx) = channel();
+    let threads: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let lock = waiters.lock(name);
+            let acquired_tx = acquired_tx.clone();
+            thread::spawn(move || {
+                let guard = lock
+                    .try_lock_for(Duration::from_secs(30))
+                    .expect("try_lock_for")
+                    .expect("every waiter gets the lock");
+                acquired_tx.send(Instant::now()).expect("send");
+                thread::sleep(Duration::from_millis(20));
+                guard.unlock().expect("waiter unlock");
+            })
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || {
+        waiters.diagnostics().waiters == WAITERS
+    }));
+    assert_eq!(server.client_count("pubsub"), 1);
+
+    // Kill the subscriber, and release while it is (probably) reconnecting.
+    assert_eq!(kill_pubsub(&server), 1);
+    release_tx.send(()).expect("release");
+    let released = holding.join().expect("holder thread");
+
+    let mut acquisitions = Vec::new();
+    for _ in 0..WAITERS {
+        acquisitions.push(
+            acquired_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a waiter hangs after the subscriber was killed"),
+        );
+    }
+    for thread in threads {
+        thread.join().expect("waiter thread");
+    }
+    let mut previous = released;
+    for (n, at) in acquisitions.iter().enumerate() {
+        let gap = at.saturating_duration_since(previous);
+        assert!(
+            gap < Duration::from_millis(1500),
+            "waiter {n} got the lock {gap:?} after it was free (TTL slice is 1 s)"
+        );
+        previous = *at;
+    }
+    eprintln!(
+        "hand-offs after the kill: {:?}",
+        acquisitions
+            .iter()
+            .scan(released, |previous, at| {
+                let gap = at.saturating_duration_since(*previous);
+                *previous = *at;
+                Some(gap)
+            })
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(waiters.diagnostics().waiters, 0);
+    assert!(eventually(Duration::from_secs(2), || {
+        waiters.diagnostics().subscribed_channels == 0
+    }));
+
+    // The subscriber is back: a fresh wait is woken by the message, long
+    // before the 30 s TTL of a default-lease holder.
+    let patient = Client::open(server.url()).expect("client with a 30 s lease");
+    assert_woken_promptly(&server, &patient, &waiters, name, false);
+
+    // Killed while a thread waits on a 30 s lease: the subscriber comes back,
+    // subscribes again, and the release wakes the waiter at once.
+    assert_woken_promptly(&server, &patient, &waiters, name, true);
+}
+
+/// `holder` takes `name` with a 30 s lease, a thread of `waiters` waits for
+/// it (its subscriber killed meanwhile if `kill`), and must be woken within
+/// 200 ms of the release.
+fn assert_woken_promptly(
+    server: &RedisServer,
+    holder: &Client,
+    waiters: &Client,
+    name: &str,
+    kill: bool,
+) {
+    let guard = holder.lock(name).lock().expect("holder lock");
+    let ttl = holder
+        .lock(name)
+        .remaining_ttl()
+        .expect("pttl")
+        .expect("ttl");
+    assert!(ttl > Duration::from_secs(25));
+    let waiter = {
+        let lock = waiters.lock(name);
+        thread::spawn(move || {
+            let _guard = lock
+                .try_lock_for(Duration::from_secs(20))
+                .expect("try_lock_for")
+                .expect("acquired");
+            Instant::now()
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        waiters.diagnostics().waiters == 1 && numsub(server, CHANNEL) == 1
+    }));
+    if kill {
+        assert_eq!(kill_pubsub(server), 1);
+        assert!(
+            eventually(Duration::from_secs(5), || numsub(server, CHANNEL) == 1),
+            "the subscriber did not come back"
+        );
+    }
+    let released = Instant::now();
+    guard.unlock().expect("unlock");
+    let acquired = waiter.join().expect("waiter");
+    let handoff = acquired.saturating_duration_since(released);
+    assert!(
+        handoff < Duration::from_millis(200),
+        "woken {handoff:?} after the release (holder TTL 30 s)"
+    );
+}
+
+fn numsub(server: &RedisServer, channel: &str) -> i64 {
+    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+    reply.1
+}
+
+#[test]
+fn release_racing_a_waiters_subscription_is_never_missed() {
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder client");
+    let waiter = Client::open(server.url()).expect("waiter client");
+    let mut seed = u64::from(std::process::id()) ^ 0x9e37_79b9_7f4a_7c15;
+    let mut worst = Duration::ZERO;
+    for round in 0..200 {
+        // xorshift: 0-3 ms between the waiter starting and the release.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_micros(seed % 3_000);
+
+        let name = format!("race-{}", round % 4);
+        let guard = holder.lock(name.as_str()).lock().expect("holder lock");
+        let start = Arc::new(Barrier::new(2));
+        let waiting = {
+            let lock = waiter.lock(name.as_str());
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                start.wait();
+                let began = Instant::now();
+                let guard = lock
+                    .try_lock_for(Duration::from_secs(10))
+                    .expect("try_lock_for");
+                let waited = began.elapsed();
+                assert!(guard.is_some(), "round {round}: not acquired in 10 s");
+                waited
+            })
+        };
+        start.wait();
+        thread::sleep(delay);
+        guard.unlock().expect("holder unlock");
+        let waited = waiting.join().expect("waiter thread");
+        assert!(
+            waited < Duration::from_secs(1),
+            "round {round}: release {delay:?} after the waiter started was missed; \
+             it waited {waited:?} (holder TTL 30 s)"
+        );
+        worst = worst.max(waited);
+    }
+    eprintln!("worst wait over 200 racing releases: {worst:?}");
+    assert!(eventually(Duration::from_secs(2), || {
+        let d = waiter.diagnostics();
+        d.subscribed_channels == 0 && d.waiters == 0
+    }));
+    assert_eq!(holder.diagnostics().registered_holds, 0);
+    assert_eq!(waiter.diagnostics().registered_holds, 0);
+}
