@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 use scheduled_thread_pool::ScheduledThreadPool;
 
-use crate::connection::Connector;
+use crate::connection::{Connector, PooledConnection};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::owner;
@@ -161,6 +161,27 @@ impl Client {
     pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<Connector>> {
         Ok(self.inner.pool.get()?)
     }
+
+    /// Runs `command` on a pooled connection. If the connection turns out to
+    /// be dropped (it died idle in the pool: the server restarted, a proxy
+    /// closed it), `command` runs once more on a connection that is fresh or
+    /// has just answered a `PING`, so a restarted server costs callers
+    /// nothing once it is back. (A command lost with a connection that dropped
+    /// after the server ran it is sent twice; for an acquire that is one
+    /// extra reentry count, which the lease then expires.)
+    pub(crate) fn with_connection<T>(
+        &self,
+        mut command: impl FnMut(&mut PooledConnection) -> Result<T>,
+    ) -> Result<T> {
+        let mut con = self.connection()?;
+        match command(&mut con) {
+            Err(e) if e.is_connection_dropped() => {
+                drop(con); // discarded by the pool
+                command(&mut *self.connection()?)
+            }
+            other => other,
+        }
+    }
 }
 
 impl fmt::Debug for Client {
@@ -277,9 +298,9 @@ impl ClientBuilder {
         let pool = r2d2::Pool::builder()
             .max_size(self.pool_size)
             .min_idle(Some(1))
-            // A checkout must not cost a PING round trip; broken connections
-            // are detected when they fail and dropped on return.
-            .test_on_check_out(false)
+            // A checkout costs no round trip: `is_valid` only PINGs
+            // connections that were idle when another one was found dropped.
+            .test_on_check_out(true)
             .connection_timeout(config.connect_timeout)
             .thread_pool(Arc::new(
                 ScheduledThreadPool::builder()

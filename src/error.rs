@@ -91,6 +91,11 @@ impl Error {
         }
     }
 
+    /// The connection the command went out on was closed or reset.
+    pub(crate) fn is_connection_dropped(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.is_connection_dropped())
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
     }

@@ -188,13 +188,9 @@ impl Lock {
     /// was a lock to delete. Guards of this client on it become lost.
     pub fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        let mut con = self.client.connection()?;
-        let deleted = scripts::force_unlock(
-            &mut *con,
-            &self.name,
-            &self.channel,
-            self.client.inner.publish,
-        )?;
+        let deleted = self.client.with_connection(|con| {
+            scripts::force_unlock(con, &self.name, &self.channel, self.client.inner.publish)
+        })?;
         self.client.inner.registry.lose_all(&self.name);
         Ok(deleted)
     }
@@ -202,21 +198,25 @@ impl Lock {
     /// Whether anyone holds the lock (`EXISTS`).
     pub fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
-        Ok(self.client.connection()?.exists(&*self.name)?)
+        self.client
+            .with_connection(|con| Ok(con.exists(&*self.name)?))
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.check_name()?;
         let field = self.owner_field();
-        Ok(self.client.connection()?.hexists(&*self.name, field)?)
+        self.client
+            .with_connection(|con| Ok(con.hexists(&*self.name, &field)?))
     }
 
     /// The calling thread's reentrancy count, 0 when it does not hold the lock.
     pub fn hold_count(&self) -> Result<u64> {
         self.check_name()?;
         let field = self.owner_field();
-        let count: Option<u64> = self.client.connection()?.hget(&*self.name, field)?;
+        let count: Option<u64> = self
+            .client
+            .with_connection(|con| Ok(con.hget(&*self.name, &field)?))?;
         Ok(count.unwrap_or(0))
     }
 
@@ -224,7 +224,9 @@ impl Lock {
     /// has no expiry.
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check_name()?;
-        let ttl: i64 = self.client.connection()?.pttl(&*self.name)?;
+        let ttl: i64 = self
+            .client
+            .with_connection(|con| Ok(con.pttl(&*self.name)?))?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
@@ -294,11 +296,12 @@ impl Lock {
         lease_ms: u64,
     ) -> Result<Result<LockGuard, Option<Duration>>> {
         let sent = Instant::now();
-        let mut con = self.client.connection()?;
-        match scripts::acquire(&mut *con, &self.name, lease_ms, field)? {
+        let acquired = self
+            .client
+            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field))?;
+        match acquired {
             Acquire::Held { ttl } => Ok(Err(ttl)),
             Acquire::Acquired => {
-                drop(con);
                 let renew = self.lease.is_none();
                 let hold = self
                     .client
@@ -341,8 +344,7 @@ impl Lock {
         loop {
             let result = self
                 .client
-                .connection()
-                .and_then(|mut con| scripts::unlock(&mut *con, &args));
+                .with_connection(|con| scripts::unlock(con, &args));
             match result {
                 Err(e) if e.is_transient() && retries < inner.config.retry_attempts => {
                     retries += 1;
