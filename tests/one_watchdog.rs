@@ -6,18 +6,68 @@
 
 mod support;
 
+use std::io::Write;
+use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
 use support::{RedisServer, threads_named};
 
-/// A run of renewal calls: consecutive `evalsha` count increases with no gap
-/// longer than a third of the renewal period between them.
+/// One `EVALSHA` as `MONITOR` reported it.
+#[derive(Debug)]
+struct Call {
+    /// Server time, in microseconds.
+    at_us: u64,
+    /// The script's number of keys.
+    keys: usize,
+}
+
+/// A run of calls with no gap longer than half the renewal period: one tick.
 #[derive(Debug)]
 struct Burst {
-    calls: u64,
-    started: Instant,
+    calls: u32,
+    first_us: u64,
+    last_us: u64,
+}
+
+/// Every `EVALSHA` the server runs during `window`, seen through `MONITOR`.
+fn monitor_evalsha(server: &RedisServer, window: Duration) -> Vec<Call> {
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    stream
+        .write_all(&redis::cmd("MONITOR").get_packed_command())
+        .expect("MONITOR");
+    let mut parser = redis::Parser::new();
+    let deadline = Instant::now() + window;
+    let mut calls = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return calls;
+        }
+        stream.set_read_timeout(Some(left)).expect("timeout");
+        let line = match parser.parse_value(&mut stream) {
+            Ok(redis::Value::SimpleString(line)) => line,
+            Ok(_) => continue, // +OK
+            Err(e) if e.is_timeout() => return calls,
+            Err(e) => panic!("MONITOR connection failed: {e}"),
+        };
+        // 1700000000.123456 [0 127.0.0.1:4242] "EVALSHA" "<sha>" "100" "key" ...
+        let quoted: Vec<&str> = line.split('"').collect();
+        if quoted.len() < 6 || !quoted[1].eq_ignore_ascii_case("evalsha") {
+            continue;
+        }
+        let (secs, micros) = line
+            .split(' ')
+            .next()
+            .and_then(|ts| ts.split_once('.'))
+            .expect("a timestamp");
+        calls.push(Call {
+            at_us: secs.parse::<u64>().expect("seconds") * 1_000_000
+                + micros.parse::<u64>().expect("microseconds"),
+            keys: quoted[5].parse().expect("numkeys"),
+        });
+    }
 }
 
 #[test]
@@ -56,28 +106,33 @@ fn three_hundred_locks_are_renewed_by_one_thread_in_three_round_trips_per_tick()
     );
 
     // Let a couple of ticks pass (the first may load the renewal script),
-    // then watch the renewal round trips tick by tick.
+    // then watch every EVALSHA the server runs, with its own timestamps.
     thread::sleep(period * 2);
+    let calls_before = server.command_calls("evalsha");
+    let seen = monitor_evalsha(&server, period * 8);
+    let calls_during = server.command_calls("evalsha") - calls_before;
+    assert!(
+        seen.iter().all(|call| call.keys == 100),
+        "every renewal call carries 100 locks: {seen:?}"
+    );
+    assert!(
+        calls_during >= seen.len() as u64,
+        "INFO commandstats counted {calls_during} EVALSHA, MONITOR saw {}",
+        seen.len()
+    );
     let mut bursts: Vec<Burst> = Vec::new();
-    let mut last_calls = server.command_calls("evalsha");
-    let mut last_change: Option<Instant> = None;
-    let watch_until = Instant::now() + period * 8;
-    while Instant::now() < watch_until {
-        let calls = server.command_calls("evalsha");
-        if calls > last_calls {
-            let now = Instant::now();
-            let continues = last_change.is_some_and(|at| now.duration_since(at) < period / 3);
-            match bursts.last_mut() {
-                Some(burst) if continues => burst.calls += calls - last_calls,
-                _ => bursts.push(Burst {
-                    calls: calls - last_calls,
-                    started: now,
-                }),
+    for call in &seen {
+        match bursts.last_mut() {
+            Some(burst) if call.at_us - burst.last_us < period.as_micros() as u64 / 2 => {
+                burst.calls += 1;
+                burst.last_us = call.at_us;
             }
-            last_calls = calls;
-            last_change = Some(now);
+            _ => bursts.push(Burst {
+                calls: 1,
+                first_us: call.at_us,
+                last_us: call.at_us,
+            }),
         }
-        thread::sleep(Duration::from_millis(3));
     }
     eprintln!("renewal bursts: {bursts:?}");
     assert!(bursts.len() >= 6, "a tick every {period:?}: {bursts:?}");
@@ -90,9 +145,9 @@ fn three_hundred_locks_are_renewed_by_one_thread_in_three_round_trips_per_tick()
         );
     }
     for pair in complete.windows(2) {
-        let gap = pair[1].started.duration_since(pair[0].started);
+        let gap = Duration::from_micros(pair[1].first_us - pair[0].first_us);
         assert!(
-            gap >= period / 2 && gap < period * 3,
+            gap >= period && gap < period * 3,
             "ticks {gap:?} apart: {bursts:?}"
         );
     }
