@@ -296,9 +296,12 @@ impl Lock {
         lease_ms: u64,
     ) -> Result<Result<LockGuard, Option<Duration>>> {
         let sent = Instant::now();
+        // Without a live hold here, whatever count Redis has under our field
+        // was left by an acquire whose reply was lost: not a reentry.
+        let fresh = !self.client.inner.registry.holds_live(&self.name, field);
         let acquired = self
             .client
-            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field))?;
+            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field, fresh))?;
         match acquired {
             Acquire::Held { ttl } => Ok(Err(ttl)),
             Acquire::Acquired => {

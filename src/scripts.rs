@@ -57,17 +57,22 @@ pub(crate) struct UnlockArgs<'a> {
     pub latch_ttl_ms: u64,
 }
 
+/// One acquire attempt. `fresh` says the caller holds no live hold on the
+/// lock: a count found under its field is then stale (left by an acquire whose
+/// reply was lost) and restarts at 1 rather than counting as a reentry.
 pub(crate) fn acquire(
     con: &mut dyn ConnectionLike,
     name: &str,
     lease_ms: u64,
     field: &str,
+    fresh: bool,
 ) -> Result<Acquire> {
     let reply: Option<i64> = SCRIPTS
         .acquire
         .key(name)
         .arg(lease_ms)
         .arg(field)
+        .arg(if fresh { "1" } else { "0" })
         .invoke(con)?;
     Ok(match reply {
         None => Acquire::Acquired,
