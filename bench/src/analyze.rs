@@ -1,0 +1,99 @@
+//! Merges the event files of one contended run (one file per process, Rust
+//! or Java, all stamped with `CLOCK_MONOTONIC`) into its hand-off statistics.
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::common::{Args, ms, percentile, us};
+
+struct Event {
+    thread: u64,
+    call: u64,
+    acquired: u64,
+    release: u64,
+    released: u64,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let mut events = Vec::new();
+    for path in &args.positional {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("bad event line in {path}: {line}"))?;
+            let [thread, call, acquired, release, released] = f[..] else {
+                bail!("bad event line in {path}: {line}");
+            };
+            events.push(Event {
+                thread,
+                call,
+                acquired,
+                release,
+                released,
+            });
+        }
+    }
+    let expected = args.num_or("expected", 0)?;
+    if events.is_empty() {
+        bail!("no events");
+    }
+    events.sort_by_key(|e| e.acquired);
+
+    let mut handoff = Vec::new();
+    let mut handoff_other = Vec::new();
+    let mut same_holder = 0u64;
+    let mut overlaps = 0u64;
+    for pair in events.windows(2) {
+        let (prev, next) = (&pair[0], &pair[1]);
+        if next.acquired < prev.release {
+            // The next holder got the lock before this one let go: either a
+            // broken lock or clocks that disagree. Either way, report it.
+            overlaps += 1;
+            continue;
+        }
+        let gap = next.acquired - prev.release;
+        handoff.push(gap);
+        if next.thread == prev.thread {
+            same_holder += 1;
+        } else {
+            handoff_other.push(gap);
+        }
+    }
+    let mut waits: Vec<u64> = events.iter().map(|e| e.acquired - e.call).collect();
+    handoff.sort_unstable();
+    handoff_other.sort_unstable();
+    waits.sort_unstable();
+    let start = events.iter().map(|e| e.call).min().unwrap_or(0);
+    let end = events.iter().map(|e| e.released).max().unwrap_or(0);
+    let mut threads: Vec<u64> = events.iter().map(|e| e.thread).collect();
+    threads.sort_unstable();
+    threads.dedup();
+
+    let out = json!({
+        "scenario": "contended",
+        "contender": args.str("contender")?,
+        "rep": args.num_or("rep", 0)?,
+        "run_id": args.str_or("run-id", "0"),
+        "threads": args.num_or("threads", 0)?,
+        "procs": args.num_or("procs", 1)?,
+        "acquisitions": events.len(),
+        "expected_acquisitions": expected,
+        "holder_threads": threads.len(),
+        "total_ms": ms(end - start),
+        "handoff_p50_us": us(percentile(&handoff, 0.50)),
+        "handoff_p99_us": us(percentile(&handoff, 0.99)),
+        "handoff_max_us": us(percentile(&handoff, 1.0)),
+        "handoff_other_p50_us": us(percentile(&handoff_other, 0.50)),
+        "handoff_other_p99_us": us(percentile(&handoff_other, 0.99)),
+        "same_holder_fraction": same_holder as f64 / handoff.len().max(1) as f64,
+        "wait_p50_us": us(percentile(&waits, 0.50)),
+        "wait_p99_us": us(percentile(&waits, 0.99)),
+        "longest_wait_ms": ms(percentile(&waits, 1.0)),
+        "overlaps": overlaps,
+    });
+    println!("{out}");
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Small shared pieces: the system-wide clock, resource usage, statistics,
+//! argument parsing and the cross-process start barrier.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// `CLOCK_MONOTONIC` in nanoseconds. It is system-wide on Linux, and it is
+/// also what Java's `System.nanoTime()` reads there, so timestamps from every
+/// process of one run (Rust or Java) can be compared directly.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// User + system CPU time of this process so far, in nanoseconds.
+pub fn cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Resident set size of this process (from `/proc/self/statm`), in bytes.
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+/// Nearest-rank percentile of sorted samples (`q` in 0..=1).
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+pub fn ms(ns: u64) -> f64 {
+    ns as f64 / 1_000_000.0
+}
+
+/// `--key value` pairs.
+pub struct Args {
+    map: HashMap<String, String>,
+    pub positional: Vec<String>,
+}
+
+impl Args {
+    pub fn parse(raw: &[String]) -> Result<Args> {
+        let mut map = HashMap::new();
+        let mut positional = Vec::new();
+        let mut it = raw.iter();
+        while let Some(word) = it.next() {
+            if let Some(key) = word.strip_prefix("--") {
+                let value = it
+                    .next()
+                    .with_context(|| format!("--{key} needs a value"))?;
+                map.insert(key.to_owned(), value.clone());
+            } else {
+                positional.push(word.clone());
+            }
+        }
+        Ok(Args { map, positional })
+    }
+
+    pub fn str(&self, key: &str) -> Result<&str> {
+        self.map
+            .get(key)
+            .map(String::as_str)
+            .with_context(|| format!("missing --{key}"))
+    }
+
+    pub fn str_or<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
+        self.map.get(key).map_or(default, String::as_str)
+    }
+
+    pub fn num_or(&self, key: &str, default: u64) -> Result<u64> {
+        match self.map.get(key) {
+            Some(v) => v
+                .parse()
+                .with_context(|| format!("--{key} must be a whole number, got {v}")),
+            None => Ok(default),
+        }
+    }
+}
+
+/// Waits until `n` processes have reached the barrier called `key` (an INCR'd
+/// Redis counter), so that every process of a run starts together.
+pub fn redis_barrier(con: &mut redis::Connection, key: &str, n: u64) -> Result<()> {
+    let _: u64 = redis::cmd("INCR").arg(key).query(con)?;
+    let _: () = redis::cmd("EXPIRE").arg(key).arg(600).query(con)?;
+    let give_up = Instant::now() + Duration::from_secs(120);
+    loop {
+        let arrived: Option<u64> = redis::cmd("GET").arg(key).query(con)?;
+        if arrived.unwrap_or(0) >= n {
+            return Ok(());
+        }
+        if Instant::now() > give_up {
+            bail!("barrier {key}: only {arrived:?} of {n} processes arrived");
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// Sleeps for `d` (the critical section of the contended scenario).
+pub fn critical_section(d: Duration) {
+    if !d.is_zero() {
+        std::thread::sleep(d);
+    }
+}
+
+/// A free loopback port (never 6379).
+pub fn free_port() -> Result<u16> {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        if port != 6379 {
+            return Ok(port);
+        }
+    }
+}

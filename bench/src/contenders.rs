@@ -1,0 +1,373 @@
+//! The Rust contenders behind one small interface: a [`Session`] is one
+//! thread's handle on one lock name.
+//!
+//! - `floor`: the crate's own acquire/unlock Lua, sent with plain redis-rs
+//!   `Script` calls on one connection per thread. No pool, no registry, no
+//!   watchdog, no shared subscriber. When contended, each thread keeps its own
+//!   subscription to the lock's channel and waits for a message (or the TTL)
+//!   before retrying: the least a pub/sub hand-off can cost.
+//! - `crate`: redisson-lock as a user would call it (`Client::lock`, guard).
+//! - `rslock`: rslock's `LockManager::acquire` / `LockGuard::release`, each
+//!   thread with its own current-thread tokio runtime and manager (rslock's
+//!   multiplexed connection is driven by the runtime that created it).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use redis::Script;
+
+/// The lease every contender takes (Redisson's default watchdog timeout).
+pub const LEASE: Duration = Duration::from_secs(30);
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_unlock.lua")));
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Floor,
+    Crate,
+    Rslock,
+}
+
+impl Kind {
+    pub fn parse(s: &str) -> Result<Kind> {
+        Ok(match s {
+            "floor" => Kind::Floor,
+            "crate" => Kind::Crate,
+            "rslock" => Kind::Rslock,
+            other => bail!("unknown contender {other} (floor, crate, rslock; redisson is Java)"),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Floor => "floor",
+            Kind::Crate => "crate",
+            Kind::Rslock => "rslock",
+        }
+    }
+}
+
+/// One thread's handle on one lock.
+pub trait Session {
+    fn lock(&mut self) -> Result<()>;
+    fn unlock(&mut self) -> Result<()>;
+}
+
+/// What the threads of one process share.
+pub struct Factory {
+    kind: Kind,
+    url: String,
+    redis: redis::Client,
+    client: Option<redisson_lock::Client>,
+    /// The floor's stand-in for a client UUID.
+    floor_id: String,
+}
+
+impl Factory {
+    pub fn new(kind: Kind, url: &str, watchdog: Duration) -> Result<Factory> {
+        let client = match kind {
+            Kind::Crate => Some(
+                redisson_lock::Client::builder(url)
+                    .watchdog_timeout(watchdog)
+                    .build()?,
+            ),
+            _ => None,
+        };
+        Ok(Factory {
+            kind,
+            url: url.to_owned(),
+            redis: redis::Client::open(url)?,
+            client,
+            floor_id: uuid::Uuid::new_v4().to_string(),
+        })
+    }
+
+    pub fn plain_connection(&self) -> Result<redis::Connection> {
+        Ok(self.redis.get_connection()?)
+    }
+
+    /// A session on `name` for the calling thread (`thread` numbers the
+    /// floor's owner field). `contended` makes the floor subscribe up front.
+    pub fn session(&self, name: &str, thread: u64, contended: bool) -> Result<Box<dyn Session>> {
+        Ok(match self.kind {
+            Kind::Floor => Box::new(FloorSession::new(self, name, thread, contended)?),
+            Kind::Crate => {
+                let client = self.client.as_ref().expect("crate contender has a client");
+                Box::new(CrateSession {
+                    lock: client.lock(name),
+                    guard: None,
+                })
+            }
+            Kind::Rslock => Box::new(RslockSession::new(&self.url, name)?),
+        })
+    }
+}
+
+// ---------------------------------------------------------------- floor
+
+struct FloorSession {
+    con: redis::Connection,
+    name: String,
+    channel: String,
+    field: String,
+    latch_prefix: String,
+    /// Request ids are this session's random tag and a counter: unique
+    /// across threads and processes, like the crate's random ones.
+    tag: u64,
+    unlocks: u64,
+    sub: Option<FloorSubscription>,
+}
+
+/// Latch TTL the crate sends with its defaults ((3 s + 0.5 s) x 4).
+const LATCH_TTL_MS: u64 = 14_000;
+
+impl FloorSession {
+    fn new(factory: &Factory, name: &str, thread: u64, contended: bool) -> Result<Self> {
+        let channel = braced("redisson_lock__channel", name);
+        let sub = if contended {
+            Some(FloorSubscription::new(&factory.url, &channel)?)
+        } else {
+            None
+        };
+        Ok(FloorSession {
+            con: factory.redis.get_connection()?,
+            name: name.to_owned(),
+            latch_prefix: braced("redisson_unlock_latch", name),
+            channel,
+            field: format!("{}:{thread}", factory.floor_id),
+            tag: uuid::Uuid::new_v4().as_u64_pair().0,
+            unlocks: 0,
+            sub,
+        })
+    }
+
+    /// `None` when acquired, else the holder's TTL.
+    fn attempt(&mut self) -> Result<Option<Duration>> {
+        let reply: Option<i64> = ACQUIRE
+            .key(&self.name)
+            .arg(LEASE.as_millis() as u64)
+            .arg(&self.field)
+            .invoke(&mut self.con)?;
+        Ok(reply.map(|ttl| Duration::from_millis(ttl.max(1) as u64)))
+    }
+}
+
+impl Session for FloorSession {
+    fn lock(&mut self) -> Result<()> {
+        loop {
+            if let Some(sub) = self.sub.as_mut() {
+                // Releases announced before this attempt are seen by it.
+                sub.drain()?;
+            }
+            let Some(ttl) = self.attempt()? else {
+                return Ok(());
+            };
+            match self.sub.as_mut() {
+                Some(sub) => sub.wait(ttl)?,
+                None => std::thread::sleep(ttl.min(Duration::from_millis(1))),
+            }
+        }
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        self.unlocks += 1;
+        let latch = format!(
+            "{}:{:016x}{:016x}",
+            self.latch_prefix, self.tag, self.unlocks
+        );
+        let reply: Option<i64> = UNLOCK
+            .key(&self.name)
+            .key(&self.channel)
+            .key(latch)
+            .arg("0")
+            .arg(LEASE.as_millis() as u64)
+            .arg(&self.field)
+            .arg("publish")
+            .arg(LATCH_TTL_MS)
+            .invoke(&mut self.con)?;
+        if reply.is_none() {
+            bail!("floor: unlock of {} found it not held", self.name);
+        }
+        Ok(())
+    }
+}
+
+/// Redisson's `prefixName` for names without braces.
+fn braced(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// A raw subscribed socket. Every message on the one channel is the same
+/// byte string, so waiting is reading one frame's worth of bytes.
+struct FloorSubscription {
+    stream: TcpStream,
+    frame: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl FloorSubscription {
+    fn new(url: &str, channel: &str) -> Result<Self> {
+        let info = redis::IntoConnectionInfo::into_connection_info(url)?;
+        let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
+            bail!("floor: TCP URLs only");
+        };
+        let mut stream = TcpStream::connect((host.as_str(), *port))?;
+        stream.set_nodelay(true)?;
+        stream.write_all(&redis::cmd("SUBSCRIBE").arg(channel).get_packed_command())?;
+        let confirm = bulk_array(&[b"subscribe", channel.as_bytes()], ":1\r\n");
+        let mut got = vec![0; confirm.len()];
+        stream.read_exact(&mut got)?;
+        if got != confirm {
+            bail!(
+                "floor: unexpected SUBSCRIBE reply {:?}",
+                String::from_utf8_lossy(&got)
+            );
+        }
+        Ok(FloorSubscription {
+            stream,
+            frame: bulk_array(&[b"message", channel.as_bytes()], "$1\r\n0\r\n"),
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// Discards every message already received.
+    fn drain(&mut self) -> Result<()> {
+        self.stream.set_nonblocking(true)?;
+        let mut chunk = [0u8; 4096];
+        let result = loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break Err(anyhow::anyhow!("floor: subscription closed")),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break Ok(()),
+                Err(e) => break Err(e.into()),
+            }
+        };
+        self.stream.set_nonblocking(false)?;
+        result?;
+        self.consume()?;
+        Ok(())
+    }
+
+    /// Waits for one message, or `timeout`.
+    fn wait(&mut self, timeout: Duration) -> Result<()> {
+        let mut chunk = [0u8; 4096];
+        self.stream
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        while self.buf.len() < self.frame.len() {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => bail!("floor: subscription closed"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.consume()?;
+        Ok(())
+    }
+
+    /// Drops whole frames from the buffer, checking that they are messages.
+    fn consume(&mut self) -> Result<usize> {
+        let whole = self.buf.len() / self.frame.len();
+        for i in 0..whole {
+            let frame = &self.buf[i * self.frame.len()..(i + 1) * self.frame.len()];
+            if frame != self.frame.as_slice() {
+                bail!(
+                    "floor: unexpected pub/sub frame {:?}",
+                    String::from_utf8_lossy(frame)
+                );
+            }
+        }
+        self.buf.drain(..whole * self.frame.len());
+        Ok(whole)
+    }
+}
+
+fn bulk_array(items: &[&[u8]], last: &str) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", items.len() + 1).into_bytes();
+    for item in items {
+        out.extend_from_slice(format!("${}\r\n", item.len()).as_bytes());
+        out.extend_from_slice(item);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(last.as_bytes());
+    out
+}
+
+// ---------------------------------------------------------------- crate
+
+struct CrateSession {
+    lock: redisson_lock::Lock,
+    guard: Option<redisson_lock::LockGuard>,
+}
+
+impl Session for CrateSession {
+    fn lock(&mut self) -> Result<()> {
+        self.guard = Some(self.lock.lock()?);
+        Ok(())
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => Ok(guard.unlock()?),
+            None => bail!("crate: unlock without a guard"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- rslock
+
+struct RslockSession {
+    rt: tokio::runtime::Runtime,
+    manager: rslock::LockManager,
+    name: String,
+    guard: Option<rslock::LockGuard>,
+}
+
+impl RslockSession {
+    fn new(url: &str, name: &str) -> Result<Self> {
+        Ok(RslockSession {
+            rt: current_thread_runtime()?,
+            manager: rslock::LockManager::new(vec![url.to_owned()]),
+            name: name.to_owned(),
+            guard: None,
+        })
+    }
+}
+
+pub fn current_thread_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+impl Session for RslockSession {
+    fn lock(&mut self) -> Result<()> {
+        let guard = self
+            .rt
+            .block_on(self.manager.acquire(self.name.as_bytes(), LEASE))?;
+        self.guard = Some(guard);
+        Ok(())
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => {
+                self.rt.block_on(guard.release());
+                Ok(())
+            }
+            None => bail!("rslock: unlock without a guard"),
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! The scenarios, run by one process for one contender. Each prints one JSON
+//! line on stdout; `contended` also writes its events for `analyze`.
+
+use std::io::Write;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::common::{
+    Args, cpu_ns, critical_section, mono_ns, ms, percentile, redis_barrier, rss_bytes, us,
+};
+use crate::contenders::{Factory, Kind, current_thread_runtime};
+
+pub fn run(args: &Args) -> Result<()> {
+    let kind = Kind::parse(args.str("contender")?)?;
+    let scenario = args.str("scenario")?;
+    let url = args.str("url")?;
+    let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
+    let mut out = match scenario {
+        "uncontended" => uncontended(&Factory::new(kind, url, watchdog)?, args)?,
+        "scaled" => scaled(&Factory::new(kind, url, watchdog)?, args)?,
+        "contended" => contended(&Factory::new(kind, url, watchdog)?, args)?,
+        "watchdog" if kind == Kind::Crate => crate_watchdog(url, args)?,
+        "watchdog" if kind == Kind::Rslock => rslock_watchdog(url, args)?,
+        "soak" if kind == Kind::Crate => soak(url, args)?,
+        other => bail!("scenario {other} does not apply to {}", kind.name()),
+    };
+    out["scenario"] = json!(scenario);
+    out["contender"] = json!(kind.name());
+    out["rep"] = json!(args.num_or("rep", 0)?);
+    out["run_id"] = json!(args.str_or("run-id", "0"));
+    println!("{out}");
+    Ok(())
+}
+
+/// Scenario 1: one thread, lock+unlock pairs on one name.
+fn uncontended(f: &Factory, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0");
+    let warmup = args.num_or("warmup", 2_000)?;
+    let duration = Duration::from_millis(args.num_or("duration-ms", 3_000)?);
+    let mut session = f.session(&format!("bench:s1:{run_id}"), 1, false)?;
+    for _ in 0..warmup {
+        session.lock()?;
+        session.unlock()?;
+    }
+    let mut latencies = Vec::with_capacity(200_000);
+    let cpu0 = cpu_ns();
+    let start = Instant::now();
+    let end = start + duration;
+    loop {
+        let t0 = Instant::now();
+        if t0 >= end {
+            break;
+        }
+        session.lock()?;
+        session.unlock()?;
+        latencies.push(t0.elapsed().as_nanos() as u64);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = cpu_ns() - cpu0;
+    let pairs = latencies.len() as u64;
+    latencies.sort_unstable();
+    Ok(json!({
+        "threads": 1,
+        "pairs": pairs,
+        "pairs_per_s": pairs as f64 / elapsed,
+        "p50_us": us(percentile(&latencies, 0.50)),
+        "p99_us": us(percentile(&latencies, 0.99)),
+        "cpu_us_per_pair": us(cpu) / pairs.max(1) as f64,
+    }))
+}
+
+/// Scenario 2: `threads` threads, each on its own name, for a fixed time.
+fn scaled(f: &Factory, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0").to_owned();
+    let threads = args.num_or("threads", 4)? as usize;
+    let warmup = args.num_or("warmup", 500)?;
+    let duration = Duration::from_millis(args.num_or("duration-ms", 3_000)?);
+    let barrier = Barrier::new(threads);
+    let cpu0 = cpu_ns();
+    let results: Vec<Result<(u64, f64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                let run_id = &run_id;
+                scope.spawn(move || -> Result<(u64, f64)> {
+                    let name = format!("bench:s2:{run_id}:{t}");
+                    let session = f.session(&name, t as u64 + 1, false);
+                    let ready = session.and_then(|mut s| {
+                        for _ in 0..warmup {
+                            s.lock()?;
+                            s.unlock()?;
+                        }
+                        Ok(s)
+                    });
+                    barrier.wait();
+                    let mut session = ready?;
+                    let start = Instant::now();
+                    let end = start + duration;
+                    let mut pairs = 0u64;
+                    while Instant::now() < end {
+                        session.lock()?;
+                        session.unlock()?;
+                        pairs += 1;
+                    }
+                    Ok((pairs, start.elapsed().as_secs_f64()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let cpu = cpu_ns() - cpu0;
+    let mut pairs = 0;
+    let mut rate = 0.0;
+    for r in results {
+        let (p, secs) = r?;
+        pairs += p;
+        rate += p as f64 / secs;
+    }
+    Ok(json!({
+        "threads": threads,
+        "pairs": pairs,
+        "pairs_per_s": rate,
+        "cpu_us_per_pair": us(cpu) / pairs.max(1) as f64,
+    }))
+}
+
+/// One acquisition in the contended scenario, in `CLOCK_MONOTONIC` ns.
+struct Event {
+    thread: usize,
+    call: u64,
+    acquired: u64,
+    release: u64,
+    released: u64,
+}
+
+/// Scenario 3, one process of it: `threads` threads take one hot lock
+/// `iterations` times each, holding it for `hold-us`; the events go to
+/// `--events` for `analyze`, which merges the processes of a run.
+fn contended(f: &Factory, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0").to_owned();
+    let threads = args.num_or("threads", 4)? as usize;
+    let iterations = args.num_or("iterations", 500)?;
+    let warmup = args.num_or("warmup", 20)?;
+    let hold = Duration::from_micros(args.num_or("hold-us", 100)?);
+    let procs = args.num_or("procs", 1)?;
+    let proc_index = args.num_or("proc-index", 0)? as usize;
+    let events_path = args.str("events")?.to_owned();
+    let hot = format!("bench:s3:{run_id}");
+    let warm = format!("bench:s3w:{run_id}");
+
+    let ready = Barrier::new(threads + 1);
+    let go = Barrier::new(threads + 1);
+    let mut control = f.plain_connection()?;
+    let results: Vec<Result<Vec<Event>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (ready, go, hot, warm) = (&ready, &go, &hot, &warm);
+                scope.spawn(move || -> Result<Vec<Event>> {
+                    let thread = proc_index * 1000 + t;
+                    let setup = (|| -> Result<_> {
+                        let mut warm_session = f.session(warm, thread as u64 + 1, true)?;
+                        let hot_session = f.session(hot, thread as u64 + 1, true)?;
+                        for _ in 0..warmup {
+                            warm_session.lock()?;
+                            critical_section(hold);
+                            warm_session.unlock()?;
+                        }
+                        Ok(hot_session)
+                    })();
+                    ready.wait();
+                    go.wait();
+                    let mut session = setup?;
+                    let mut events = Vec::with_capacity(iterations as usize);
+                    for _ in 0..iterations {
+                        let call = mono_ns();
+                        session.lock()?;
+                        let acquired = mono_ns();
+                        critical_section(hold);
+                        let release = mono_ns();
+                        session.unlock()?;
+                        let released = mono_ns();
+                        events.push(Event {
+                            thread,
+                            call,
+                            acquired,
+                            release,
+                            released,
+                        });
+                    }
+                    Ok(events)
+                })
+            })
+            .collect();
+        ready.wait();
+        let barrier = redis_barrier(&mut control, &format!("bench:barrier:{run_id}"), procs);
+        go.wait();
+        let joined: Vec<Result<Vec<Event>>> = handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect();
+        match barrier {
+            Ok(()) => joined,
+            Err(e) => vec![Err(e)],
+        }
+    });
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(&events_path).with_context(|| format!("create {events_path}"))?,
+    );
+    let mut count = 0;
+    for r in results {
+        for e in r? {
+            writeln!(
+                file,
+                "{} {} {} {} {}",
+                e.thread, e.call, e.acquired, e.release, e.released
+            )?;
+            count += 1;
+        }
+    }
+    file.flush()?;
+    Ok(json!({ "kind": "process", "events": count, "proc_index": proc_index }))
+}
+
+/// The names of the watchdog scenario's locks.
+fn watchdog_names(run_id: &str, n: u64) -> Vec<String> {
+    (0..n).map(|i| format!("bench:s4:{run_id}:{i}")).collect()
+}
+
+/// Marks the observed window in Redis (`holding`, then `done`).
+fn mark(con: &mut redis::Connection, run_id: &str, what: &str) -> Result<()> {
+    let _: () = redis::cmd("SET")
+        .arg(format!("bench:s4:{run_id}:{what}"))
+        .arg(1)
+        .arg("EX")
+        .arg(600)
+        .query(con)?;
+    Ok(())
+}
+
+fn count_existing(con: &mut redis::Connection, names: &[String]) -> Result<u64> {
+    let mut existing = 0;
+    for chunk in names.chunks(1000) {
+        let n: u64 = redis::cmd("EXISTS").arg(chunk).query(con)?;
+        existing += n;
+    }
+    Ok(existing)
+}
+
+/// Scenario 4 for the crate: hold `locks` locks in watchdog mode for
+/// `periods` renewal periods, while `observe` counts the renewal round trips.
+fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0");
+    let n = args.num_or("locks", 10_000)?;
+    let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 3_000)?);
+    let window = watchdog.mul_f64(args.num_or("window-permille", 3_500)? as f64 / 3_000.0);
+    let client = redisson_lock::Client::builder(url)
+        .watchdog_timeout(watchdog)
+        .build()?;
+    let mut con = redis::Client::open(url)?.get_connection()?;
+    let names = watchdog_names(run_id, n);
+    // Warm the pool and the allocator before the baseline.
+    drop(client.lock("bench:s4:warm").lock()?);
+    let rss0 = rss_bytes();
+    let t_acquire = Instant::now();
+    let mut guards = Vec::with_capacity(n as usize);
+    for name in &names {
+        guards.push(client.lock(name.as_str()).lock()?);
+    }
+    let acquire_s = t_acquire.elapsed().as_secs_f64();
+    let rss1 = rss_bytes();
+    let cpu1 = cpu_ns();
+    mark(&mut con, run_id, "holding")?;
+    std::thread::sleep(window);
+    let cpu2 = cpu_ns();
+    let rss2 = rss_bytes();
+    mark(&mut con, run_id, "done")?;
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    let existing = count_existing(&mut con, &names)?;
+    let registered = client.diagnostics().registered_holds;
+    let t_release = Instant::now();
+    drop(guards);
+    let release_s = t_release.elapsed().as_secs_f64();
+    let after = client.diagnostics();
+    Ok(json!({
+        "kind": "holder",
+        "locks": n,
+        "watchdog_ms": watchdog.as_millis() as u64,
+        "window_ms": window.as_millis() as u64,
+        "acquire_s": acquire_s,
+        "release_s": release_s,
+        "cpu_ms_window": ms(cpu2 - cpu1),
+        "rss_before_mb": rss0 as f64 / 1048576.0,
+        "rss_holding_mb": rss1 as f64 / 1048576.0,
+        "rss_end_mb": rss2 as f64 / 1048576.0,
+        "bytes_per_lock": (rss1.saturating_sub(rss0)) as f64 / n as f64,
+        "lost_flagged": lost,
+        "keys_alive": existing,
+        "registered_while_holding": registered,
+        "registered_after_release": after.registered_holds,
+        "renewal": "shared watchdog thread, batches of 100 per EVALSHA",
+    }))
+}
+
+/// Scenario 4 for rslock, which has no watchdog: its closest feature is
+/// `LockManager::using`, which extends each lock on its own timer.
+fn rslock_watchdog(url: &str, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0");
+    let n = args.num_or("locks", 10_000)?;
+    let ttl = Duration::from_millis(args.num_or("watchdog-ms", 3_000)?);
+    let window = ttl.mul_f64(args.num_or("window-permille", 3_500)? as f64 / 3_000.0);
+    let names = watchdog_names(run_id, n);
+    let rt = current_thread_runtime()?;
+    let manager = rslock::LockManager::new(vec![url.to_owned()]);
+    let mut con = redis::Client::open(url)?.get_connection()?;
+    // Warm the connection before the baseline.
+    rt.block_on(async {
+        let g = manager.acquire(&b"bench:s4:warm"[..], ttl).await?;
+        g.release().await;
+        Ok::<_, rslock::LockError>(())
+    })?;
+    let rss0 = rss_bytes();
+    let acquired = AtomicUsize::new(0);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let t_acquire = Instant::now();
+    let (results, stats) = rt.block_on(async {
+        let holders = futures::future::join_all(names.iter().map(|name| {
+            let mut rx = rx.clone();
+            let acquired = &acquired;
+            manager.using(name.as_bytes(), ttl, async move || {
+                acquired.fetch_add(1, Ordering::AcqRel);
+                while !*rx.borrow_and_update() {
+                    if rx.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+        }));
+        let controller = async {
+            while acquired.load(Ordering::Acquire) < n as usize {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            let acquire_s = t_acquire.elapsed().as_secs_f64();
+            let rss1 = rss_bytes();
+            let cpu1 = cpu_ns();
+            mark(&mut con, run_id, "holding")?;
+            tokio::time::sleep(window).await;
+            let cpu2 = cpu_ns();
+            let rss2 = rss_bytes();
+            mark(&mut con, run_id, "done")?;
+            let existing = count_existing(&mut con, &names)?;
+            let _ = tx.send(true);
+            Ok::<_, anyhow::Error>((acquire_s, rss1, cpu2 - cpu1, rss2, existing))
+        };
+        futures::join!(holders, controller)
+    });
+    let (acquire_s, rss1, cpu, rss2, existing) = stats?;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    Ok(json!({
+        "kind": "holder",
+        "locks": n,
+        "watchdog_ms": ttl.as_millis() as u64,
+        "window_ms": window.as_millis() as u64,
+        "acquire_s": acquire_s,
+        "cpu_ms_window": ms(cpu),
+        "rss_before_mb": rss0 as f64 / 1048576.0,
+        "rss_holding_mb": rss1 as f64 / 1048576.0,
+        "rss_end_mb": rss2 as f64 / 1048576.0,
+        "bytes_per_lock": (rss1.saturating_sub(rss0)) as f64 / n as f64,
+        "lost_flagged": failed,
+        "keys_alive": existing,
+        "renewal": "no watchdog; LockManager::using extends each lock on its own timer (validity - 500 ms)",
+    }))
+}
+
+/// The crate only: many lock/unlock cycles with some contention, sampling
+/// memory and the client's bookkeeping, to show that nothing grows.
+fn soak(url: &str, args: &Args) -> Result<Value> {
+    let run_id = args.str_or("run-id", "0").to_owned();
+    let cycles = args.num_or("cycles", 1_000_000)?;
+    let threads = args.num_or("threads", 4)? as usize;
+    let names = args.num_or("names", 16)?;
+    let client = redisson_lock::Client::builder(url).build()?;
+    let done = AtomicUsize::new(0);
+    let samples_wanted = 20u64;
+    let per_thread = cycles / threads as u64;
+    let total = per_thread * threads as u64;
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    std::thread::scope(|scope| -> Result<()> {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (client, done, run_id) = (&client, &done, &run_id);
+                scope.spawn(move || -> Result<()> {
+                    let locks: Vec<_> = (0..names)
+                        .map(|i| client.lock(format!("bench:soak:{run_id}:{i}")))
+                        .collect();
+                    // xorshift: cheap, deterministic per thread.
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                    for _ in 0..per_thread {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let guard = locks[(x % names) as usize].lock()?;
+                        guard.unlock()?;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let mut next = 1;
+        while handles.iter().any(|h| !h.is_finished()) {
+            let d = done.load(Ordering::Relaxed) as u64;
+            if d >= next * total / samples_wanted {
+                let diag = client.diagnostics();
+                samples.push(json!({
+                    "cycles": d,
+                    "secs": start.elapsed().as_secs_f64(),
+                    "rss_mb": rss_bytes() as f64 / 1048576.0,
+                    "registered_holds": diag.registered_holds,
+                    "subscribed_channels": diag.subscribed_channels,
+                    "waiters": diag.waiters,
+                    "pooled_connections": diag.pooled_connections,
+                }));
+                next += 1;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for h in handles {
+            h.join().expect("soak thread panicked")?;
+        }
+        Ok(())
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    // Let the watchdog's 100 ms latch flush run, then count what is left.
+    std::thread::sleep(Duration::from_millis(300));
+    let diag = client.diagnostics();
+    let mut con = redis::Client::open(url)?.get_connection()?;
+    let mut latches_left = 0u64;
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("redisson_unlock_latch:{{bench:soak:{run_id}:*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query(&mut con)?;
+        latches_left += keys.len() as u64;
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let first = samples.first().cloned().unwrap_or(Value::Null);
+    let last = samples.last().cloned().unwrap_or(Value::Null);
+    let rss_growth_mb =
+        last["rss_mb"].as_f64().unwrap_or(0.0) - first["rss_mb"].as_f64().unwrap_or(0.0);
+    Ok(json!({
+        "cycles": total,
+        "threads": threads,
+        "names": names,
+        "secs": secs,
+        "cycles_per_s": total as f64 / secs,
+        "samples": samples,
+        "rss_growth_mb": rss_growth_mb,
+        "end_registered_holds": diag.registered_holds,
+        "end_subscribed_channels": diag.subscribed_channels,
+        "end_waiters": diag.waiters,
+        "end_pooled_connections": diag.pooled_connections,
+        "latches_left": latches_left,
+    }))
+}

@@ -1,0 +1,410 @@
+package dev.redissonlock;
+
+import java.io.BufferedWriter;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.lang.management.MemoryMXBean;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * Redisson's side of the Rust crate's benchmarks (bench/, scripts/bench.sh):
+ * the same scenarios as {@code rlock-bench run}, with the same arguments,
+ * printing one JSON line on stdout.
+ *
+ * <pre>
+ *   java -cp redisson-driver-&lt;v&gt;.jar dev.redissonlock.Bench \
+ *       --scenario uncontended|scaled|contended|watchdog --url redis://127.0.0.1:PORT [--key value ...]
+ * </pre>
+ *
+ * The contended scenario writes one line per acquisition to {@code --events}:
+ * {@code thread call acquired release released}, in {@link System#nanoTime()}
+ * nanoseconds, which on Linux is CLOCK_MONOTONIC, the clock the Rust
+ * processes stamp with, so the Rust analyser can merge both.
+ * Locks are taken with {@code lock()} (watchdog mode) and released with
+ * {@code unlock()}, as a Java service would.
+ */
+public final class Bench {
+
+    /** The real stdout; System.out goes to stderr so only the result reaches it. */
+    private static final PrintStream OUT =
+            new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+
+    private Bench() {
+    }
+
+    public static void main(String[] argv) throws Exception {
+        System.setOut(System.err);
+        Map<String, String> a = parse(argv);
+        String scenario = req(a, "scenario");
+        Config config = new Config();
+        config.useSingleServer().setAddress(req(a, "url"));
+        config.setLockWatchdogTimeout(num(a, "watchdog-ms", 30_000));
+        RedissonClient client = Redisson.create(config);
+        Json out;
+        try {
+            switch (scenario) {
+                case "uncontended":
+                    out = uncontended(client, a);
+                    break;
+                case "scaled":
+                    out = scaled(client, a);
+                    break;
+                case "contended":
+                    out = contended(client, a);
+                    break;
+                case "watchdog":
+                    out = watchdog(client, a);
+                    break;
+                default:
+                    throw new IllegalArgumentException("scenario " + scenario + " does not apply to redisson");
+            }
+        } finally {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
+        }
+        out.put("scenario", scenario).put("contender", "redisson")
+                .put("rep", num(a, "rep", 0)).put("run_id", a.getOrDefault("run-id", "0"));
+        OUT.println(out);
+        OUT.flush();
+        System.exit(0);
+    }
+
+    // ------------------------------------------------------------ scenarios
+
+    /** Scenario 1: one thread, lock+unlock pairs on one name, for a fixed time. */
+    static Json uncontended(RedissonClient client, Map<String, String> a) {
+        RLock lock = client.getLock("bench:s1:" + a.getOrDefault("run-id", "0"));
+        long warmup = num(a, "warmup", 2_000);
+        long durationNs = TimeUnit.MILLISECONDS.toNanos(num(a, "duration-ms", 3_000));
+        for (long i = 0; i < warmup; i++) {
+            lock.lock();
+            lock.unlock();
+        }
+        long[] lat = new long[1 << 16];
+        int n = 0;
+        long cpu0 = cpuNs();
+        long start = System.nanoTime();
+        long end = start + durationNs;
+        while (true) {
+            long t0 = System.nanoTime();
+            if (t0 >= end) {
+                break;
+            }
+            lock.lock();
+            lock.unlock();
+            if (n == lat.length) {
+                lat = Arrays.copyOf(lat, n * 2);
+            }
+            lat[n++] = System.nanoTime() - t0;
+        }
+        double secs = (System.nanoTime() - start) / 1e9;
+        long cpu = cpuNs() - cpu0;
+        long[] sorted = Arrays.copyOf(lat, n);
+        Arrays.sort(sorted);
+        return new Json().put("threads", 1).put("pairs", n).put("pairs_per_s", n / secs)
+                .put("p50_us", percentile(sorted, 0.50) / 1e3)
+                .put("p99_us", percentile(sorted, 0.99) / 1e3)
+                .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, n));
+    }
+
+    /** Scenario 2: N threads on distinct names, for a fixed time. */
+    static Json scaled(RedissonClient client, Map<String, String> a) throws Exception {
+        int threads = (int) num(a, "threads", 4);
+        long warmup = num(a, "warmup", 500);
+        long durationNs = TimeUnit.MILLISECONDS.toNanos(num(a, "duration-ms", 3_000));
+        String runId = a.getOrDefault("run-id", "0");
+        CyclicBarrier barrier = new CyclicBarrier(threads);
+        long[] pairs = new long[threads];
+        double[] rates = new double[threads];
+        Throwable[] errors = new Throwable[threads];
+        List<Thread> workers = new ArrayList<>();
+        long cpu0 = cpuNs();
+        for (int t = 0; t < threads; t++) {
+            final int idx = t;
+            Thread w = new Thread(() -> {
+                try {
+                    RLock lock = client.getLock("bench:s2:" + runId + ":" + idx);
+                    for (long i = 0; i < warmup; i++) {
+                        lock.lock();
+                        lock.unlock();
+                    }
+                    barrier.await();
+                    long start = System.nanoTime();
+                    long end = start + durationNs;
+                    long p = 0;
+                    while (System.nanoTime() < end) {
+                        lock.lock();
+                        lock.unlock();
+                        p++;
+                    }
+                    pairs[idx] = p;
+                    rates[idx] = p / ((System.nanoTime() - start) / 1e9);
+                } catch (Throwable e) {
+                    errors[idx] = e;
+                    barrier.reset();
+                }
+            }, "bench-" + t);
+            w.start();
+            workers.add(w);
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        for (Throwable e : errors) {
+            if (e != null) {
+                throw new RuntimeException(e);
+            }
+        }
+        long cpu = cpuNs() - cpu0;
+        long total = Arrays.stream(pairs).sum();
+        return new Json().put("threads", threads).put("pairs", total)
+                .put("pairs_per_s", Arrays.stream(rates).sum())
+                .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, total));
+    }
+
+    /** Scenario 3, one process of it; see the class comment for the events file. */
+    static Json contended(RedissonClient client, Map<String, String> a) throws Exception {
+        int threads = (int) num(a, "threads", 4);
+        long iterations = num(a, "iterations", 500);
+        long warmup = num(a, "warmup", 20);
+        long holdNs = TimeUnit.MICROSECONDS.toNanos(num(a, "hold-us", 100));
+        long procs = num(a, "procs", 1);
+        int procIndex = (int) num(a, "proc-index", 0);
+        String runId = a.getOrDefault("run-id", "0");
+        Path events = Path.of(req(a, "events"));
+        CyclicBarrier ready = new CyclicBarrier(threads + 1);
+        CyclicBarrier go = new CyclicBarrier(threads + 1);
+        long[][] ev = new long[threads][];
+        Throwable[] errors = new Throwable[threads];
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            final int idx = t;
+            Thread w = new Thread(() -> {
+                try {
+                    RLock warm = client.getLock("bench:s3w:" + runId);
+                    RLock hot = client.getLock("bench:s3:" + runId);
+                    for (long i = 0; i < warmup; i++) {
+                        warm.lock();
+                        hold(holdNs);
+                        warm.unlock();
+                    }
+                    ready.await();
+                    go.await();
+                    long[] mine = new long[(int) iterations * 4];
+                    for (int i = 0; i < iterations; i++) {
+                        long call = System.nanoTime();
+                        hot.lock();
+                        long acquired = System.nanoTime();
+                        hold(holdNs);
+                        long release = System.nanoTime();
+                        hot.unlock();
+                        long released = System.nanoTime();
+                        mine[4 * i] = call;
+                        mine[4 * i + 1] = acquired;
+                        mine[4 * i + 2] = release;
+                        mine[4 * i + 3] = released;
+                    }
+                    ev[idx] = mine;
+                } catch (Throwable e) {
+                    errors[idx] = e;
+                    ready.reset();
+                    go.reset();
+                }
+            }, "bench-" + t);
+            w.start();
+            workers.add(w);
+        }
+        ready.await();
+        barrier(client, "bench:barrier:" + runId, procs);
+        go.await();
+        for (Thread w : workers) {
+            w.join();
+        }
+        for (Throwable e : errors) {
+            if (e != null) {
+                throw new RuntimeException(e);
+            }
+        }
+        int count = 0;
+        try (BufferedWriter out = Files.newBufferedWriter(events, StandardCharsets.UTF_8)) {
+            for (int t = 0; t < threads; t++) {
+                long[] mine = ev[t];
+                for (int i = 0; i < mine.length; i += 4) {
+                    out.write((procIndex * 1000 + t) + " " + mine[i] + " " + mine[i + 1] + " "
+                            + mine[i + 2] + " " + mine[i + 3] + "\n");
+                    count++;
+                }
+            }
+        }
+        return new Json().put("kind", "process").put("events", count).put("proc_index", procIndex);
+    }
+
+    /** Scenario 4: hold N locks in watchdog mode while rlock-bench observe counts renewals. */
+    static Json watchdog(RedissonClient client, Map<String, String> a) throws Exception {
+        String runId = a.getOrDefault("run-id", "0");
+        int n = (int) num(a, "locks", 10_000);
+        long watchdogMs = num(a, "watchdog-ms", 3_000);
+        long windowMs = watchdogMs * num(a, "window-permille", 3_500) / 3_000;
+        String[] names = new String[n];
+        for (int i = 0; i < n; i++) {
+            names[i] = "bench:s4:" + runId + ":" + i;
+        }
+        RLock warm = client.getLock("bench:s4:warm");
+        warm.lock();
+        warm.unlock();
+        MemoryMXBean mem = ManagementFactory.getMemoryMXBean();
+        System.gc();
+        long rss0 = rssBytes();
+        long heap0 = mem.getHeapMemoryUsage().getUsed();
+        long t0 = System.nanoTime();
+        List<RLock> held = new ArrayList<>(n);
+        for (String name : names) {
+            RLock lock = client.getLock(name);
+            lock.lock();
+            held.add(lock);
+        }
+        double acquireS = (System.nanoTime() - t0) / 1e9;
+        System.gc();
+        long rss1 = rssBytes();
+        long heap1 = mem.getHeapMemoryUsage().getUsed();
+        long cpu1 = cpuNs();
+        mark(client, runId, "holding");
+        Thread.sleep(windowMs);
+        long cpu2 = cpuNs();
+        long rss2 = rssBytes();
+        mark(client, runId, "done");
+        long alive = client.getKeys().countExists(names);
+        long t1 = System.nanoTime();
+        for (RLock lock : held) {
+            lock.unlock();
+        }
+        double releaseS = (System.nanoTime() - t1) / 1e9;
+        return new Json().put("kind", "holder").put("locks", n).put("watchdog_ms", watchdogMs)
+                .put("window_ms", windowMs).put("acquire_s", acquireS).put("release_s", releaseS)
+                .put("cpu_ms_window", (cpu2 - cpu1) / 1e6)
+                .put("rss_before_mb", rss0 / 1048576.0).put("rss_holding_mb", rss1 / 1048576.0)
+                .put("rss_end_mb", rss2 / 1048576.0)
+                .put("bytes_per_lock", Math.max(0, rss1 - rss0) / (double) n)
+                .put("heap_bytes_per_lock", Math.max(0, heap1 - heap0) / (double) n)
+                .put("keys_alive", alive)
+                .put("renewal", "LockRenewalScheduler, lockWatchdogBatchSize 100, chunks sent one after another");
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    /** Sleeps at least {@code ns} (the critical section). */
+    static void hold(long ns) {
+        long until = System.nanoTime() + ns;
+        long left;
+        while ((left = until - System.nanoTime()) > 0) {
+            LockSupport.parkNanos(left);
+        }
+    }
+
+    /** Waits until {@code n} processes reached the barrier {@code key} (an INCR'd counter). */
+    static void barrier(RedissonClient client, String key, long n) throws InterruptedException {
+        RAtomicLong counter = client.getAtomicLong(key);
+        counter.incrementAndGet();
+        counter.expire(java.time.Duration.ofSeconds(600));
+        long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (counter.get() < n) {
+            if (System.nanoTime() > giveUp) {
+                throw new IllegalStateException("barrier " + key + ": not all " + n + " processes arrived");
+            }
+            LockSupport.parkNanos(500_000);
+        }
+    }
+
+    static void mark(RedissonClient client, String runId, String what) {
+        client.getBucket("bench:s4:" + runId + ":" + what, StringCodec.INSTANCE)
+                .set("1", java.time.Duration.ofSeconds(600));
+    }
+
+    static long cpuNs() {
+        java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean) {
+            return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+        }
+        return 0;
+    }
+
+    static long rssBytes() throws IOException {
+        String[] statm = Files.readString(Path.of("/proc/self/statm")).trim().split("\\s+");
+        return Long.parseLong(statm[1]) * 4096L;
+    }
+
+    static long percentile(long[] sorted, double q) {
+        if (sorted.length == 0) {
+            return 0;
+        }
+        int rank = (int) Math.ceil(q * sorted.length);
+        return sorted[Math.min(Math.max(rank, 1), sorted.length) - 1];
+    }
+
+    static Map<String, String> parse(String[] argv) {
+        Map<String, String> m = new HashMap<>();
+        for (int i = 0; i + 1 < argv.length; i += 2) {
+            if (!argv[i].startsWith("--")) {
+                throw new IllegalArgumentException("expected --key value, got " + argv[i]);
+            }
+            m.put(argv[i].substring(2), argv[i + 1]);
+        }
+        return m;
+    }
+
+    static String req(Map<String, String> a, String key) {
+        String v = a.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing --" + key);
+        }
+        return v;
+    }
+
+    static long num(Map<String, String> a, String key, long dflt) {
+        String v = a.get(key);
+        return v == null ? dflt : Long.parseLong(v);
+    }
+
+    /** A flat JSON object of numbers and strings, in insertion order. */
+    static final class Json {
+        private final StringBuilder sb = new StringBuilder("{");
+
+        Json put(String key, Object value) {
+            if (sb.length() > 1) {
+                sb.append(',');
+            }
+            sb.append('"').append(key).append("\":");
+            if (value instanceof Number) {
+                double d = ((Number) value).doubleValue();
+                sb.append(Double.isFinite(d) ? value.toString() : "null");
+            } else {
+                sb.append('"').append(value.toString().replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+            }
+            return this;
+        }
+
+        @Override
+        public String toString() {
+            return sb + "}";
+        }
+    }
+}
