@@ -23,6 +23,7 @@
 //!
 //! Workers report to the supervisor on stdout, one line per event:
 //! `I <instance> <client id>`, `A <lock> <token> <ms>` (acquired),
+//! `C <lock> <token> <count>` (a first hold counted more than 1),
 //! `O <lock> <token> <other token> <ms>` (overlap seen on entry, with the time
 //! just before the entry script was sent), `S <lock> <token> <value read>
 //! <is_lost> <unlock outcome>` (section done), `E <what>` (an error),
@@ -49,6 +50,8 @@
 //! - `stalls`: a lock nobody acquired for 10 s (pauses not counted).
 //! - `undetected_overlaps`: two sections read the same counter value (a lost
 //!   update) without either seeing the other in the occupancy set.
+//! - `phantom_counts`: a first hold whose `hold_count()` was above 1: a count
+//!   no guard owns, which keeps the lock held after the last unlock.
 //! - `hangs`: workers that did not stop within 30 s when asked to.
 //! - `leftover_locks`: lock keys still present a lease after every worker stopped.
 //!
@@ -412,6 +415,15 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
         seq += 1;
         let token = format!("{}/{index}/{seq}", ctx.instance);
         emit(format_args!("A {name} {token} {}", now_ms()));
+        if rng.percent(20) {
+            // A first hold counts 1. More means a count no guard owns (the
+            // phantom left by an acquire whose reply was lost).
+            match lock.hold_count() {
+                Ok(count) if count > 1 => emit(format_args!("C {name} {token} {count}")),
+                Ok(_) => {}
+                Err(e) => report_error(ctx, "hold_count", &e),
+            }
+        }
         critical_section(ctx, &mut book, &mut rng, guard, name, &token);
     }
 }
@@ -514,6 +526,8 @@ struct Stats {
     values: HashMap<(String, i64), String>,
     duplicate_values: Vec<(String, String, String)>,
     errors: BTreeMap<String, u64>,
+    /// First holds whose count was above 1.
+    phantom_counts: Vec<String>,
     panic_lines: Vec<String>,
     panicked_instances: HashSet<String>,
     garbled: u64,
@@ -567,6 +581,10 @@ impl Stats {
                         }
                     }
                 }
+            }
+            ["C", name, token, count] => {
+                self.phantom_counts
+                    .push(format!("{name} {token} count={count}"));
             }
             ["E", what] => *self.errors.entry((*what).to_owned()).or_default() += 1,
             ["P", ..] => {
@@ -1127,6 +1145,9 @@ fn run(
         .filter(|instance| !stats.panicked_instances.contains(*instance))
         .count() as u64;
     let panics = stats.panic_lines.len() as u64 + unexplained_exits;
+    for line in &stats.phantom_counts {
+        eprintln!("torture: PHANTOM COUNT {line}");
+    }
     for line in &stats.panic_lines {
         eprintln!("torture: PANIC {line}");
     }
@@ -1152,10 +1173,11 @@ fn run(
         + summary.stalls
         + summary.undetected
         + hangs
-        + leftover_locks;
+        + leftover_locks
+        + stats.phantom_counts.len() as u64;
     println!(
         "torture: sections={} overlaps={} overlaps_without_lost_signal={} slow_waits={} panics={} \
-         stalls={} undetected_overlaps={} hangs={} leftover_locks={} \
+         stalls={} undetected_overlaps={} phantom_counts={} hangs={} leftover_locks={} \
          (duration {}s, kills={}, conn_kills={}, pubsub_kills={}, pauses={}, stops={}, \
          overlaps_after_long_pause={}, unresolved_overlaps={}, dead_holder_overlaps={}, lost_signals={}, \
          max_wait_after_kill={}ms, errors={})",
@@ -1166,6 +1188,7 @@ fn run(
         panics,
         summary.stalls,
         summary.undetected,
+        stats.phantom_counts.len(),
         hangs,
         leftover_locks,
         duration.as_secs(),
