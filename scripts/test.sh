@@ -24,3 +24,6 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 cargo test --doc
+
+echo "==> torture (quick)"
+./scripts/torture.sh --quick
