@@ -1166,7 +1166,10 @@ fn run(
             stats.garbled
         );
     }
-    eprintln!("torture: worker logs in {}", log_dir.display());
+    eprintln!(
+        "torture: worker logs in {} (scripts/torture.sh keeps them only on failure or with TORTURE_KEEP=1)",
+        log_dir.display()
+    );
     let failures = summary.without_signal
         + summary.slow_waits
         + panics

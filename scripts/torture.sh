@@ -21,13 +21,18 @@ bin="${CARGO_TARGET_DIR:-target}/release/examples/torture"
 
 dir="$(mktemp -d -t redisson-lock-torture.XXXXXX)"
 pid=""
+rc=0
 cleanup() {
   if [ -n "$pid" ]; then
     kill -CONT "$pid" 2>/dev/null || true
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  if [ -n "${TORTURE_KEEP:-}" ]; then echo "kept $dir" >&2; else rm -rf "$dir"; fi
+  # The torture binary has printed where the worker logs are (before its
+  # summary line, which stays the last line): keep them when it failed.
+  if [ -z "${TORTURE_KEEP:-}" ] && [ "$rc" = 0 ]; then
+    rm -rf "$dir"
+  fi
 }
 trap cleanup EXIT
 
@@ -57,4 +62,5 @@ for attempt in 1 2 3 4 5; do
 done
 
 echo "==> torture against redis-server pid $pid on 127.0.0.1:$port" >&2
-"$bin" --url "redis://127.0.0.1:$port/" --redis-pid "$pid" --log-dir "$dir/logs" "$@"
+"$bin" --url "redis://127.0.0.1:$port/" --redis-pid "$pid" --log-dir "$dir/logs" "$@" || rc=$?
+exit "$rc"
