@@ -434,7 +434,19 @@ fn hostile_url(port: u16) -> impl Strategy<Value = String> {
         Just("valkey"),
         Just("http"),
     ];
+    // URLs of the test server itself, with odd but usable paths and options.
+    let reachable = prop_oneof![
+        Just(""),
+        Just("/"),
+        Just("/0"),
+        Just("/15"),
+        Just("/?protocol=resp3"),
+        Just("/0?protocol=resp2"),
+        Just("/#fragment"),
+    ]
+    .prop_map(move |path| format!("redis://127.0.0.1:{port}{path}"));
     prop_oneof![
+        2 => reachable,
         3 => any::<String>(),
         1 => "[ -~]{0,40}",
         6 => (scheme, userinfo, weird_port, weird_path).prop_map(|(scheme, user, port, path)| {
