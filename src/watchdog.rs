@@ -294,11 +294,16 @@ impl Worker {
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         for chunk in due.chunks(RENEWAL_BATCH_SIZE) {
-            let sent = Instant::now();
-            let result = self.connection().and_then(|con| {
-                let pairs = chunk.iter().map(|hold| (&*hold.name, &*hold.field));
-                scripts::renew_batch(con, pairs, lease_ms)
-            });
+            let mut sent = Instant::now();
+            let mut result = self.renew_chunk(chunk, lease_ms);
+            if result.as_ref().is_err_and(Error::is_connection_dropped) {
+                // The connection died since the last run (a server restart):
+                // the renewal never ran, so send it on a new one now rather
+                // than a retry delay later.
+                self.con = None;
+                sent = Instant::now();
+                result = self.renew_chunk(chunk, lease_ms);
+            }
             match result {
                 Ok(renewed) => {
                     for (hold, still_held) in chunk.iter().zip(renewed) {
@@ -326,6 +331,12 @@ impl Worker {
             }
         }
         true
+    }
+
+    fn renew_chunk(&mut self, chunk: &[Arc<Hold>], lease_ms: u64) -> Result<Vec<bool>> {
+        let con = self.connection()?;
+        let pairs = chunk.iter().map(|hold| (&*hold.name, &*hold.field));
+        scripts::renew_batch(con, pairs, lease_ms)
     }
 
     fn flush_latches(&mut self) {
