@@ -316,7 +316,11 @@ impl ClientBuilder {
             connector.clone(),
             config.watchdog_timeout,
         )?;
-        let subscriber = Subscriber::new(connector.info().clone(), config.connect_timeout);
+        let subscriber = Subscriber::new(
+            connector.info().clone(),
+            config.connect_timeout,
+            config.response_timeout,
+        );
         Ok(Client {
             inner: Arc::new(Inner {
                 id: uuid::Uuid::new_v4().to_string(),

@@ -9,10 +9,14 @@
 //! return at once. Subscribe and unsubscribe commands are written straight from
 //! the waiting thread, so subscribing costs one round trip, not a poll interval.
 //!
-//! When the connection drops, the thread reconnects, subscribes to every
-//! channel that still has waiters, and wakes all of them, since a message may
-//! have been missed meanwhile. Waiters never depend on a message alone: each
-//! wait is capped by the holder's TTL.
+//! When the connection drops, the thread wakes every waiter at once (the
+//! server may be gone: they find out within their own timeouts instead of
+//! sleeping out the holder's TTL), reconnects, subscribes to every channel that
+//! still has waiters, and wakes all of them again, since a message may have
+//! been missed meanwhile. While threads wait, a connection silent for a
+//! response timeout is checked with a `PING`, and one that does not answer
+//! within another counts as dropped: a frozen server is noticed too. Waiters
+//! never depend on a message alone: each wait is capped by the holder's TTL.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -27,8 +31,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-/// How long the connection may stay silent before the thread checks it with a PING.
+/// How long the connection may stay silent before the thread checks it with
+/// a PING, while no thread waits. While one does, it is the response timeout:
+/// a waiter must learn of a frozen or vanished server within its timeouts.
 const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// The shortest health check interval, whatever the response timeout.
+const HEALTH_CHECK_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -40,6 +48,7 @@ pub(crate) struct Subscriber {
 struct Shared {
     info: ConnectionInfo,
     connect_timeout: Duration,
+    response_timeout: Duration,
     closed: AtomicBool,
     state: Mutex<State>,
 }
@@ -81,11 +90,16 @@ pub(crate) struct Subscription {
 }
 
 impl Subscriber {
-    pub fn new(info: ConnectionInfo, connect_timeout: Duration) -> Self {
+    pub fn new(
+        info: ConnectionInfo,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Self {
         Subscriber {
             shared: Arc::new(Shared {
                 info,
                 connect_timeout,
+                response_timeout,
                 closed: AtomicBool::new(false),
                 state: Mutex::new(State::default()),
             }),
@@ -288,7 +302,15 @@ impl Shared {
                 let _ = writer.shutdown();
             }
             for channel in state.channels.values() {
-                channel.state.lock().active = false;
+                let mut channel_state = channel.state.lock();
+                channel_state.active = false;
+                // The server may be gone: every waiter tries again now, and
+                // fails within its timeouts if so, instead of sleeping out the
+                // holder's TTL. (A reconnect wakes them again.)
+                if channel_state.waiters > 0 {
+                    channel_state.permits += channel_state.waiters;
+                    channel.released.notify_all();
+                }
             }
         }
     }
@@ -350,7 +372,6 @@ impl Shared {
     /// what it reads until the connection fails or the client closes.
     fn serve(&self, stream: Stream) -> io::Result<()> {
         let mut reader = stream.try_clone()?;
-        reader.set_read_timeout(Some(HEALTH_CHECK_INTERVAL))?;
         {
             let mut state = self.state.lock();
             if self.closed.load(Ordering::Acquire) {
@@ -372,6 +393,12 @@ impl Shared {
         let mut parser = redis::Parser::new();
         let mut ping_sent = false;
         loop {
+            let silence = if ping_sent || !self.state.lock().channels.is_empty() {
+                self.response_timeout.max(HEALTH_CHECK_MIN)
+            } else {
+                HEALTH_CHECK_INTERVAL
+            };
+            reader.set_read_timeout(Some(silence))?;
             match parser.parse_value(&mut reader) {
                 Ok(value) => {
                     ping_sent = false;

@@ -1,0 +1,166 @@
+//! Fault: the server goes away while threads wait for a lock.
+//!
+//! A waiter parks for up to the holder's TTL (30 s here). If the server dies
+//! or freezes meanwhile, `lock()` and `try_lock_for()` must return an error
+//! within the configured connect and response timeouts, not sleep out the TTL
+//! or hang on a connection; and once the server is back, the same client works.
+
+mod support;
+
+use std::sync::mpsc::channel;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, LockGuard};
+use support::{RedisServer, eventually};
+
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+fn waiter_client(server: &RedisServer, pool_size: u32) -> Client {
+    Client::builder(server.url())
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .pool_size(pool_size)
+        .build()
+        .expect("waiter client")
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Lock,
+    TryLockFor,
+}
+
+/// Starts a thread per entry of `waits` that waits for `name` and reports
+/// the outcome and when it came.
+fn start_waiters(
+    client: &Client,
+    name: &str,
+    waits: &[Wait],
+) -> std::sync::mpsc::Receiver<(Wait, Result<bool, redisson_lock::Error>, Instant)> {
+    let (tx, rx) = channel();
+    for &wait in waits {
+        let lock = client.lock(name);
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let outcome = match wait {
+                Wait::Lock => lock.lock().map(|guard| {
+                    drop(guard);
+                    true
+                }),
+                Wait::TryLockFor => lock
+                    .try_lock_for(Duration::from_secs(60))
+                    .map(|guard| guard.is_some()),
+            };
+            let _ = tx.send((wait, outcome, Instant::now()));
+        });
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            client.diagnostics().waiters == waits.len()
+        }),
+        "the waiters never parked"
+    );
+    rx
+}
+
+#[test]
+fn waiters_fail_promptly_when_the_server_dies() {
+    let mut server = RedisServer::start();
+    // Short timeouts and no unlock retries: its unlock, after the server
+    // died, fails fast.
+    let holder = Client::builder(server.url())
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .unlock_retries(0, Duration::ZERO)
+        .build()
+        .expect("holder client");
+    let guard: LockGuard = holder.lock("gone").lock().expect("holder lock");
+    let waiter = waiter_client(&server, 4);
+    let waits = [Wait::Lock, Wait::TryLockFor];
+    let outcomes = start_waiters(&waiter, "gone", &waits);
+    thread::sleep(Duration::from_millis(200));
+
+    server.stop();
+    let stopped = Instant::now();
+    let bound = TIMEOUT * 2 + Duration::from_secs(2);
+    for _ in waits {
+        let (wait, outcome, at) = outcomes
+            .recv_timeout(Duration::from_secs(40))
+            .expect("a waiter hangs after the server died");
+        let after = at.saturating_duration_since(stopped);
+        eprintln!("{wait:?} returned {outcome:?} {after:?} after the server died");
+        match outcome {
+            Err(e) => assert!(e.is_transient(), "{wait:?}: {e} should be transient"),
+            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) with no server"),
+        }
+        assert!(
+            after < bound,
+            "{wait:?} took {after:?} to fail (connect and response timeouts of {TIMEOUT:?})"
+        );
+    }
+    assert!(eventually(Duration::from_secs(2), || {
+        waiter.diagnostics().waiters == 0
+    }));
+    drop(guard); // its unlock fails, and is logged
+}
+
+#[test]
+fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder client");
+    let guard = holder.lock("frozen").lock().expect("holder lock");
+    // One pooled connection for two waiters: neither may hang on it.
+    let waiter = waiter_client(&server, 1);
+    let waits = [Wait::Lock, Wait::TryLockFor];
+    let outcomes = start_waiters(&waiter, "frozen", &waits);
+    thread::sleep(Duration::from_millis(200));
+
+    server.pause();
+    let paused = Instant::now();
+    let bound = Duration::from_secs(10);
+    let mut results = Vec::new();
+    for _ in waits {
+        let received = outcomes.recv_timeout(bound.saturating_sub(paused.elapsed()));
+        results.push((received, paused.elapsed()));
+    }
+    server.resume();
+    for (received, after) in results {
+        let (wait, outcome, _) = received.unwrap_or_else(|_| {
+            panic!("a waiter was still waiting {after:?} after the server froze")
+        });
+        eprintln!("{wait:?} returned {outcome:?} {after:?} after the server froze");
+        match outcome {
+            Err(e) => assert!(e.is_transient(), "{wait:?}: {e} should be transient"),
+            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) from a frozen server"),
+        }
+    }
+
+    // Thawed: the same client works again, and the holder kept its lock.
+    let lock = waiter.lock("frozen");
+    assert!(lock.is_locked().expect("is_locked after the thaw"));
+    assert!(
+        lock.try_lock_for(Duration::from_millis(300))
+            .expect("try_lock_for after the thaw")
+            .is_none()
+    );
+    assert!(!guard.is_lost());
+    let woken = {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            lock.try_lock_for(Duration::from_secs(20))
+                .expect("try_lock_for")
+                .map(|guard| {
+                    drop(guard);
+                    Instant::now()
+                })
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        waiter.diagnostics().waiters == 1
+    }));
+    let released = Instant::now();
+    guard.unlock().expect("holder unlock");
+    let at = woken.join().expect("waiter").expect("woken by the release");
+    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+}
