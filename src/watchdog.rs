@@ -30,9 +30,12 @@ pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
 /// Unlock latches are collected for this long before one `UNLINK` deletes them.
 const LATCH_FLUSH_DELAY: Duration = Duration::from_millis(100);
 
-/// After a failed renewal run, the next one comes this soon (or at the next
-/// regular tick, whichever is first).
+/// After a failed renewal run, the next one comes a tenth of the lease later,
+/// within these bounds (and never later than the next regular tick): a server
+/// that answers BUSY or LOADING for less than the lease minus one period must
+/// not cost a lock, as it would if the retry waited a whole period.
 const RENEWAL_RETRY_DELAY: Duration = Duration::from_secs(1);
+const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -265,7 +268,9 @@ impl Worker {
                 let delay = if self.renew_all() {
                     period
                 } else {
-                    period.min(RENEWAL_RETRY_DELAY)
+                    (self.lease / 10)
+                        .clamp(RENEWAL_RETRY_DELAY_MIN, RENEWAL_RETRY_DELAY)
+                        .min(period)
                 };
                 next_tick = Instant::now() + delay;
             }
