@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod java;
+pub mod proxy;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
