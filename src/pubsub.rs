@@ -287,15 +287,34 @@ impl Shared {
                     continue;
                 }
             };
-            if reported {
-                log::info!("redisson-lock: subscriber reconnected");
-            }
-            backoff = RECONNECT_BACKOFF_MIN;
-            reported = false;
-            if let Err(e) = self.serve(stream)
+            // Whether the server ever answered on this connection: one that
+            // accepts and then drops us at once (maxclients, a proxy without
+            // a backend) is a failed connect, not a reconnect.
+            let mut answered = false;
+            let served = self.serve(stream, &mut answered);
+            if let Err(e) = &served
                 && !self.closed.load(Ordering::Acquire)
             {
                 log::debug!("redisson-lock: subscriber connection lost: {e}");
+            }
+            if answered {
+                if reported {
+                    log::info!("redisson-lock: subscriber reconnected");
+                }
+                backoff = RECONNECT_BACKOFF_MIN;
+                reported = false;
+            } else if !self.closed.load(Ordering::Acquire) {
+                if !reported {
+                    log::warn!(
+                        "redisson-lock: subscriber connection closed before any reply, retrying: {}",
+                        served
+                            .err()
+                            .map_or_else(|| "closed".to_owned(), |e| e.to_string())
+                    );
+                    reported = true;
+                }
+                thread::sleep(backoff);
+                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
             }
             let mut state = self.state.lock();
             if let Some(writer) = state.writer.take() {
@@ -306,8 +325,10 @@ impl Shared {
                 channel_state.active = false;
                 // The server may be gone: every waiter tries again now, and
                 // fails within its timeouts if so, instead of sleeping out the
-                // holder's TTL. (A reconnect wakes them again.)
-                if channel_state.waiters > 0 {
+                // holder's TTL. (A reconnect wakes them again.) Only when a
+                // working connection is lost: failed reconnects must not keep
+                // waking them.
+                if answered && channel_state.waiters > 0 {
                     channel_state.permits += channel_state.waiters;
                     channel.released.notify_all();
                 }
@@ -370,7 +391,7 @@ impl Shared {
 
     /// Subscribes everything wanted on a fresh connection, then dispatches
     /// what it reads until the connection fails or the client closes.
-    fn serve(&self, stream: Stream) -> io::Result<()> {
+    fn serve(&self, stream: Stream, answered: &mut bool) -> io::Result<()> {
         let mut reader = stream.try_clone()?;
         {
             let mut state = self.state.lock();
@@ -402,6 +423,7 @@ impl Shared {
             match parser.parse_value(&mut reader) {
                 Ok(value) => {
                     ping_sent = false;
+                    *answered |= !matches!(value, Value::ServerError(_));
                     self.dispatch(value);
                 }
                 Err(e) if e.is_timeout() && !ping_sent => {

@@ -222,3 +222,99 @@ fn release_racing_a_waiters_subscription_is_never_missed() {
     assert_eq!(holder.diagnostics().registered_holds, 0);
     assert_eq!(waiter.diagnostics().registered_holds, 0);
 }
+
+fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |value| value.trim().parse().expect("a number"))
+}
+
+#[test]
+fn subscriber_refused_by_the_server_backs_off_and_waiters_do_not_spin() {
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder client");
+    let waiters = Client::open(server.url()).expect("waiter client");
+    let name = "crowded";
+    let channel = "redisson_lock__channel:{crowded}";
+    let guard = holder.lock(name).lock().expect("holder lock");
+    let waiter = {
+        let lock = waiters.lock(name);
+        thread::spawn(move || {
+            lock.try_lock_for(Duration::from_secs(30))
+                .expect("try_lock_for")
+                .map(|guard| {
+                    drop(guard);
+                    Instant::now()
+                })
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        waiters.diagnostics().waiters == 1 && numsub(&server, channel) == 1
+    }));
+
+    // The server accepts the subscriber's reconnects and closes them at once
+    // ("max number of clients reached"): a reconnect that never got a reply
+    // must back off like a refused one, and must not keep waking the waiter.
+    let mut admin = server.con();
+    let connected = info_field(&mut admin, "clients", "connected_clients");
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(connected - 1)
+        .query(&mut admin)
+        .expect("CONFIG SET maxclients");
+    let rejected_before = info_field(&mut admin, "stats", "rejected_connections");
+    let attempts_before = evalsha_calls(&mut admin);
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut admin)
+        .expect("CLIENT KILL");
+    assert_eq!(killed, 1);
+    thread::sleep(Duration::from_secs(1));
+    let rejected = info_field(&mut admin, "stats", "rejected_connections") - rejected_before;
+    let attempts = evalsha_calls(&mut admin) - attempts_before;
+    eprintln!("in 1 s: {rejected} rejected reconnects, {attempts} acquire attempts");
+    assert!(
+        rejected <= 20,
+        "the subscriber reconnected {rejected} times in 1 s"
+    );
+    assert!(
+        attempts <= 20,
+        "the waiter made {attempts} acquire attempts in 1 s"
+    );
+
+    // Let it back in: it resubscribes, and the release wakes the waiter.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(10_000)
+        .query(&mut admin)
+        .expect("CONFIG SET maxclients");
+    assert!(
+        eventually(Duration::from_secs(5), || numsub(&server, channel) == 1),
+        "the subscriber never came back"
+    );
+    let released = Instant::now();
+    guard.unlock().expect("holder unlock");
+    let acquired = waiter.join().expect("waiter").expect("acquired");
+    let handoff = acquired.saturating_duration_since(released);
+    assert!(
+        handoff < Duration::from_millis(200),
+        "woken {handoff:?} after the release"
+    );
+}
+
+fn evalsha_calls(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().expect("calls"))
+}
