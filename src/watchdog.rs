@@ -199,21 +199,25 @@ impl Registry {
 
 /// The client's renewal thread. Dropping this stops it.
 pub(crate) struct Watchdog {
-    latches: Sender<String>,
+    /// Spent unlock latches waiting for the next batched `UNLINK`.
+    latches: Arc<Mutex<Vec<String>>>,
+    /// Wakes the thread when a batch starts; dropping it stops the thread.
+    wake: Sender<()>,
 }
 
 impl Watchdog {
     /// Starts the thread, which renews `registry`'s watchdog-mode holds to
     /// `lease` every `lease / 3`.
     pub fn start(registry: Arc<Registry>, connector: Connector, lease: Duration) -> Result<Self> {
-        let (latches, latch_rx) = crossbeam_channel::unbounded();
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let latches = Arc::new(Mutex::new(Vec::new()));
         let worker = Worker {
             registry,
             connector,
             con: None,
             lease,
-            latch_rx,
-            pending_latches: Vec::new(),
+            wake_rx,
+            latches: Arc::clone(&latches),
         };
         thread::Builder::new()
             .name("rlock-watchdog".into())
@@ -221,13 +225,24 @@ impl Watchdog {
             .map_err(|e| Error::Unavailable {
                 reason: format!("cannot start the watchdog thread: {e}"),
             })?;
-        Ok(Watchdog { latches })
+        Ok(Watchdog { latches, wake })
     }
 
     /// Schedules deletion of a spent unlock latch.
     pub fn discard_latch(&self, latch: String) {
-        // Fails only when the thread is gone; the key then expires by itself.
-        let _ = self.latches.send(latch);
+        let first = {
+            let mut latches = self.latches.lock();
+            latches.push(latch);
+            latches.len() == 1
+        };
+        // Only the first latch of a batch wakes the thread: one wake-up per
+        // flush instead of one per unlock, each a context switch on the
+        // unlocking thread's CPU. A full channel means a wake-up is already
+        // pending; a disconnected one, that the thread is gone and the key
+        // will expire by itself.
+        if first {
+            let _ = self.wake.try_send(());
+        }
     }
 }
 
@@ -236,8 +251,8 @@ struct Worker {
     connector: Connector,
     con: Option<redis::Connection>,
     lease: Duration,
-    latch_rx: Receiver<String>,
-    pending_latches: Vec<String>,
+    wake_rx: Receiver<()>,
+    latches: Arc<Mutex<Vec<String>>>,
 }
 
 impl Worker {
@@ -247,9 +262,8 @@ impl Worker {
         let mut next_flush: Option<Instant> = None;
         loop {
             let wake = next_flush.map_or(next_tick, |flush| flush.min(next_tick));
-            match self.latch_rx.recv_deadline(wake) {
-                Ok(latch) => {
-                    self.pending_latches.push(latch);
+            match self.wake_rx.recv_deadline(wake) {
+                Ok(()) => {
                     next_flush.get_or_insert_with(|| Instant::now() + LATCH_FLUSH_DELAY);
                     continue;
                 }
@@ -345,10 +359,10 @@ impl Worker {
     }
 
     fn flush_latches(&mut self) {
-        if self.pending_latches.is_empty() {
+        let latches = std::mem::take(&mut *self.latches.lock());
+        if latches.is_empty() {
             return;
         }
-        let latches = std::mem::take(&mut self.pending_latches);
         let result = self.connection().and_then(|con| {
             for chunk in latches.chunks(1000) {
                 redis::cmd("UNLINK").arg(chunk).query::<()>(con)?;
