@@ -5,6 +5,7 @@
 //! rlock-bench analyze --contender C [--rep N ...] EVENT_FILES...
 //! rlock-bench observe --url U --run-id ID --contender C [--rep N]
 //! rlock-bench report --raw RAW.jsonl --json OUT.json --md OUT.md --svg OUT.svg [--machine M.json]
+//! rlock-bench cmd --url U [--wait-s N] WORDS...   (one command, e.g. PING or FLUSHALL)
 //! rlock-bench free-port
 //! ```
 
@@ -23,6 +24,7 @@ fn main() {
             Some("analyze") => analyze::run(&args),
             Some("observe") => observe::run(&args),
             Some("report") => report::run(&args),
+            Some("cmd") => redis_cmd(&args),
             Some("free-port") => {
                 println!("{}", common::free_port()?);
                 Ok(())
@@ -35,5 +37,29 @@ fn main() {
     if let Err(e) = result {
         eprintln!("rlock-bench: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// Sends one command, retrying for `--wait-s` while the server is not up yet.
+fn redis_cmd(args: &common::Args) -> anyhow::Result<()> {
+    let url = args.str("url")?;
+    let give_up =
+        std::time::Instant::now() + std::time::Duration::from_secs(args.num_or("wait-s", 0)?);
+    let mut cmd = redis::cmd(args.positional.first().map_or("PING", String::as_str));
+    for word in args.positional.iter().skip(1) {
+        cmd.arg(word);
+    }
+    loop {
+        let result = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .and_then(|mut con| cmd.query::<redis::Value>(&mut con));
+        match result {
+            Ok(value) => {
+                println!("{value:?}");
+                return Ok(());
+            }
+            Err(e) if std::time::Instant::now() >= give_up => return Err(e.into()),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
     }
 }

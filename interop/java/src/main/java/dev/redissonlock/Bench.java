@@ -268,9 +268,11 @@ public final class Bench {
         for (int i = 0; i < n; i++) {
             names[i] = "bench:s4:" + runId + ":" + i;
         }
-        RLock warm = client.getLock("bench:s4:warm");
-        warm.lock();
-        warm.unlock();
+        if (num(a, "warm", 1) != 0) {
+            RLock warm = client.getLock("bench:s4:warm");
+            warm.lock();
+            warm.unlock();
+        }
         MemoryMXBean mem = ManagementFactory.getMemoryMXBean();
         System.gc();
         long rss0 = rssBytes();

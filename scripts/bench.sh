@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# Benchmarks redisson-lock side by side with the raw-script floor, rslock and
+# Redisson, on one throwaway redis-server, in one run (see BENCHMARKS.md).
+#
+#   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
+#                              docs/benchmarks.svg and target/bench/results.json
+#   scripts/bench.sh --quick   reduced run (under 3 minutes once built); writes
+#                              target/bench/quick/BENCHMARKS.md and .svg and
+#                              target/bench/results.json
+#
+# Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
+# e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
+# and 1), REDISSON_VERSION (default: the interop pom's), BENCH_SKIP_JAVA=1.
+#
+# The server runs pinned to one vCPU and every client process to the other,
+# the same for every contender. Every scenario runs for every contender in each
+# repetition, contenders interleaved: A B C D A B C D ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+. scripts/lib.sh
+
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+# ---------------------------------------------------------------- parameters
+FULL_REPS=5
+FULL_MINUTES=25   # rough wall time of a full run on the 2-vCPU machine
+if [ "$quick" = 1 ]; then
+  mode=quick
+  reps=${BENCH_REPS:-2}
+  s1_ms=1000; s1_warmup=500
+  s2_ms=700; s2_warmup=200
+  s3_iter=150; s3_warmup=5; s3_hold_us=100
+  s4_locks=10000; s4_reps=1
+  soak_cycles=100000
+  out_md=target/bench/quick/BENCHMARKS.md
+  out_svg=target/bench/quick/benchmarks.svg
+  svg_link=benchmarks.svg
+  command="scripts/bench.sh --quick"
+else
+  mode=full
+  reps=${BENCH_REPS:-$FULL_REPS}
+  s1_ms=3000; s1_warmup=5000
+  s2_ms=3000; s2_warmup=500
+  s3_iter=500; s3_warmup=20; s3_hold_us=100
+  s4_locks=10000; s4_reps=$reps
+  soak_cycles=1000000
+  out_md=BENCHMARKS.md
+  out_svg=docs/benchmarks.svg
+  svg_link=docs/benchmarks.svg
+  command="scripts/bench.sh"
+fi
+s4_watchdog_ms=3000
+s4_window_permille=3500   # hold for 3.5 renewal periods
+
+out=target/bench
+mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
+raw=$out/raw.jsonl
+log=$out/log.txt
+: > "$raw"
+: > "$log"
+rm -f "$out"/events/*
+
+# ---------------------------------------------------------------- tools
+ensure_cargo
+ensure_redis_server
+java_ok=1
+if [ "${BENCH_SKIP_JAVA:-0}" = 1 ] || ! ( ensure_java_maven ) >>"$log" 2>&1; then
+  java_ok=0
+fi
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+echo "==> building the benchmark (release)" >&2
+cargo build --release --quiet --manifest-path bench/Cargo.toml
+B=$CARGO_TARGET_DIR/release/rlock-bench
+
+redisson_version=${REDISSON_VERSION:-$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -1)}
+jar=
+if [ "$java_ok" = 1 ]; then
+  echo "==> building the Redisson driver $redisson_version" >&2
+  if jar=$(interop/java/build.sh "$redisson_version" "$out/java" 2>>"$log" | tail -1) && [ -f "$jar" ]; then
+    :
+  else
+    echo "warning: the Redisson driver did not build (see $log); Redisson is skipped" >&2
+    java_ok=0
+  fi
+fi
+contenders="floor crate rslock"
+[ "$java_ok" = 1 ] && contenders="$contenders redisson"
+
+# ---------------------------------------------------------------- pinning
+# Command prefixes (arrays, not functions: a backgrounded simple command is
+# exec'd, so $! is the pid of the process itself and can be killed by pid).
+if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
+  server_cpu=${BENCH_SERVER_CPU:-0}
+  client_cpu=${BENCH_CLIENT_CPU:-1}
+  on_server=(taskset -c "$server_cpu")
+  on_client=(taskset -c "$client_cpu")
+  pinning="redis-server on CPU $server_cpu and every client process (Rust and JVM) on CPU $client_cpu, with \`taskset -c\`; scenario 4's INFO poller on CPU $server_cpu"
+else
+  on_server=(env)
+  on_client=(env)
+  pinning="none (taskset missing or fewer than 2 CPUs): numbers mix same-CPU and cross-CPU round trips"
+fi
+
+# ---------------------------------------------------------------- redis-server
+port=$("$B" free-port)
+url=redis://127.0.0.1:$port
+server_dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")
+redis_pid=
+cleanup() {
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+  rm -rf "$server_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"${on_server[@]}" "${REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' \
+  --appendonly no --dir "$server_dir" --logfile "$server_dir/redis.log" &
+redis_pid=$!
+"$B" cmd --url "$url" --wait-s 10 PING >/dev/null
+
+# ---------------------------------------------------------------- machine notes
+cpu_busy() {  # % of all CPUs busy over one second, before we start
+  local a b
+  read -r -a a < <(grep '^cpu ' /proc/stat)
+  sleep 1
+  read -r -a b < <(grep '^cpu ' /proc/stat)
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  local idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
+}
+busy=$(cpu_busy)
+machine=$out/machine.txt
+{
+  printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+  printf 'mode\t%s\n' "$mode"
+  printf 'command\t%s\n' "$command"
+  printf 'reps\t%s\n' "$reps"
+  printf 'full_reps\t%s\n' "$FULL_REPS"
+  printf 'full_minutes\t%s\n' "$FULL_MINUTES"
+  printf 'cpu\t%s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+  printf 'nproc\t%s\n' "$(nproc)"
+  printf 'kernel\t%s\n' "$(uname -r)"
+  printf 'memory\t%s\n' "$(awk '/MemTotal/ {printf "%.0f GiB RAM", $2/1048576}' /proc/meminfo)"
+  printf 'redis\t%s\n' "$("${REDIS_SERVER:-redis-server}" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
+  printf 'rustc\t%s\n' "$(rustc --version)"
+  if [ "$java_ok" = 1 ]; then
+    printf 'java\t%s\n' "$(java -version 2>&1 | head -1)"
+    printf 'redisson\t%s\n' "$redisson_version"
+  fi
+  printf 'rslock\t%s\n' "$(grep -A1 '^name = "rslock"$' bench/Cargo.lock | sed -n 's/version = "\(.*\)"/\1/p')"
+  printf 'crate_version\t%s\n' "$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+  printf 'commit\t%s\n' "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src lua Cargo.toml 2>/dev/null || echo ' (library modified)')"
+  printf 'pinning\t%s\n' "$pinning"
+  printf 'load_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf 's1_duration_ms\t%s\ns1_warmup\t%s\ns2_duration_ms\t%s\n' "$s1_ms" "$s1_warmup" "$s2_ms"
+  printf 's3_iterations\t%s\ns3_warmup\t%s\ns3_hold_us\t%s\n' "$s3_iter" "$s3_warmup" "$s3_hold_us"
+  printf 's4_locks\t%s\ns4_watchdog_ms\t%s\ns4_period_ms\t%s\ns4_window_ms\t%s\n' \
+    "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
+} > "$machine"
+note="CPU busy in the second before the run: ${busy}% of both vCPUs (other work on the machine adds noise)."
+[ -n "${BENCH_NOTE:-}" ] && note="$note ${BENCH_NOTE}"
+[ "$java_ok" = 1 ] || note="$note Redisson was skipped (no JDK/Maven or the driver did not build)."
+
+# ---------------------------------------------------------------- runners
+failures=0
+rep=0
+run_id() { echo "r$rep-$1-$2-$$"; }
+flush() { "$B" cmd --url "$url" FLUSHALL >/dev/null; }
+
+# run_one CONTENDER ARGS...: one process of one contender, JSON line to $raw.
+run_one() {
+  local c=$1; shift
+  if [ "$c" = redisson ]; then
+    "${on_client[@]}" java -cp "$jar" dev.redissonlock.Bench --url "$url" --rep "$rep" "$@" >>"$raw" 2>>"$log"
+  else
+    "${on_client[@]}" "$B" run --contender "$c" --url "$url" --rep "$rep" "$@" >>"$raw" 2>>"$log"
+  fi
+}
+
+failed() {
+  failures=$((failures + 1))
+  echo "  FAILED: $* (see $log)" >&2
+  echo "FAILED: $*" >>"$log"
+}
+
+simple() {  # simple CONTENDER SCENARIO ARGS...
+  local c=$1 s=$2; shift 2
+  flush
+  run_one "$c" --scenario "$s" --run-id "$(run_id "$s" "$c")" "$@" || failed "rep $rep $s $c $*"
+}
+
+contended() {  # contended CONTENDER PROCS
+  local c=$1 procs=$2 id i ok=1
+  id=$(run_id "contended$procs" "$c")
+  flush
+  local pids=() files=()
+  for ((i = 0; i < procs; i++)); do
+    files+=("$out/events/$id-$i.txt")
+    run_one "$c" --scenario contended --threads 4 --iterations "$s3_iter" --warmup "$s3_warmup" \
+      --hold-us "$s3_hold_us" --procs "$procs" --proc-index "$i" --run-id "$id" \
+      --events "$out/events/$id-$i.txt" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
+  if [ "$ok" = 1 ] && "$B" analyze --contender "$c" --rep "$rep" --run-id "$id" --threads 4 \
+      --procs "$procs" --expected $((procs * 4 * s3_iter)) "${files[@]}" >>"$raw" 2>>"$log"; then
+    :
+  else
+    failed "rep $rep contended $procs x 4 $c"
+  fi
+}
+
+watchdog() {  # watchdog CONTENDER
+  local c=$1 id obs
+  id=$(run_id watchdog "$c")
+  flush
+  "${on_server[@]}" "$B" observe --url "$url" --run-id "$id" --contender "$c" --rep "$rep" \
+    --timeout-s 180 >>"$raw" 2>>"$log" &
+  obs=$!
+  if run_one "$c" --scenario watchdog --locks "$s4_locks" --watchdog-ms "$s4_watchdog_ms" \
+      --window-permille "$s4_window_permille" --run-id "$id"; then
+    wait "$obs" || failed "rep $rep watchdog observer for $c"
+  else
+    kill "$obs" 2>/dev/null || true
+    wait "$obs" 2>/dev/null || true
+    failed "rep $rep watchdog $c"
+  fi
+}
+
+# ---------------------------------------------------------------- the run
+start=$(date +%s)
+echo "==> $mode run: $reps repetitions of: $contenders (server $url)" >&2
+for ((rep = 1; rep <= reps; rep++)); do
+  echo "--> repetition $rep/$reps ($(( $(date +%s) - start )) s)" >&2
+  for c in $contenders; do simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"; done
+  for t in 4 16; do
+    for c in $contenders; do
+      simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+    done
+  done
+  for procs in 1 2; do
+    for c in $contenders; do contended "$c" "$procs"; done
+  done
+  if [ "$rep" -le "$s4_reps" ]; then
+    for c in $contenders; do
+      [ "$c" = floor ] && continue   # no watchdog to measure
+      watchdog "$c"
+    done
+  fi
+done
+echo "--> soak: $soak_cycles cycles, redisson-lock only ($(( $(date +%s) - start )) s)" >&2
+rep=1
+simple crate soak --cycles "$soak_cycles" --threads 4
+
+printf 'load_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$machine"
+printf 'note\t%s\n' "$note" >>"$machine"
+printf 'elapsed_s\t%s\n' "$(( $(date +%s) - start ))" >>"$machine"
+
+"$B" report --raw "$raw" --machine "$machine" --json "$out/results.json" --md "$out_md" \
+  --svg "$out_svg" --svg-link "$svg_link" --analysis bench/ANALYSIS.md
+echo "==> done in $(( $(date +%s) - start )) s: $out_md, $out_svg, $out/results.json" >&2
+sed -n '/^## Targets/,/^## Setup/p' "$out_md" | sed '$d' >&2
+if [ "$failures" -gt 0 ]; then
+  echo "error: $failures measurement(s) failed; see $log" >&2
+  exit 1
+fi
