@@ -7,6 +7,7 @@
 #   scripts/bench.sh --quick   reduced run (under 3 minutes once built); writes
 #                              target/bench/quick/BENCHMARKS.md and .svg and
 #                              target/bench/results.json
+#   ... --report-only          re-renders the report from target/bench/raw.jsonl
 #
 # Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
 # e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
@@ -21,11 +22,13 @@ root=$(pwd)
 . scripts/lib.sh
 
 quick=0
+report_only=0
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+    --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--report-only]" >&2; exit 2 ;;
   esac
 done
 
@@ -64,6 +67,18 @@ out=target/bench
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
 log=$out/log.txt
+render() {
+  "$B" report --raw "$raw" --machine "$out/machine.txt" --json "$out/results.json" --md "$out_md" \
+    --svg "$out_svg" --svg-link "$svg_link" --analysis bench/ANALYSIS.md
+}
+if [ "$report_only" = 1 ]; then
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+  cargo build --release --quiet --manifest-path bench/Cargo.toml
+  B=$CARGO_TARGET_DIR/release/rlock-bench
+  render
+  echo "==> $out_md, $out_svg, $out/results.json re-rendered from $raw" >&2
+  exit 0
+fi
 : > "$raw"
 : > "$log"
 rm -f "$out"/events/*
@@ -141,6 +156,13 @@ cpu_busy() {  # % of all CPUs busy over one second, before we start
   echo $(( total > 0 ? 100 * (total - idle) / total : 0 ))
 }
 busy=$(cpu_busy)
+busiest() {  # the busiest other processes over half a second, "name cpu%, ..."
+  top -b -n 2 -d 0.5 -w 200 2>/dev/null | awk '
+    /^top -/ { frame++ }
+    frame == 2 && header && $9 + 0 >= 5 { printf "%s%s %s%%", sep, $12, $9; sep = ", " }
+    frame == 2 && /^ *PID/ { header = 1 }' || true
+}
+busy_procs=$(busiest)
 machine=$out/machine.txt
 {
   printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -169,7 +191,7 @@ machine=$out/machine.txt
   printf 's4_locks\t%s\ns4_watchdog_ms\t%s\ns4_period_ms\t%s\ns4_window_ms\t%s\n' \
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
 } > "$machine"
-note="CPU busy in the second before the run: ${busy}% of both vCPUs (other work on the machine adds noise)."
+note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
 [ -n "${BENCH_NOTE:-}" ] && note="$note ${BENCH_NOTE}"
 [ "$java_ok" = 1 ] || note="$note Redisson was skipped (no JDK/Maven or the driver did not build)."
 
@@ -264,12 +286,13 @@ echo "--> soak: $soak_cycles cycles, redisson-lock only ($(( $(date +%s) - start
 rep=1
 simple crate soak --cycles "$soak_cycles" --threads 4
 
+busy_end=$(busiest)
+note="$note At the end: ${busy_end:-nothing else above 5% CPU}."
 printf 'load_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$machine"
 printf 'note\t%s\n' "$note" >>"$machine"
 printf 'elapsed_s\t%s\n' "$(( $(date +%s) - start ))" >>"$machine"
 
-"$B" report --raw "$raw" --machine "$machine" --json "$out/results.json" --md "$out_md" \
-  --svg "$out_svg" --svg-link "$svg_link" --analysis bench/ANALYSIS.md
+render
 echo "==> done in $(( $(date +%s) - start )) s: $out_md, $out_svg, $out/results.json" >&2
 sed -n '/^## Targets/,/^## Setup/p' "$out_md" | sed '$d' >&2
 if [ "$failures" -gt 0 ]; then

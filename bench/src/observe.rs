@@ -17,6 +17,10 @@ struct Sample {
     usec: u64,
 }
 
+/// Successful EVAL/EVALSHA calls and their server time. Failed calls are
+/// left out: the only ones here are the one-off `NOSCRIPT` replies of a
+/// script's first run on the server, which the client follows with
+/// `SCRIPT LOAD` and the same call again.
 fn script_stats(info: &str) -> (u64, u64) {
     let mut calls = 0;
     let mut usec = 0;
@@ -30,6 +34,8 @@ fn script_stats(info: &str) -> (u64, u64) {
         for field in rest.trim().split(',') {
             if let Some(v) = field.strip_prefix("calls=") {
                 calls += v.parse::<u64>().unwrap_or(0);
+            } else if let Some(v) = field.strip_prefix("failed_calls=") {
+                calls -= v.parse::<u64>().unwrap_or(0).min(calls);
             } else if let Some(v) = field.strip_prefix("usec=") {
                 usec += v.parse::<u64>().unwrap_or(0);
             }

@@ -668,8 +668,9 @@ fn markdown(
         "## 4. Watchdog at scale\n\n\
          One client takes {} locks in watchdog mode (watchdog timeout {} ms, so one renewal \
          period is {} ms) and holds them for {} ms while `rlock-bench observe` polls \
-         `INFO commandstats` every 5 ms on its own connection. Every EVAL/EVALSHA counted in \
-         that window is a renewal (the acquisitions happened before it); bursts separated by \
+         `INFO commandstats` every 5 ms on its own connection. Every successful EVAL/EVALSHA in \
+         that window is a renewal (the acquisitions happened before it; a script's one-off \
+         `NOSCRIPT` reply on its first run is not counted); bursts separated by \
          ≥ 100 ms of silence are ticks. *Tick time* is the burst's wall time as the poller saw \
          it (±5 ms); *server time* is Redis' own execution time for the burst. Client CPU and \
          RSS come from `getrusage`/`/proc/self/statm` (Java: `getProcessCpuTime`, statm). \
