@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
@@ -10,7 +11,7 @@ use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::connection::{Connector, PooledConnection};
 use crate::error::{Error, Result};
-use crate::lock::Lock;
+use crate::lock::{Lock, RequestId};
 use crate::owner;
 use crate::pubsub::Subscriber;
 use crate::scripts::lease_millis;
@@ -55,6 +56,10 @@ pub(crate) struct Inner {
     pub subscriber: Subscriber,
     /// `publish` on a standalone server (PROTOCOL §1.6).
     pub publish: &'static str,
+    /// Random per client: with a counter, unique unlock request ids without
+    /// asking the OS for randomness on every unlock.
+    pub request_prefix: u64,
+    pub request_seq: AtomicU64,
 }
 
 /// Settings fixed when the client is built.
@@ -156,6 +161,13 @@ impl Client {
             pooled_connections: pool.connections,
             idle_connections: pool.idle_connections,
         }
+    }
+
+    /// A request id for one unlock call: this client's random prefix and a
+    /// counter, 32 hex digits like Redisson's.
+    pub(crate) fn next_request_id(&self) -> RequestId {
+        let seq = self.inner.request_seq.fetch_add(1, Ordering::Relaxed);
+        RequestId::from_parts(self.inner.request_prefix, seq)
     }
 
     pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<Connector>> {
@@ -321,9 +333,12 @@ impl ClientBuilder {
             config.connect_timeout,
             config.response_timeout,
         );
+        let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
-                id: uuid::Uuid::new_v4().to_string(),
+                request_prefix: uuid::Uuid::new_v4().as_u64_pair().0,
+                request_seq: AtomicU64::new(0),
+                id: id.to_string(),
                 config,
                 pool,
                 registry,

@@ -80,6 +80,8 @@ pub struct Lock {
 pub struct LockGuard {
     lock: Lock,
     hold: Arc<Hold>,
+    /// Taken without an explicit lease: one of the hold's watchdog renewers.
+    renew: bool,
     released: bool,
     /// `MutexGuard` is `!Send` and `Sync`, which is exactly what a guard is.
     _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
@@ -95,6 +97,10 @@ impl RequestId {
     /// A fresh id: 16 random bytes as 32 lowercase hex digits, like Redisson's.
     pub fn new() -> Self {
         RequestId(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub(crate) fn from_parts(prefix: u64, seq: u64) -> Self {
+        RequestId(format!("{prefix:016x}{seq:016x}"))
     }
 
     /// The id as sent in the latch key.
@@ -154,17 +160,16 @@ impl Lock {
     /// unreachable, the key is not a lock hash) and bad arguments; they end the
     /// wait.
     pub fn lock(&self) -> Result<LockGuard> {
-        match self.acquire(None)? {
-            Some(guard) => Ok(guard),
-            None => Err(Error::Timeout {
-                operation: "lock",
-                after: Duration::MAX,
-            }),
-        }
+        // Without a deadline, `acquire` returns a guard or an error, never `None`.
+        self.acquire(None)?.ok_or(Error::Timeout {
+            operation: "lock",
+            after: Duration::MAX,
+        })
     }
 
-    /// Takes the lock if it is free or already held by this thread; one round
-    /// trip, never waits.
+    /// Takes the lock if it is free or already held by this thread: one
+    /// attempt, one round trip, never waits for the holder. (It may wait up to
+    /// the connect timeout for a pooled connection.)
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
@@ -188,10 +193,16 @@ impl Lock {
     /// was a lock to delete. Guards of this client on it become lost.
     pub fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
+        let registry = &self.client.inner.registry;
+        // Only holds taken before the delete are lost; one taken by another
+        // thread right after it is not.
+        let before = registry.holds_on(&self.name);
         let deleted = self.client.with_connection(|con| {
             scripts::force_unlock(con, &self.name, &self.channel, self.client.inner.publish)
         })?;
-        self.client.inner.registry.lose_all(&self.name);
+        for hold in &before {
+            registry.lose(hold, "it was force-unlocked by this client");
+        }
         Ok(deleted)
     }
 
@@ -244,8 +255,19 @@ impl Lock {
         self.check_name()?;
         let field = self.owner_field();
         // The caller knows this id and may send it again: keep its latch.
-        match self.unlock_raw(&field, request_id, false)? {
-            Some(outcome) => Ok(outcome),
+        match self.unlock_raw(&field, request_id, false, false)? {
+            Some(outcome) => {
+                if outcome == UnlockOutcome::Released {
+                    // Any guard of this thread on the lock now holds nothing.
+                    let registry = &self.client.inner.registry;
+                    for hold in registry.holds_on(&self.name) {
+                        if *hold.field == *field {
+                            registry.lose(&hold, "it was released by unlock_with_request_id");
+                        }
+                    }
+                }
+                Ok(outcome)
+            }
             None => Err(self.not_held()),
         }
     }
@@ -296,24 +318,22 @@ impl Lock {
         lease_ms: u64,
     ) -> Result<Result<LockGuard, Option<Duration>>> {
         let sent = Instant::now();
-        // Without a live hold here, whatever count Redis has under our field
-        // was left by an acquire whose reply was lost: not a reentry.
-        let fresh = !self.client.inner.registry.holds_live(&self.name, field);
+        let registry = &self.client.inner.registry;
+        // This thread's own count is the truth about its field: whatever else
+        // Redis has there was left by an acquire whose reply was lost.
+        let known = registry.live_count(&self.name, field);
         let acquired = self
             .client
-            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field, fresh))?;
+            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field, known))?;
         match acquired {
             Acquire::Held { ttl } => Ok(Err(ttl)),
-            Acquire::Acquired => {
+            Acquire::Acquired { replaced } => {
                 let renew = self.lease.is_none();
-                let hold = self
-                    .client
-                    .inner
-                    .registry
-                    .acquired(&self.name, field, lease, renew, sent);
+                let hold = registry.acquired(&self.name, field, lease, renew, sent, replaced);
                 Ok(Ok(LockGuard {
                     lock: self.clone(),
                     hold,
+                    renew,
                     released: false,
                     _not_send: PhantomData,
                 }))
@@ -322,13 +342,16 @@ impl Lock {
     }
 
     /// Runs the unlock script, retrying transport failures with the same
-    /// request id; `Ok(None)` when `field` does not hold the lock. With
-    /// `discard_latch`, the latch is deleted soon after a reply (no one else
-    /// knows a fresh id, so no one can replay it).
+    /// request id while its latch is sure to outlive the retry; `Ok(None)` when
+    /// `field` does not hold the lock. `last`: the caller's last hold, which
+    /// frees the lock whatever count Redis has. With `discard_latch`, the latch
+    /// is deleted soon after a reply (no one else knows a fresh id, so no one
+    /// can replay it).
     fn unlock_raw(
         &self,
         field: &str,
         request_id: &RequestId,
+        last: bool,
         discard_latch: bool,
     ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
@@ -342,20 +365,31 @@ impl Lock {
             field,
             publish: inner.publish,
             latch_ttl_ms: inner.config.latch_ttl_ms(),
+            last,
         };
+        let config = &inner.config;
+        // A retry must reach Redis while the first attempt's latch lives, or
+        // it could release a second hold.
+        let retry_window = Duration::from_millis(args.latch_ttl_ms)
+            .saturating_sub(config.response_timeout.saturating_add(config.retry_delay));
+        let first_sent = Instant::now();
         let mut retries = 0;
         loop {
             let result = self
                 .client
                 .with_connection(|con| scripts::unlock(con, &args));
             match result {
-                Err(e) if e.is_transient() && retries < inner.config.retry_attempts => {
+                Err(e)
+                    if e.is_transient()
+                        && retries < config.retry_attempts
+                        && first_sent.elapsed() < retry_window =>
+                {
                     retries += 1;
                     log::debug!(
                         "redisson-lock: unlock of `{}` failed ({e}), retry {retries} with request {request_id}",
                         self.name
                     );
-                    std::thread::sleep(inner.config.retry_delay);
+                    std::thread::sleep(config.retry_delay);
                 }
                 Ok(Some(outcome)) => {
                     if discard_latch {
@@ -441,27 +475,39 @@ impl LockGuard {
         let hold = &self.hold;
         // Unregister first so that a renewal racing with this unlock does not
         // report a lock we are giving up as lost.
-        registry.released(hold);
+        let last = registry.released(hold, self.renew);
+        let request_id = lock.client.next_request_id();
         if hold.is_lost() {
-            // Clean up what may be left (a renewal that landed late), unless
-            // this thread has since taken the lock again.
-            if !registry.holds_live(&hold.name, &hold.field) {
-                let _ = lock.unlock_raw(&hold.field, &RequestId::new(), true);
+            // Clean up what may be left (a renewal that landed late) once the
+            // last guard of the lost hold goes, unless this thread has taken
+            // the lock again since.
+            if last && registry.live_count(&hold.name, &hold.field) == 0 {
+                let _ = lock.unlock_raw(&hold.field, &request_id, true, true);
             }
             return Err(Error::Lost {
                 name: hold.name.to_string(),
             });
         }
         let sent = Instant::now();
-        match lock.unlock_raw(&hold.field, &RequestId::new(), true)? {
+        match lock.unlock_raw(&hold.field, &request_id, last, true)? {
             Some(UnlockOutcome::StillHeld) => {
                 if let Ok((lease, _)) = lock.lease() {
                     hold.leased(sent, lease);
                 }
                 Ok(())
             }
-            Some(UnlockOutcome::Released) => Ok(()),
-            None => Err(lock.not_held()),
+            Some(UnlockOutcome::Released) => {
+                if !last {
+                    // Redis had fewer holds than this thread counts: the
+                    // other guards of this hold hold nothing any more.
+                    registry.lose(hold, "it was released while other guards still held it");
+                }
+                Ok(())
+            }
+            None => {
+                registry.lose(hold, "its owner field was gone at unlock");
+                Err(lock.not_held())
+            }
         }
     }
 }

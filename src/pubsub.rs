@@ -140,6 +140,10 @@ impl Subscriber {
                     .wait_until(&mut channel_state, limit)
                     .timed_out()
                 {
+                    // This waiter goes on without the confirmation: a release
+                    // before the server subscribes is missed, so the
+                    // confirmation must wake it.
+                    channel_state.resync = true;
                     break;
                 }
             }
@@ -322,6 +326,9 @@ impl Shared {
             }
             for channel in state.channels.values() {
                 let mut channel_state = channel.state.lock();
+                // Messages may be missed until the next connection subscribes
+                // again: its confirmation wakes every waiter.
+                channel_state.resync |= channel_state.active;
                 channel_state.active = false;
                 // The server may be gone: every waiter tries again now, and
                 // fails within its timeouts if so, instead of sleeping out the
@@ -401,11 +408,6 @@ impl Shared {
             state.inflight.clear();
             state.writer = Some(stream);
             let names: Vec<String> = state.channels.keys().cloned().collect();
-            for channel in state.channels.values() {
-                let mut channel_state = channel.state.lock();
-                channel_state.active = false;
-                channel_state.resync = true;
-            }
             if !names.is_empty() {
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 state.send("SUBSCRIBE", &names);
@@ -413,13 +415,17 @@ impl Shared {
         }
         let mut parser = redis::Parser::new();
         let mut ping_sent = false;
+        let mut read_timeout = None;
         loop {
             let silence = if ping_sent || !self.state.lock().channels.is_empty() {
                 self.response_timeout.max(HEALTH_CHECK_MIN)
             } else {
                 HEALTH_CHECK_INTERVAL
             };
-            reader.set_read_timeout(Some(silence))?;
+            if read_timeout != Some(silence) {
+                reader.set_read_timeout(Some(silence))?;
+                read_timeout = Some(silence);
+            }
             match parser.parse_value(&mut reader) {
                 Ok(value) => {
                     ping_sent = false;
@@ -443,8 +449,15 @@ impl Shared {
     }
 
     fn dispatch(&self, value: Value) {
-        let Value::Array(items) = value else {
-            return;
+        let items = match value {
+            Value::Array(items) => items,
+            Value::ServerError(e) => {
+                // E.g. NOPERM for a channel the ACL user may not subscribe
+                // to: its waiters fall back to polling at the holder's TTL.
+                log::warn!("redisson-lock: the subscriber's command was refused: {e}");
+                return;
+            }
+            _ => return,
         };
         let [Value::BulkString(kind), Value::BulkString(name), payload] = items.as_slice() else {
             return; // a PING reply: ["pong", ""]

@@ -30,8 +30,9 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// The outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {
-    /// This owner now holds the lock (first hold or reentry).
-    Acquired,
+    /// This owner now holds the lock (first hold or reentry). `replaced`:
+    /// the holds it counted on were gone, this is a new hold.
+    Acquired { replaced: bool },
     /// Someone else holds it; `ttl` is their remaining lease, `None` when the
     /// key has no expiry at all.
     Held { ttl: Option<Duration> },
@@ -55,27 +56,29 @@ pub(crate) struct UnlockArgs<'a> {
     pub field: &'a str,
     pub publish: &'a str,
     pub latch_ttl_ms: u64,
+    /// The caller's last hold: free the lock whatever its count says.
+    pub last: bool,
 }
 
-/// One acquire attempt. `fresh` says the caller holds no live hold on the
-/// lock: a count found under its field is then stale (left by an acquire whose
-/// reply was lost) and restarts at 1 rather than counting as a reentry.
+/// One acquire attempt by `field`, which knows it already has `known` holds
+/// on the lock (see `lua/rlock_acquire.lua`).
 pub(crate) fn acquire(
     con: &mut dyn ConnectionLike,
     name: &str,
     lease_ms: u64,
     field: &str,
-    fresh: bool,
+    known: u32,
 ) -> Result<Acquire> {
     let reply: Option<i64> = SCRIPTS
         .acquire
         .key(name)
         .arg(lease_ms)
         .arg(field)
-        .arg(if fresh { "1" } else { "0" })
+        .arg(known)
         .invoke(con)?;
     Ok(match reply {
-        None => Acquire::Acquired,
+        None => Acquire::Acquired { replaced: false },
+        Some(-3) => Acquire::Acquired { replaced: true },
         Some(ttl) if ttl >= 0 => Acquire::Held {
             ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
         },
@@ -99,6 +102,7 @@ pub(crate) fn unlock(
         .arg(args.field)
         .arg(args.publish)
         .arg(args.latch_ttl_ms)
+        .arg(if args.last { "1" } else { "0" })
         .invoke(con)?;
     match reply {
         None => Ok(None),

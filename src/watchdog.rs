@@ -43,14 +43,22 @@ fn nanos_since_epoch(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// `sent + lease` in ns since [`EPOCH`], saturating (never "already over").
+fn deadline_after(sent: Instant, lease: Duration) -> u64 {
+    let lease = u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX);
+    nanos_since_epoch(sent).saturating_add(lease)
+}
+
 /// One thread's hold on one lock, shared by all its guards.
 pub(crate) struct Hold {
     pub name: Arc<str>,
     pub field: Arc<str>,
     /// Local acquisitions not yet released.
     count: AtomicU32,
-    /// Renewed by the watchdog (taken without an explicit lease).
-    renew: AtomicBool,
+    /// Of those, how many were taken without an explicit lease: the
+    /// watchdog renews the hold while there is at least one (Redisson drops
+    /// the renewal with the unlock of the acquisition that registered it).
+    renewers: AtomicU32,
     lost: AtomicBool,
     /// When the lease runs out if nothing renews it, in ns since [`EPOCH`].
     /// Computed from the moment the command was *sent*, so it errs early.
@@ -77,13 +85,13 @@ impl Hold {
 
     /// Records that the lease was (re)set at `sent` for `lease`.
     pub fn leased(&self, sent: Instant, lease: Duration) {
-        let until = nanos_since_epoch(sent.checked_add(lease).unwrap_or(sent));
-        self.deadline.store(until, Ordering::Release);
+        self.deadline
+            .store(deadline_after(sent, lease), Ordering::Release);
     }
 
     fn renewed(&self, sent: Instant, lease: Duration) {
-        let until = nanos_since_epoch(sent.checked_add(lease).unwrap_or(sent));
-        self.deadline.fetch_max(until, Ordering::AcqRel);
+        self.deadline
+            .fetch_max(deadline_after(sent, lease), Ordering::AcqRel);
     }
 
     fn held(&self) -> bool {
@@ -99,7 +107,9 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Records a successful acquire sent at `sent`: a reentry joins the
-    /// thread's live hold, anything else starts a new one.
+    /// thread's live hold, anything else starts a new one. `replaced`: Redis
+    /// said the holds this thread counted on were gone, so its live hold (if
+    /// any) is lost and this acquire starts a new one.
     pub fn acquired(
         &self,
         name: &Arc<str>,
@@ -107,16 +117,25 @@ impl Registry {
         lease: Duration,
         renew: bool,
         sent: Instant,
+        replaced: bool,
     ) -> Arc<Hold> {
         let mut holds = self.holds.lock();
         let entry = match holds.get_mut(&**name) {
             Some(entry) => entry,
             None => holds.entry(name.to_string()).or_default(),
         };
-        entry.retain(|hold| !(&*hold.field == field && hold.is_lost()));
+        entry.retain(|hold| {
+            if &*hold.field != field {
+                return true;
+            }
+            if replaced {
+                lost(hold, "it was gone when this thread took the lock again");
+            }
+            !hold.is_lost()
+        });
         if let Some(hold) = entry.iter().find(|hold| &*hold.field == field) {
             hold.count.fetch_add(1, Ordering::AcqRel);
-            hold.renew.fetch_or(renew, Ordering::AcqRel);
+            hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
             hold.leased(sent, lease);
             return Arc::clone(hold);
         }
@@ -124,7 +143,7 @@ impl Registry {
             name: Arc::clone(name),
             field: field.into(),
             count: AtomicU32::new(1),
-            renew: AtomicBool::new(renew),
+            renewers: AtomicU32::new(u32::from(renew)),
             lost: AtomicBool::new(false),
             deadline: AtomicU64::new(0),
         });
@@ -133,29 +152,33 @@ impl Registry {
         hold
     }
 
-    /// Drops one acquisition; the last one removes the hold from renewal.
-    pub fn released(&self, hold: &Arc<Hold>) {
-        if hold.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+    /// Drops one acquisition (`renew`: one taken without an explicit lease);
+    /// `true` when it was the hold's last, which removes it from renewal.
+    pub fn released(&self, hold: &Arc<Hold>, renew: bool) -> bool {
+        if renew {
+            hold.renewers.fetch_sub(1, Ordering::AcqRel);
+        }
+        let last = hold.count.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
             self.remove(hold);
         }
+        last
     }
 
-    /// Whether this owner has a hold on `name` that is not lost.
-    pub fn holds_live(&self, name: &str, field: &str) -> bool {
-        self.holds.lock().get(name).is_some_and(|entry| {
+    /// How many acquisitions this owner counts on `name`: those of its hold
+    /// that is not lost, or 0.
+    pub fn live_count(&self, name: &str, field: &str) -> u32 {
+        self.holds.lock().get(name).map_or(0, |entry| {
             entry
                 .iter()
-                .any(|hold| &*hold.field == field && !hold.is_lost())
+                .find(|hold| &*hold.field == field && !hold.is_lost())
+                .map_or(0, |hold| hold.count.load(Ordering::Acquire))
         })
     }
 
-    /// Every hold on `name` is lost (the lock was force-unlocked).
-    pub fn lose_all(&self, name: &str) {
-        if let Some(entry) = self.holds.lock().remove(name) {
-            for hold in entry {
-                hold.mark_lost();
-            }
-        }
+    /// The holds on `name` right now.
+    pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
+        self.holds.lock().get(name).cloned().unwrap_or_default()
     }
 
     /// Number of holds (one per thread and lock) currently registered.
@@ -178,22 +201,27 @@ impl Registry {
             .lock()
             .values()
             .flatten()
-            .filter(|hold| hold.renew.load(Ordering::Acquire))
+            .filter(|hold| hold.renewers.load(Ordering::Acquire) > 0)
             .cloned()
             .collect()
     }
 
     /// Marks `hold` lost and stops renewing it; logs once if a guard still
     /// relies on it.
-    fn lose(&self, hold: &Arc<Hold>, why: &str) {
-        if hold.mark_lost() && hold.held() {
-            log::warn!(
-                "redisson-lock: lock `{}` held by {} was lost: {why}",
-                hold.name,
-                hold.field
-            );
-        }
+    pub fn lose(&self, hold: &Arc<Hold>, why: &str) {
+        lost(hold, why);
         self.remove(hold);
+    }
+}
+
+/// Marks `hold` lost, with a warning the first time if a guard still relies on it.
+fn lost(hold: &Hold, why: &str) {
+    if hold.mark_lost() && hold.held() {
+        log::warn!(
+            "redisson-lock: lock `{}` held by {} was lost: {why}",
+            hold.name,
+            hold.field
+        );
     }
 }
 
