@@ -41,3 +41,16 @@ ensure_cargo() {
     exit 1
   fi
 }
+
+# Kills redis-server processes left behind by test processes that were killed
+# before their harness could stop them (the harness runs every server in its
+# own directory under $TMPDIR/redisson-lock-test-*, which is the server's cwd).
+reap_test_servers() {
+  local pid cwd
+  for pid in $(pgrep -x redis-server 2>/dev/null || true); do
+    cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
+    case "$cwd" in
+      "${TMPDIR:-/tmp}"/redisson-lock-test-*) kill -9 "$pid" 2>/dev/null || true ;;
+    esac
+  done
+}

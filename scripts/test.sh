@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 ensure_cargo
 ensure_redis_server
+trap reap_test_servers EXIT
 ensure_java_maven
 
 # The Java interop tests (tests/java_interop.rs) build these on demand too;
