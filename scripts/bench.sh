@@ -34,7 +34,7 @@ done
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=25   # rough wall time of a full run on the 2-vCPU machine
+FULL_MINUTES=11   # rough wall time of a full run on the 2-vCPU machine
 if [ "$quick" = 1 ]; then
   mode=quick
   reps=${BENCH_REPS:-2}

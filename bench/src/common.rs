@@ -42,6 +42,20 @@ pub fn rss_bytes() -> u64 {
     pages * page.max(0) as u64
 }
 
+/// Bytes the allocator has handed out and not got back (glibc's
+/// `mallinfo2`): unlike RSS, this does not move with fragmentation.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap_in_use() -> Option<u64> {
+    // SAFETY: mallinfo2 has no preconditions and returns a plain struct.
+    let info = unsafe { libc::mallinfo2() };
+    Some((info.uordblks + info.hblkhd) as u64)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap_in_use() -> Option<u64> {
+    None
+}
+
 /// Nearest-rank percentile of sorted samples (`q` in 0..=1).
 pub fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {

@@ -149,10 +149,13 @@ impl FloorSession {
 
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
+        // Same arguments as src/scripts.rs sends: lease, owner field, and the
+        // holds the caller knows it has (the floor never re-enters: 0).
         let reply: Option<i64> = ACQUIRE
             .key(&self.name)
             .arg(LEASE.as_millis() as u64)
             .arg(&self.field)
+            .arg(0)
             .invoke(&mut self.con)?;
         Ok(reply.map(|ttl| Duration::from_millis(ttl.max(1) as u64)))
     }
@@ -190,6 +193,7 @@ impl Session for FloorSession {
             .arg(&self.field)
             .arg("publish")
             .arg(LATCH_TTL_MS)
+            .arg("1") // the caller's last hold
             .invoke(&mut self.con)?;
         if reply.is_none() {
             bail!("floor: unlock of {} found it not held", self.name);

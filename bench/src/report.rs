@@ -450,17 +450,40 @@ fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
             && s["end_subscribed_channels"] == 0
             && s["end_waiters"] == 0
             && s["latches_left"] == 0;
-        let flat = last - half <= 0.5;
+        // The allocator's bytes in use, which fragmentation does not move:
+        // median of the second half against the median of the first.
+        let total = s["cycles"].as_f64().unwrap_or(0.0);
+        let heap = |second: bool| {
+            Stat::of(samples.iter().filter_map(|x| {
+                let late = x["cycles"].as_f64().unwrap_or(0.0) >= total / 2.0;
+                if late == second {
+                    x["heap_mb"].as_f64()
+                } else {
+                    None
+                }
+            }))
+            .map(|s| s.median)
+        };
+        let heap_growth = match (heap(false), heap(true)) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let flat = last - half <= 0.5 && heap_growth.is_none_or(|g| g <= 0.25);
         push(
             format!(
                 "Soak: {} lock/unlock cycles, memory and bookkeeping flat",
                 fmt(s["cycles"].as_f64().unwrap_or(0.0))
             ),
-            "RSS grows ≤ 0.5 MiB over the second half; holds, subscriptions, waiters, latches back to 0",
+            "RSS grows ≤ 0.5 MiB over the second half, heap in use ≤ 0.25 MiB; holds, subscriptions, waiters, latches back to 0",
             format!(
                 "RSS {first:.2} MiB (at 5%) → {half:.2} (50%) → {last:.2} (end): {:+.2} MiB in the second half; \
-                 holds {}, channels {}, waiters {}, latches left {}",
+                 heap in use {}; holds {}, channels {}, waiters {}, latches left {}",
                 last - half,
+                heap_growth.map_or("not measured".into(), |g| format!(
+                    "{:.2} → {:.2} MiB (medians of the halves)",
+                    heap(false).unwrap_or(0.0),
+                    heap(false).unwrap_or(0.0) + g
+                )),
                 s["end_registered_holds"],
                 s["end_subscribed_channels"],
                 s["end_waiters"],
@@ -749,7 +772,7 @@ fn markdown(
         );
         let _ = writeln!(
             w,
-            "| cycles | RSS (MiB) | registered holds | subscribed channels | waiters | pooled connections |\n|---|---|---|---|---|---|"
+            "| cycles | RSS (MiB) | heap in use (MiB) | registered holds | subscribed channels | waiters | pooled connections |\n|---|---|---|---|---|---|---|"
         );
         let samples = s["samples"].as_array().cloned().unwrap_or_default();
         let step = (samples.len() / 10).max(1);
@@ -759,9 +782,12 @@ fn markdown(
             }
             let _ = writeln!(
                 w,
-                "| {} | {:.2} | {} | {} | {} | {} |",
+                "| {} | {:.2} | {} | {} | {} | {} | {} |",
                 fmt(x["cycles"].as_f64().unwrap_or(0.0)),
                 x["rss_mb"].as_f64().unwrap_or(0.0),
+                x["heap_mb"]
+                    .as_f64()
+                    .map_or("–".into(), |h| format!("{h:.2}")),
                 x["registered_holds"],
                 x["subscribed_channels"],
                 x["waiters"],
@@ -770,9 +796,10 @@ fn markdown(
         }
         let _ = writeln!(
             w,
-            "| after the run | – | {} | {} | {} | {} |\n\nUnlock latches left in Redis after the run: {}. \
-             (Mid-run samples catch holds and waits in progress; what matters is that they do not \
-             accumulate.)",
+            "| after the run | – | – | {} | {} | {} | {} |\n\nUnlock latches left in Redis after the run: {}. \
+             *Heap in use* is glibc's `mallinfo2` (bytes allocated and not freed), which fragmentation \
+             does not move, unlike RSS. Mid-run samples catch holds and waits in progress; what \
+             matters is that they do not accumulate.",
             s["end_registered_holds"],
             s["end_subscribed_channels"],
             s["end_waiters"],

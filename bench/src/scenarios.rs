@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::common::{
-    Args, cpu_ns, critical_section, mono_ns, ms, percentile, redis_barrier, rss_bytes, us,
+    Args, cpu_ns, critical_section, heap_in_use, mono_ns, ms, percentile, redis_barrier, rss_bytes,
+    us,
 };
 use crate::contenders::{Factory, Kind, current_thread_runtime};
 
@@ -424,6 +425,7 @@ fn soak(url: &str, args: &Args) -> Result<Value> {
                     "cycles": d,
                     "secs": start.elapsed().as_secs_f64(),
                     "rss_mb": rss_bytes() as f64 / 1048576.0,
+                    "heap_mb": heap_in_use().map(|b| b as f64 / 1048576.0),
                     "registered_holds": diag.registered_holds,
                     "subscribed_channels": diag.subscribed_channels,
                     "waiters": diag.waiters,
