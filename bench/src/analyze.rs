@@ -40,6 +40,19 @@ pub fn run(args: &Args) -> Result<()> {
     if events.is_empty() {
         bail!("no events");
     }
+    let mut out = summarize(events);
+    out["contender"] = json!(args.str("contender")?);
+    out["rep"] = json!(args.num_or("rep", 0)?);
+    out["run_id"] = json!(args.str_or("run-id", "0"));
+    out["threads"] = json!(args.num_or("threads", 0)?);
+    out["procs"] = json!(args.num_or("procs", 1)?);
+    out["expected_acquisitions"] = json!(expected);
+    println!("{out}");
+    Ok(())
+}
+
+/// Hand-off, wait and starvation statistics of one run's acquisitions.
+fn summarize(mut events: Vec<Event>) -> serde_json::Value {
     events.sort_by_key(|e| e.acquired);
 
     let mut handoff = Vec::new();
@@ -72,15 +85,9 @@ pub fn run(args: &Args) -> Result<()> {
     threads.sort_unstable();
     threads.dedup();
 
-    let out = json!({
+    json!({
         "scenario": "contended",
-        "contender": args.str("contender")?,
-        "rep": args.num_or("rep", 0)?,
-        "run_id": args.str_or("run-id", "0"),
-        "threads": args.num_or("threads", 0)?,
-        "procs": args.num_or("procs", 1)?,
         "acquisitions": events.len(),
-        "expected_acquisitions": expected,
         "holder_threads": threads.len(),
         "total_ms": ms(end - start),
         "handoff_p50_us": us(percentile(&handoff, 0.50)),
@@ -93,7 +100,43 @@ pub fn run(args: &Args) -> Result<()> {
         "wait_p99_us": us(percentile(&waits, 0.99)),
         "longest_wait_ms": ms(percentile(&waits, 1.0)),
         "overlaps": overlaps,
-    });
-    println!("{out}");
-    Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(thread: u64, call: u64, acquired: u64, release: u64) -> Event {
+        Event {
+            thread,
+            call,
+            acquired,
+            release,
+            released: release + 10,
+        }
+    }
+
+    #[test]
+    fn hand_offs_run_from_release_start_to_the_next_acquire() {
+        let s = summarize(vec![
+            ev(2, 0, 150, 300),
+            ev(1, 0, 10, 100),
+            ev(2, 310, 330, 400),
+        ]);
+        assert_eq!(s["acquisitions"], 3);
+        // 100 -> 150 (to thread 2), 300 -> 330 (thread 2 again)
+        assert_eq!(s["handoff_max_us"], 0.05);
+        assert_eq!(s["handoff_other_p99_us"], 0.05);
+        assert_eq!(s["same_holder_fraction"], 0.5);
+        assert_eq!(s["longest_wait_ms"], 0.00015);
+        assert_eq!(s["overlaps"], 0);
+        assert_eq!(s["total_ms"], 0.00041);
+    }
+
+    #[test]
+    fn a_holder_acquiring_before_the_previous_release_is_an_overlap() {
+        let s = summarize(vec![ev(1, 0, 10, 100), ev(2, 0, 50, 120)]);
+        assert_eq!(s["overlaps"], 1);
+    }
 }

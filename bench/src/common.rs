@@ -153,3 +153,31 @@ pub fn free_port() -> Result<u16> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&v, 1.0), 100);
+        assert_eq!(percentile(&v, 0.0), 1);
+        assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn args_take_key_value_pairs_and_positionals() {
+        let raw: Vec<String> = ["--a", "1", "file", "--b", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let args = Args::parse(&raw).expect("parse");
+        assert_eq!(args.num_or("a", 0).expect("a"), 1);
+        assert_eq!(args.str("b").expect("b"), "x");
+        assert_eq!(args.positional, vec!["file".to_string()]);
+        assert!(Args::parse(&["--dangling".to_string()]).is_err());
+    }
+}

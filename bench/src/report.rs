@@ -1092,3 +1092,29 @@ fn nice_ceil(v: f64) -> f64 {
     }
     10.0 * mag
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_per_repetition_ratios() {
+        let s = Stat::of([3.0, 1.0, 2.0, 10.0]).expect("stat");
+        assert_eq!((s.median, s.min, s.max, s.n), (2.5, 1.0, 10.0, 4));
+        let mut series = Series::new();
+        series.insert("floor".into(), [(1, 100.0), (2, 200.0)].into());
+        series.insert("crate".into(), [(1, 90.0), (2, 220.0), (3, 5.0)].into());
+        // Rep 3 has no floor to compare with.
+        let r = ratio(&series, "crate", "floor").expect("ratio");
+        assert_eq!((r.min, r.max, r.n), (0.9, 1.1, 2));
+    }
+
+    #[test]
+    fn numbers_are_formatted_for_reading() {
+        assert_eq!(fmt(3.0), "3");
+        assert_eq!(fmt(1234.4), "1234");
+        assert_eq!(fmt(12_345.6), "12,346");
+        assert_eq!(fmt(1.234), "1.23");
+        assert_eq!(compact(15_054.0), "15.1k");
+    }
+}
