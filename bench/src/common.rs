@@ -1,7 +1,9 @@
 //! Small shared pieces: the system-wide clock, resource usage, statistics,
 //! argument parsing and the cross-process start barrier.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -42,18 +44,63 @@ pub fn rss_bytes() -> u64 {
     pages * page.max(0) as u64
 }
 
-/// Bytes the allocator has handed out and not got back (glibc's
-/// `mallinfo2`): unlike RSS, this does not move with fragmentation.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn heap_in_use() -> Option<u64> {
-    // SAFETY: mallinfo2 has no preconditions and returns a plain struct.
-    let info = unsafe { libc::mallinfo2() };
-    Some((info.uordblks + info.hblkhd) as u64)
+/// The global allocator: the system's, counting the bytes Rust code holds
+/// once [`count_live_bytes`] has switched counting on (the soak only, so
+/// that no other scenario pays for the atomic).
+pub struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; the counters are
+// only bookkeeping.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) };
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as ours.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn heap_in_use() -> Option<u64> {
-    None
+/// Starts counting live heap bytes from zero: what is allocated from now on
+/// and not yet freed (frees of older allocations count negative).
+pub fn count_live_bytes() {
+    LIVE.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+}
+
+/// Bytes allocated since [`count_live_bytes`] and not freed.
+pub fn live_bytes() -> i64 {
+    LIVE.load(Ordering::Relaxed)
 }
 
 /// Nearest-rank percentile of sorted samples (`q` in 0..=1).

@@ -16,6 +16,9 @@ mod observe;
 mod report;
 mod scenarios;
 
+#[global_allocator]
+static ALLOC: common::CountingAlloc = common::CountingAlloc;
+
 fn main() {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let result = common::Args::parse(raw.get(1..).unwrap_or(&[])).and_then(|args| {

@@ -450,8 +450,9 @@ fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
             && s["end_subscribed_channels"] == 0
             && s["end_waiters"] == 0
             && s["latches_left"] == 0;
-        // The allocator's bytes in use, which fragmentation does not move:
-        // median of the second half against the median of the first.
+        // Bytes Rust code holds (counted by the bench's global allocator),
+        // which fragmentation does not move: median of the second half
+        // against the median of the first.
         let total = s["cycles"].as_f64().unwrap_or(0.0);
         let heap = |second: bool| {
             Stat::of(samples.iter().filter_map(|x| {
@@ -474,10 +475,10 @@ fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
                 "Soak: {} lock/unlock cycles, memory and bookkeeping flat",
                 fmt(s["cycles"].as_f64().unwrap_or(0.0))
             ),
-            "RSS grows ≤ 0.5 MiB over the second half, heap in use ≤ 0.25 MiB; holds, subscriptions, waiters, latches back to 0",
+            "RSS grows ≤ 0.5 MiB over the second half, live heap ≤ 0.25 MiB; holds, subscriptions, waiters, latches back to 0",
             format!(
                 "RSS {first:.2} MiB (at 5%) → {half:.2} (50%) → {last:.2} (end): {:+.2} MiB in the second half; \
-                 heap in use {}; holds {}, channels {}, waiters {}, latches left {}",
+                 live heap {}; holds {}, channels {}, waiters {}, latches left {}",
                 last - half,
                 heap_growth.map_or("not measured".into(), |g| format!(
                     "{:.2} → {:.2} MiB (medians of the halves)",
@@ -772,7 +773,7 @@ fn markdown(
         );
         let _ = writeln!(
             w,
-            "| cycles | RSS (MiB) | heap in use (MiB) | registered holds | subscribed channels | waiters | pooled connections |\n|---|---|---|---|---|---|---|"
+            "| cycles | RSS (MiB) | live heap (MiB) | registered holds | subscribed channels | waiters | pooled connections |\n|---|---|---|---|---|---|---|"
         );
         let samples = s["samples"].as_array().cloned().unwrap_or_default();
         let step = (samples.len() / 10).max(1);
@@ -797,8 +798,9 @@ fn markdown(
         let _ = writeln!(
             w,
             "| after the run | – | – | {} | {} | {} | {} |\n\nUnlock latches left in Redis after the run: {}. \
-             *Heap in use* is glibc's `mallinfo2` (bytes allocated and not freed), which fragmentation \
-             does not move, unlike RSS. Mid-run samples catch holds and waits in progress; what \
+             *Live heap* is what the process's Rust code holds (allocated and not yet freed since the \
+             client was built), counted by the benchmark's global allocator; unlike RSS, \
+             allocator fragmentation does not move it. Mid-run samples catch holds and waits in progress; what \
              matters is that they do not accumulate.",
             s["end_registered_holds"],
             s["end_subscribed_channels"],

@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::common::{
-    Args, cpu_ns, critical_section, heap_in_use, mono_ns, ms, percentile, redis_barrier, rss_bytes,
-    us,
+    Args, count_live_bytes, cpu_ns, critical_section, live_bytes, mono_ns, ms, percentile,
+    redis_barrier, rss_bytes, us,
 };
 use crate::contenders::{Factory, Kind, current_thread_runtime};
 
@@ -388,6 +388,9 @@ fn soak(url: &str, args: &Args) -> Result<Value> {
     let threads = args.num_or("threads", 4)? as usize;
     let names = args.num_or("names", 16)?;
     let client = redisson_lock::Client::builder(url).build()?;
+    // From here on the allocator counts what Rust code holds: the client's
+    // own structures as they grow, not allocator fragmentation.
+    count_live_bytes();
     let done = AtomicUsize::new(0);
     let samples_wanted = 20u64;
     let per_thread = cycles / threads as u64;
@@ -425,7 +428,7 @@ fn soak(url: &str, args: &Args) -> Result<Value> {
                     "cycles": d,
                     "secs": start.elapsed().as_secs_f64(),
                     "rss_mb": rss_bytes() as f64 / 1048576.0,
-                    "heap_mb": heap_in_use().map(|b| b as f64 / 1048576.0),
+                    "heap_mb": live_bytes() as f64 / 1048576.0,
                     "registered_holds": diag.registered_holds,
                     "subscribed_channels": diag.subscribed_channels,
                     "waiters": diag.waiters,
