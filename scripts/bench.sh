@@ -5,9 +5,10 @@
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
 #   scripts/bench.sh --quick   reduced run (under 3 minutes once built); writes
-#                              target/bench/quick/BENCHMARKS.md and .svg and
-#                              target/bench/results.json
-#   ... --report-only          re-renders the report from target/bench/raw.jsonl
+#                              everything under target/bench/quick/ (BENCHMARKS.md,
+#                              benchmarks.svg, results.json), leaving the full
+#                              run's files alone
+#   ... --report-only          re-renders the report from the last run's raw.jsonl
 #
 # Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
 # e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
@@ -27,7 +28,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only]" >&2; exit 2 ;;
   esac
 done
@@ -37,18 +38,20 @@ FULL_REPS=5
 FULL_MINUTES=11   # rough wall time of a full run on the 2-vCPU machine
 if [ "$quick" = 1 ]; then
   mode=quick
+  out=target/bench/quick
   reps=${BENCH_REPS:-2}
   s1_ms=1000; s1_warmup=500
   s2_ms=700; s2_warmup=200
   s3_iter=150; s3_warmup=5; s3_hold_us=100
   s4_locks=10000; s4_reps=1
   soak_cycles=100000
-  out_md=target/bench/quick/BENCHMARKS.md
-  out_svg=target/bench/quick/benchmarks.svg
+  out_md=$out/BENCHMARKS.md
+  out_svg=$out/benchmarks.svg
   svg_link=benchmarks.svg
   command="scripts/bench.sh --quick"
 else
   mode=full
+  out=target/bench
   reps=${BENCH_REPS:-$FULL_REPS}
   s1_ms=3000; s1_warmup=5000
   s2_ms=3000; s2_warmup=500
@@ -63,7 +66,6 @@ fi
 s4_watchdog_ms=3000
 s4_window_permille=3500   # hold for 3.5 renewal periods
 
-out=target/bench
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
 log=$out/log.txt
@@ -100,7 +102,7 @@ redisson_version=${REDISSON_VERSION:-$(sed -n 's:.*<redisson.version>\(.*\)</red
 jar=
 if [ "$java_ok" = 1 ]; then
   echo "==> building the Redisson driver $redisson_version" >&2
-  if jar=$(interop/java/build.sh "$redisson_version" "$out/java" 2>>"$log" | tail -1) && [ -f "$jar" ]; then
+  if jar=$(interop/java/build.sh "$redisson_version" target/bench/java 2>>"$log" | tail -1) && [ -f "$jar" ]; then
     :
   else
     echo "warning: the Redisson driver did not build (see $log); Redisson is skipped" >&2
