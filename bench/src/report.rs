@@ -557,6 +557,9 @@ fn markdown(
            `LockManager` per thread, driven with `block_on`; its waiters retry after a random \
            0–200 ms sleep (its default). *Redisson* {} runs in its own JVM ({}) with default \
            settings, `lock()`/`unlock()` (watchdog mode).\n\
+         - **Versions:** rslock and Redisson are the newest releases on crates.io and Maven \
+           Central when this benchmark was written (`bench/Cargo.toml` pins rslock; \
+           `REDISSON_VERSION` overrides the interop pom's Redisson).\n\
          - **Toolchain:** {}; commit `{}`.\n\
          - **Load:** load average {} at the start, {} at the end. {}\n",
         d.m("cpu"),
