@@ -155,6 +155,15 @@ impl Subscriber {
         }
     }
 
+    /// Whether some thread of this client is waiting on `name`.
+    pub fn has_waiters(&self, name: &str) -> bool {
+        let state = self.shared.state.lock();
+        state
+            .channels
+            .get(name)
+            .is_some_and(|channel| channel.state.lock().waiters > 0)
+    }
+
     /// Channels subscribed to (or being subscribed to) and their waiters.
     pub fn stats(&self) -> (usize, usize) {
         let state = self.shared.state.lock();
