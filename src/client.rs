@@ -179,8 +179,9 @@ impl Client {
     /// closed it), `command` runs once more on a connection that is fresh or
     /// has just answered a `PING`, so a restarted server costs callers
     /// nothing once it is back. (A command lost with a connection that dropped
-    /// after the server ran it is sent twice; for an acquire that is one
-    /// extra reentry count, which the lease then expires.)
+    /// after the server ran it is sent twice: every lock command is safe to
+    /// repeat. An acquire sets the thread's own count, an unlock replays its
+    /// latch, a force unlock then reports `false` for a lock it did delete.)
     pub(crate) fn with_connection<T>(
         &self,
         mut command: impl FnMut(&mut PooledConnection) -> Result<T>,
