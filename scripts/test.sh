@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: unit tests, integration tests against throwaway
 # redis-server processes, doc tests (including the compile-fail ones), the
-# Java interop tests against real Redisson, and a quick torture run.
+# Java interop tests against real Redisson, and two quick torture runs.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +26,7 @@ echo "==> cargo test"
 cargo test --all-targets
 cargo test --doc
 
-echo "==> torture (quick)"
+echo "==> torture (quick): pauses within the lease, no overlap allowed"
 ./scripts/torture.sh --quick
+echo "==> torture (quick, --beyond-lease): every overlap must be signalled"
+./scripts/torture.sh --quick --beyond-lease

@@ -6,6 +6,9 @@
 #
 #   ./scripts/torture.sh --quick        # about a minute of chaos (CI)
 #   ./scripts/torture.sh --minutes 10   # a long run (the default is 10 minutes)
+#   ... --beyond-lease                  # also freeze Redis past the lease: overlaps
+#                                       # are then expected, but each must be
+#                                       # signalled to the earlier holder first
 #
 # Starts its own redis-server on a free loopback port (no persistence) and
 # stops it by pid on exit.

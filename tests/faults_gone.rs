@@ -1,9 +1,10 @@
 //! Fault: the server goes away while threads wait for a lock.
 //!
-//! A waiter parks for up to the holder's TTL (30 s here). If the server dies
-//! or freezes meanwhile, `lock()` and `try_lock_for()` must return an error
-//! within the configured connect and response timeouts, not sleep out the TTL
-//! or hang on a connection; and once the server is back, the same client works.
+//! A waiter parks for up to the holder's TTL (30 s here). If the server dies,
+//! freezes or refuses new connections meanwhile, `lock()` and `try_lock_for()`
+//! must return an error within the configured connect and response timeouts,
+//! not sleep out the TTL or hang on a connection; and once the server is back,
+//! the same client works.
 
 mod support;
 
@@ -161,6 +162,87 @@ fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
     }));
     let released = Instant::now();
     guard.unlock().expect("holder unlock");
+    let at = woken.join().expect("waiter").expect("woken by the release");
+    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+}
+
+#[test]
+fn waiters_fail_promptly_when_the_server_refuses_connections_and_recover_after() {
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder client");
+    let guard = holder.lock("crowded").lock().expect("holder lock");
+    let waiter = waiter_client(&server, 2);
+    let waits = [Wait::Lock, Wait::TryLockFor];
+    let outcomes = start_waiters(&waiter, "crowded", &waits);
+    thread::sleep(Duration::from_millis(200));
+
+    // The server takes no new client (the admin connection already fills
+    // `maxclients`), and the waiter client's connections are cut: its
+    // subscriber wakes the waiters, and every connection they need is refused.
+    let mut admin = server.con();
+    let clients: u64 = redis::cmd("INFO")
+        .arg("clients")
+        .query::<String>(&mut admin)
+        .expect("INFO clients")
+        .lines()
+        .find_map(|line| line.strip_prefix("connected_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("connected_clients");
+    assert!(clients > 1);
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "1"])
+        .query(&mut admin)
+        .expect("CONFIG SET maxclients");
+    let cut = Instant::now();
+    for kind in ["normal", "pubsub"] {
+        let _: u64 = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", kind, "SKIPME", "yes"])
+            .query(&mut admin)
+            .expect("CLIENT KILL");
+    }
+    let bound = TIMEOUT * 2 + Duration::from_secs(3);
+    for _ in waits {
+        let (wait, outcome, at) = outcomes
+            .recv_timeout(Duration::from_secs(40))
+            .expect("a waiter hangs while connections are refused");
+        let after = at.saturating_duration_since(cut);
+        eprintln!("{wait:?} returned {outcome:?} {after:?} after connections were refused");
+        match outcome {
+            Err(e) => assert!(
+                e.is_transient(),
+                "{wait:?}: {e} should be transient (the server may take clients again)"
+            ),
+            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) with no connection"),
+        }
+        assert!(
+            after < bound,
+            "{wait:?} took {after:?} to fail (connect and response timeouts of {TIMEOUT:?})"
+        );
+    }
+
+    // Room again: the same client reconnects and waits as before.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "10000"])
+        .query(&mut admin)
+        .expect("CONFIG SET maxclients");
+    let lock = waiter.lock("crowded");
+    let woken = {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            lock.try_lock_for(Duration::from_secs(20))
+                .expect("try_lock_for once connections are taken again")
+                .map(|guard| {
+                    drop(guard);
+                    Instant::now()
+                })
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        waiter.diagnostics().waiters == 1
+    }));
+    thread::sleep(Duration::from_millis(100));
+    let released = Instant::now();
+    drop(guard);
     let at = woken.join().expect("waiter").expect("woken by the release");
     assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
 }

@@ -4,7 +4,9 @@
 //! pubsub`), so unlock messages published meanwhile are lost: every waiter
 //! must still get the lock, at worst one TTL slice late, and wake-ups must work
 //! again once the subscriber is back. And a release that races a waiter's
-//! subscription must never be missed.
+//! subscription must never be missed, whether it lands before the
+//! subscription (the message reaches nobody) or between the attempt made once
+//! subscribed and the wait (the message reaches nobody waiting yet).
 
 mod support;
 
@@ -14,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
+use support::proxy::{Fault, Proxy};
 use support::{RedisServer, eventually};
 
 const CHANNEL: &str = "redisson_lock__channel:{woken}";
@@ -317,4 +320,104 @@ fn evalsha_calls(con: &mut redis::Connection) -> u64 {
         .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
         .and_then(|rest| rest.split(',').next())
         .map_or(0, |calls| calls.parse().expect("calls"))
+}
+
+/// A lock held by a "Java" owner (a foreign field) with a 30 s TTL, released
+/// on demand with plain `DEL` + `PUBLISH 0`, as Redisson's unlock does.
+struct ForeignHolder<'a> {
+    server: &'a RedisServer,
+    name: &'a str,
+}
+
+impl<'a> ForeignHolder<'a> {
+    fn take(server: &'a RedisServer, name: &'a str) -> Self {
+        let _: i64 = server.cmd(&["HSET", name, "7a1c0f3e-0000-4000-8000-00000000beef:1", "1"]);
+        let _: i64 = server.cmd(&["PEXPIRE", name, "30000"]);
+        ForeignHolder { server, name }
+    }
+
+    /// Releases the lock; the number of subscribers the message reached.
+    fn release(&self) -> i64 {
+        let _: i64 = self.server.cmd(&["DEL", self.name]);
+        self.server.cmd(&[
+            "PUBLISH",
+            &format!("redisson_lock__channel:{{{}}}", self.name),
+            "0",
+        ])
+    }
+}
+
+/// Starts a thread that waits (up to 20 s) for `lock` and returns how long it took.
+fn wait_in_thread(lock: redisson_lock::Lock) -> thread::JoinHandle<Duration> {
+    thread::spawn(move || {
+        let began = Instant::now();
+        let guard = lock
+            .try_lock_for(Duration::from_secs(20))
+            .expect("try_lock_for");
+        assert!(guard.is_some(), "not acquired within 20 s");
+        began.elapsed()
+    })
+}
+
+#[test]
+fn release_between_a_failed_attempt_and_the_subscription_is_not_missed() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let waiters = Client::open(proxy.url()).expect("waiter client");
+    let name = "gap-before-subscribe";
+    let holder = ForeignHolder::take(&server, name);
+
+    // The waiter's first attempt fails (TTL 30 s); its SUBSCRIBE is then held
+    // in the proxy, and the lock is released right then: the unlock message
+    // reaches nobody.
+    proxy.arm("SUBSCRIBE", Fault::DelayRequest(Duration::from_millis(300)));
+    let waiting = wait_in_thread(waiters.lock(name));
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.injected() == 1),
+        "the waiter never subscribed"
+    );
+    assert_eq!(holder.release(), 0, "the message must be missed");
+
+    // The attempt made once the subscription is confirmed finds the lock free.
+    let waited = waiting.join().expect("waiter");
+    assert!(
+        waited < Duration::from_secs(5),
+        "a release before the subscription cost {waited:?} (holder TTL 30 s)"
+    );
+    assert!(eventually(Duration::from_secs(2), || {
+        waiters.diagnostics().subscribed_channels == 0
+    }));
+}
+
+#[test]
+fn release_between_the_second_attempt_and_the_wait_is_not_missed() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let waiters = Client::open(proxy.url()).expect("waiter client");
+    let name = "gap-before-wait";
+    let holder = ForeignHolder::take(&server, name);
+
+    // Subscribe, then make the second attempt's reply (the holder's TTL)
+    // late: the lock is released after Redis answered it but before the
+    // waiter parks, so the message arrives while nobody waits on the channel.
+    proxy.arm("SUBSCRIBE", Fault::DelayRequest(Duration::from_millis(100)));
+    let waiting = wait_in_thread(waiters.lock(name));
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.injected() == 1),
+        "the waiter never subscribed"
+    );
+    proxy.arm(name, Fault::DelayReply(Duration::from_millis(500)));
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.injected() == 2),
+        "the second attempt never came"
+    );
+    assert_eq!(holder.release(), 1, "the waiter's subscription must get it");
+
+    // The message left a permit: the wait returns at once and the next
+    // attempt acquires.
+    let waited = waiting.join().expect("waiter");
+    assert!(
+        waited < Duration::from_secs(5),
+        "a release before the wait cost {waited:?} (holder TTL 30 s)"
+    );
 }

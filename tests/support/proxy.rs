@@ -1,5 +1,5 @@
 //! A test-only TCP proxy between a client and a `redis-server` that can lose
-//! the request or the reply of one chosen command.
+//! or delay the request or the reply of one chosen command.
 //!
 //! It understands just enough RESP to cut the streams at command and reply
 //! boundaries: each request is matched with its reply in order, so "the reply
@@ -29,6 +29,10 @@ pub enum Fault {
     /// The reply is held back this long, then delivered (later replies on the
     /// connection wait behind it): a response timeout, then a late reply.
     DelayReply(Duration),
+    /// The command is held back this long before it is forwarded (the fault
+    /// counts as injected as soon as the command is held): a test can act
+    /// while the client believes the command is on its way.
+    DelayRequest(Duration),
 }
 
 /// What to do with the reply to one forwarded request.
@@ -200,6 +204,11 @@ fn serve(shared: Arc<Shared>, client: TcpStream, server: TcpStream) {
                         }
                         Some(Fault::DropReplyAndClose) => Action::DropAndClose,
                         Some(Fault::DelayReply(delay)) => Action::Delay(delay),
+                        Some(Fault::DelayRequest(delay)) => {
+                            shared.injected.fetch_add(1, Ordering::AcqRel);
+                            thread::sleep(delay);
+                            Action::Forward
+                        }
                     };
                     pending.lock().expect("pending").push_back(action);
                     if to.write_all(&request).is_err() {
