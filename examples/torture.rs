@@ -33,8 +33,9 @@
 //! The chaos thread, at random intervals, one action at a time:
 //! SIGKILLs a worker and starts a new one, `CLIENT KILL TYPE normal` or
 //! `TYPE pubsub` (never its own connection), `CLIENT PAUSE <ms> ALL`, or
-//! SIGSTOPs redis-server. Pauses and stops last at most half the lease, which
-//! the watchdog's renewal margin (two thirds of the lease) covers.
+//! SIGSTOPs redis-server. Pauses and stops last at most a third of the lease:
+//! a holder renewed every third of the lease keeps two thirds in hand, and an
+//! explicit lease is at least two thirds of the watchdog's.
 //!
 //! With `--beyond-lease`, a third of the pauses and stops last longer than the
 //! lease: Redis expires the holders' keys while they are in their sections,
@@ -92,6 +93,13 @@ const WORKERS: usize = 3;
 const THREADS: usize = 8;
 /// The watchdog timeout, and the longest explicit lease a section uses.
 const LEASE_MS: u64 = 1500;
+/// The shortest explicit lease a section uses: a section (a few ms) plus the
+/// longest short pause fits in it.
+const EXPLICIT_LEASE_MIN_MS: u64 = LEASE_MS * 2 / 3;
+/// Pauses and stops within the lease last at most this long: the watchdog
+/// renews every third of the lease, so a holder always has two thirds of it in
+/// hand, and this leaves a third for the renewal to get through afterwards.
+const SHORT_PAUSE_MAX_MS: u64 = LEASE_MS / 3;
 /// A waiter may take this long beyond the lease to notice a dead holder's lock expired.
 const SLOW_WAIT_MARGIN_MS: u64 = 1000;
 const STALL_MS: u64 = 10_000;
@@ -397,7 +405,7 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
         let name = NAMES[rng.below(NAMES.len() as u64) as usize];
         let mut lock = ctx.client.lock(name);
         if rng.percent(10) {
-            lock = lock.with_lease(ms(rng.range(500, LEASE_MS)));
+            lock = lock.with_lease(ms(rng.range(EXPLICIT_LEASE_MIN_MS, LEASE_MS)));
         }
         let mode = rng.below(10);
         let attempt = match mode {
@@ -804,7 +812,7 @@ impl Supervisor {
                 let pause = if long {
                     rng.range(LEASE_MS + 300, LEASE_MS + 1500)
                 } else {
-                    rng.range(100, LEASE_MS / 2)
+                    rng.range(100, SHORT_PAUSE_MAX_MS)
                 };
                 let start = now_ms();
                 self.redis.retry(never, |con| {
@@ -826,7 +834,7 @@ impl Supervisor {
                 let pause = if long {
                     rng.range(LEASE_MS + 300, LEASE_MS + 1500)
                 } else {
-                    rng.range(100, LEASE_MS / 2)
+                    rng.range(100, SHORT_PAUSE_MAX_MS)
                 };
                 let start = now_ms();
                 signal(pid, "STOP");
@@ -955,7 +963,27 @@ fn summarize(sup: &Supervisor, stats: &Stats, chaos_start: u64, chaos_end: u64) 
             summary.after_long_pause += 1;
         }
         match signal {
-            Some(true) => {}
+            Some(true) => {
+                let pause = sup
+                    .pauses
+                    .iter()
+                    .filter(|&&(start, _, _)| start <= report.entered_ms)
+                    .max_by_key(|&&(start, _, _)| start)
+                    .map_or_else(
+                        || "no pause before it".to_owned(),
+                        |&(start, end, _)| {
+                            format!(
+                                "the last pause lasted {} ms and ended {} ms before",
+                                end.saturating_sub(start),
+                                report.entered_ms.saturating_sub(end)
+                            )
+                        },
+                    );
+                eprintln!(
+                    "torture: overlap on {} (earlier holder signalled lost): {earlier} (earlier) and {later}; {pause}",
+                    report.name
+                );
+            }
             Some(false) => {
                 summary.without_signal += 1;
                 eprintln!(
