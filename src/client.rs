@@ -310,7 +310,11 @@ impl ClientBuilder {
         let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
         let pool = r2d2::Pool::builder()
             .max_size(self.pool_size)
-            .min_idle(Some(1))
+            // No spare connections: with a minimum of idle ones, r2d2 opens
+            // a new connection whenever a checkout takes the last idle one,
+            // and the pool creeps up to several times the number of threads
+            // that ever use it at once.
+            .min_idle(Some(0))
             // A checkout costs no round trip: `is_valid` only PINGs
             // connections that were idle when another one was found dropped.
             .test_on_check_out(true)
@@ -322,6 +326,9 @@ impl ClientBuilder {
                     .build(),
             ))
             .build(connector.clone())?;
+        // Fail now, within the connect timeout, if the server cannot be
+        // reached; the connection stays in the pool for the first command.
+        drop(pool.get()?);
 
         let registry = Arc::new(Registry::default());
         let watchdog = Watchdog::start(

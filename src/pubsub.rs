@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
+use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:
 /// a waiter must learn of a frozen or vanished server within its timeouts.
@@ -479,8 +481,12 @@ impl Shared {
                 let channel = self.state.lock().channels.get(name).cloned();
                 let Some(channel) = channel else { return };
                 match payload {
-                    Value::BulkString(message) if message == b"0" => channel.release(false),
-                    Value::BulkString(message) if message == b"1" => channel.release(true),
+                    Value::BulkString(message) if message == UNLOCK_MESSAGE.as_bytes() => {
+                        channel.release(false);
+                    }
+                    Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
+                        channel.release(true);
+                    }
                     _ => log::debug!("redisson-lock: ignoring unknown message on {name}"),
                 }
             }

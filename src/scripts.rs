@@ -27,6 +27,10 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// Redisson's UNLOCK_MESSAGE: wakes one waiter (PROTOCOL §1.6).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
+/// Redisson's READ_UNLOCK_MESSAGE: wakes every waiter (PROTOCOL §1.6). This
+/// crate never sends it, but honours it from other clients.
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
 /// The outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {

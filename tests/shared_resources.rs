@@ -123,3 +123,45 @@ fn subscriber_connections(server: &RedisServer) -> Vec<String> {
         .map(|line| line.split(' ').next().expect("id=").to_string())
         .collect()
 }
+
+#[test]
+fn the_command_pool_stays_as_small_as_the_concurrency() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    assert_eq!(
+        client.diagnostics().pooled_connections,
+        1,
+        "one, checked at build"
+    );
+    let threads = 4;
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|i| {
+            let lock = client.lock(format!("pool-{i}"));
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                start.wait();
+                for _ in 0..2000 {
+                    lock.lock().expect("lock").unlock().expect("unlock");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    // A thread holds a connection only for one command at a time: the pool
+    // needs about one connection per thread (r2d2 may open one more while a
+    // checkout waits), not a spare for every checkout.
+    let pooled = client.diagnostics().pooled_connections;
+    eprintln!("{threads} threads x 2000 lock/unlock pairs: {pooled} pooled connections");
+    assert!(
+        pooled <= 2 * threads as u32,
+        "{pooled} pooled connections for {threads} threads"
+    );
+    let normal = server.client_count("normal");
+    assert!(
+        normal <= 2 * threads + 2,
+        "{normal} connections on the server"
+    );
+}
