@@ -4,7 +4,7 @@
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
-#   scripts/bench.sh --quick   reduced run (under 3 minutes once built); writes
+#   scripts/bench.sh --quick   reduced run (~100 s once built; 2 min 58 s from a cold build); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
