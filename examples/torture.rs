@@ -784,6 +784,16 @@ impl Supervisor {
         }
     }
 
+    /// How long the next pause or stop lasts (ms), and whether that is
+    /// longer than the lease.
+    fn pause_length(&self, rng: &mut Rng) -> (u64, bool) {
+        if self.beyond_lease && rng.percent(35) {
+            (rng.range(LEASE_MS + 300, LEASE_MS + 1500), true)
+        } else {
+            (rng.range(100, SHORT_PAUSE_MAX_MS), false)
+        }
+    }
+
     fn chaos(&mut self, rng: &mut Rng, redis_pid: Option<u32>) -> std::io::Result<()> {
         let never = &self.never;
         match rng.below(100) {
@@ -808,12 +818,7 @@ impl Supervisor {
                 self.pubsub_kills += 1;
             }
             60..=79 => {
-                let long = self.beyond_lease && rng.percent(35);
-                let pause = if long {
-                    rng.range(LEASE_MS + 300, LEASE_MS + 1500)
-                } else {
-                    rng.range(100, SHORT_PAUSE_MAX_MS)
-                };
+                let (pause, long) = self.pause_length(rng);
                 let start = now_ms();
                 self.redis.retry(never, |con| {
                     redis::cmd("CLIENT")
@@ -830,12 +835,7 @@ impl Supervisor {
                 let Some(pid) = redis_pid else {
                     return Ok(());
                 };
-                let long = self.beyond_lease && rng.percent(35);
-                let pause = if long {
-                    rng.range(LEASE_MS + 300, LEASE_MS + 1500)
-                } else {
-                    rng.range(100, SHORT_PAUSE_MAX_MS)
-                };
+                let (pause, long) = self.pause_length(rng);
                 let start = now_ms();
                 signal(pid, "STOP");
                 thread::sleep(ms(pause));
