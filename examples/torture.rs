@@ -35,16 +35,20 @@
 //! `TYPE pubsub` (never its own connection), `CLIENT PAUSE <ms> ALL`, or
 //! SIGSTOPs redis-server. Pauses and stops last at most a third of the lease:
 //! a holder renewed every third of the lease keeps two thirds in hand, and an
-//! explicit lease is at least two thirds of the watchdog's.
+//! explicit lease is at least two thirds of the watchdog's. After a kill it
+//! reads the lock hashes to see which locks the dead process held (by its
+//! client id) and records the time; it then marks the instance dead in Redis,
+//! which lets the entry script drop the dead process's stale occupancy tokens
+//! (a dead holder cannot overlap anyone).
 //!
 //! With `--beyond-lease`, a third of the pauses and stops last longer than the
 //! lease: Redis expires the holders' keys while they are in their sections,
 //! the failover/GC-pause hazard that no lease-based lock can prevent (only a
 //! fencing token checked by the resource can). What a lock owes its holder
-//! then is to tell it: every such overlap must be preceded by a lost signal. After a kill it reads the lock hashes to see which locks the
-//! dead process held (by its client id) and records the time; it then marks
-//! the instance dead in Redis, which lets the entry script drop the dead
-//! process's stale occupancy tokens (a dead holder cannot overlap anyone).
+//! then is to tell it: the earlier holder of every such overlap must have been
+//! told (its guard lost by the end of its section). `is_lost()` goes by the
+//! local clock from when the last renewal was sent, so it turns true no later
+//! than Redis expires the key.
 //!
 //! # Summary columns
 //!

@@ -8,7 +8,7 @@
 #   ./scripts/torture.sh --minutes 10   # a long run (the default is 10 minutes)
 #   ... --beyond-lease                  # also freeze Redis past the lease: overlaps
 #                                       # are then expected, but each must be
-#                                       # signalled to the earlier holder first
+#                                       # signalled to the earlier holder
 #
 # Starts its own redis-server on a free loopback port (no persistence) and
 # stops it by pid on exit.
