@@ -34,11 +34,7 @@ enum Wait {
 
 /// Starts a thread per entry of `waits` that waits for `name` and reports
 /// the outcome and when it came.
-fn start_waiters(
-    client: &Client,
-    name: &str,
-    waits: &[Wait],
-) -> std::sync::mpsc::Receiver<(Wait, Result<bool, redisson_lock::Error>, Instant)> {
+fn start_waiters(client: &Client, name: &str, waits: &[Wait]) -> Outcomes {
     let (tx, rx) = channel();
     for &wait in waits {
         let lock = client.lock(name);
@@ -65,6 +61,58 @@ fn start_waiters(
     rx
 }
 
+type Outcomes = std::sync::mpsc::Receiver<(Wait, Result<bool, redisson_lock::Error>, Instant)>;
+
+/// Every one of `waits` returns a transient error less than `bound` after
+/// `since`, when `cause` happened.
+fn assert_all_fail_promptly(
+    outcomes: &Outcomes,
+    waits: &[Wait],
+    since: Instant,
+    bound: Duration,
+    cause: &str,
+) {
+    for _ in waits {
+        let (wait, outcome, at) = outcomes
+            .recv_timeout(Duration::from_secs(40))
+            .unwrap_or_else(|_| panic!("a waiter hangs after {cause}"));
+        let after = at.saturating_duration_since(since);
+        eprintln!("{wait:?} returned {outcome:?} {after:?} after {cause}");
+        match outcome {
+            Err(e) => assert!(e.is_transient(), "{wait:?}: {e} should be transient"),
+            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) after {cause}"),
+        }
+        assert!(
+            after < bound,
+            "{wait:?} took {after:?} to fail (connect and response timeouts of {TIMEOUT:?})"
+        );
+    }
+}
+
+/// A thread of `waiter` waits for `name`, and `release` (which frees it)
+/// wakes it within 500 ms.
+fn assert_woken_by_release(waiter: &Client, name: &str, release: impl FnOnce()) {
+    let woken = {
+        let lock = waiter.lock(name);
+        thread::spawn(move || {
+            lock.try_lock_for(Duration::from_secs(20))
+                .expect("try_lock_for")
+                .map(|guard| {
+                    drop(guard);
+                    Instant::now()
+                })
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        waiter.diagnostics().waiters == 1
+    }));
+    thread::sleep(Duration::from_millis(100));
+    let released = Instant::now();
+    release();
+    let at = woken.join().expect("waiter").expect("woken by the release");
+    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+}
+
 #[test]
 fn waiters_fail_promptly_when_the_server_dies() {
     let mut server = RedisServer::start();
@@ -85,21 +133,7 @@ fn waiters_fail_promptly_when_the_server_dies() {
     server.stop();
     let stopped = Instant::now();
     let bound = TIMEOUT * 2 + Duration::from_secs(2);
-    for _ in waits {
-        let (wait, outcome, at) = outcomes
-            .recv_timeout(Duration::from_secs(40))
-            .expect("a waiter hangs after the server died");
-        let after = at.saturating_duration_since(stopped);
-        eprintln!("{wait:?} returned {outcome:?} {after:?} after the server died");
-        match outcome {
-            Err(e) => assert!(e.is_transient(), "{wait:?}: {e} should be transient"),
-            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) with no server"),
-        }
-        assert!(
-            after < bound,
-            "{wait:?} took {after:?} to fail (connect and response timeouts of {TIMEOUT:?})"
-        );
-    }
+    assert_all_fail_promptly(&outcomes, &waits, stopped, bound, "the server died");
     assert!(eventually(Duration::from_secs(2), || {
         waiter.diagnostics().waiters == 0
     }));
@@ -146,24 +180,9 @@ fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
             .is_none()
     );
     assert!(!guard.is_lost());
-    let woken = {
-        let lock = lock.clone();
-        thread::spawn(move || {
-            lock.try_lock_for(Duration::from_secs(20))
-                .expect("try_lock_for")
-                .map(|guard| {
-                    drop(guard);
-                    Instant::now()
-                })
-        })
-    };
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 1
-    }));
-    let released = Instant::now();
-    guard.unlock().expect("holder unlock");
-    let at = woken.join().expect("waiter").expect("woken by the release");
-    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+    assert_woken_by_release(&waiter, "frozen", || {
+        guard.unlock().expect("holder unlock");
+    });
 }
 
 #[test]
@@ -201,48 +220,12 @@ fn waiters_fail_promptly_when_the_server_refuses_connections_and_recover_after()
             .expect("CLIENT KILL");
     }
     let bound = TIMEOUT * 2 + Duration::from_secs(3);
-    for _ in waits {
-        let (wait, outcome, at) = outcomes
-            .recv_timeout(Duration::from_secs(40))
-            .expect("a waiter hangs while connections are refused");
-        let after = at.saturating_duration_since(cut);
-        eprintln!("{wait:?} returned {outcome:?} {after:?} after connections were refused");
-        match outcome {
-            Err(e) => assert!(
-                e.is_transient(),
-                "{wait:?}: {e} should be transient (the server may take clients again)"
-            ),
-            Ok(acquired) => panic!("{wait:?} returned Ok({acquired}) with no connection"),
-        }
-        assert!(
-            after < bound,
-            "{wait:?} took {after:?} to fail (connect and response timeouts of {TIMEOUT:?})"
-        );
-    }
+    assert_all_fail_promptly(&outcomes, &waits, cut, bound, "connections were refused");
 
     // Room again: the same client reconnects and waits as before.
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "maxclients", "10000"])
         .query(&mut admin)
         .expect("CONFIG SET maxclients");
-    let lock = waiter.lock("crowded");
-    let woken = {
-        let lock = lock.clone();
-        thread::spawn(move || {
-            lock.try_lock_for(Duration::from_secs(20))
-                .expect("try_lock_for once connections are taken again")
-                .map(|guard| {
-                    drop(guard);
-                    Instant::now()
-                })
-        })
-    };
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 1
-    }));
-    thread::sleep(Duration::from_millis(100));
-    let released = Instant::now();
-    drop(guard);
-    let at = woken.join().expect("waiter").expect("woken by the release");
-    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+    assert_woken_by_release(&waiter, "crowded", || drop(guard));
 }
