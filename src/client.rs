@@ -7,15 +7,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
-use scheduled_thread_pool::ScheduledThreadPool;
 
-use crate::connection::{Connector, PooledConnection};
+use crate::connection::Connector;
 use crate::error::{Error, Result};
+use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
 use crate::owner;
+use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
 use crate::scripts::lease_millis;
-use crate::watchdog::{Registry, Watchdog};
+use crate::watchdog::Watchdog;
+
+/// How long a command keeps trying to connect while the server refuses:
+/// long enough for a restarting server to listen again, short enough that a
+/// server that is down is an answer.
+const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 
 /// Redisson's default `lockWatchdogTimeout`.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,7 +56,9 @@ pub struct Client {
 pub(crate) struct Inner {
     pub id: String,
     pub config: Config,
-    pub pool: r2d2::Pool<Connector>,
+    pub pool: Arc<Pool>,
+    /// The process that built the client (see [`Error::ForkedProcess`]).
+    pub pid: u32,
     pub registry: Arc<Registry>,
     pub watchdog: Watchdog,
     pub subscriber: Subscriber,
@@ -153,13 +161,13 @@ impl Client {
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
     pub fn diagnostics(&self) -> Diagnostics {
         let (subscribed_channels, waiters) = self.inner.subscriber.stats();
-        let pool = self.inner.pool.state();
+        let (pooled_connections, idle_connections) = self.inner.pool.state();
         Diagnostics {
             registered_holds: self.inner.registry.len(),
             subscribed_channels,
             waiters,
-            pooled_connections: pool.connections,
-            idle_connections: pool.idle_connections,
+            pooled_connections,
+            idle_connections,
         }
     }
 
@@ -170,30 +178,57 @@ impl Client {
         RequestId::from_parts(self.inner.request_prefix, seq)
     }
 
-    pub(crate) fn connection(&self) -> Result<r2d2::PooledConnection<Connector>> {
-        Ok(self.inner.pool.get()?)
+    /// Refuses use from a `fork()`ed child: it would share this client's
+    /// id and thread numbers with the parent. One `getpid`, no round trip.
+    pub(crate) fn check_process(&self) -> Result<()> {
+        let here = std::process::id();
+        if here == self.inner.pid {
+            return Ok(());
+        }
+        Err(Error::ForkedProcess {
+            created_by: self.inner.pid,
+            used_by: here,
+        })
     }
 
-    /// Runs `command` on a pooled connection. If the connection turns out to
-    /// be dropped (it died idle in the pool: the server restarted, a proxy
-    /// closed it), `command` runs once more on a connection that is fresh or
-    /// has just answered a `PING`, so a restarted server costs callers
-    /// nothing once it is back. (A command lost with a connection that dropped
-    /// after the server ran it is sent twice: every lock command is safe to
-    /// repeat. An acquire sets the thread's own count, an unlock replays its
-    /// latch, a force unlock then reports `false` for a lock it did delete.)
+    /// Runs `command` on a pooled connection; its second argument says
+    /// whether this is a resend. If the connection turns out to be dropped
+    /// (it died idle in the pool: the server restarted, a proxy closed it),
+    /// `command` runs once more on a connection that is fresh or has just
+    /// answered a `PING`, so a restarted server costs callers nothing once it
+    /// is back. (A command lost with a connection that dropped after the
+    /// server ran it is sent twice: every lock command is safe to repeat when
+    /// it knows it is a resend. An acquire sets the thread's own count, an
+    /// unlock replays its latch, a force unlock then reports `false` for a
+    /// lock it did delete.) A reply that does not come within the response
+    /// timeout is [`Error::Timeout`] for `operation`.
     pub(crate) fn with_connection<T>(
         &self,
-        mut command: impl FnMut(&mut PooledConnection) -> Result<T>,
+        operation: &'static str,
+        mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
-        let mut con = self.connection()?;
-        match command(&mut con) {
+        self.check_process()?;
+        let pool = &self.inner.pool;
+        let mut con = pool.get_within(RECONNECT_GRACE)?;
+        let result = match command(&mut con, false) {
             Err(e) if e.is_connection_dropped() => {
                 drop(con); // discarded by the pool
-                command(&mut *self.connection()?)
+                // No connection for the resend: the caller must still learn
+                // that the first one may have run.
+                match pool.get_within(RECONNECT_GRACE) {
+                    Ok(mut con) => command(&mut con, true),
+                    Err(_) => Err(e),
+                }
             }
             other => other,
-        }
+        };
+        result.map_err(|e| match e {
+            Error::Redis(e) if e.is_timeout() => Error::Timeout {
+                operation,
+                after: self.inner.config.response_timeout,
+            },
+            other => other,
+        })
     }
 }
 
@@ -308,32 +343,16 @@ impl ClientBuilder {
         }
 
         let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
-        let pool = r2d2::Pool::builder()
-            .max_size(self.pool_size)
-            // No spare connections: with a minimum of idle ones, r2d2 opens
-            // a new connection whenever a checkout takes the last idle one,
-            // and the pool creeps up to several times the number of threads
-            // that ever use it at once.
-            .min_idle(Some(0))
-            // A checkout costs no round trip: `is_valid` only PINGs
-            // connections that were idle when another one was found dropped.
-            .test_on_check_out(true)
-            .connection_timeout(config.connect_timeout)
-            .thread_pool(Arc::new(
-                ScheduledThreadPool::builder()
-                    .num_threads(1)
-                    .thread_name_pattern("rlock-pool")
-                    .build(),
-            ))
-            .build(connector.clone())?;
-        // Fail now, within the connect timeout, if the server cannot be
-        // reached; the connection stays in the pool for the first command.
+        let pool = Arc::new(Pool::new(connector.clone(), self.pool_size));
+        // Fail now if the server cannot be reached (at once when it refuses,
+        // within the connect timeout when it is silent) or refuses the
+        // credentials; the connection stays in the pool for the first command.
         drop(pool.get()?);
 
         let registry = Arc::new(Registry::default());
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
-            connector.clone(),
+            Arc::clone(&pool),
             config.watchdog_timeout,
         )?;
         let subscriber = Subscriber::new(
@@ -349,6 +368,7 @@ impl ClientBuilder {
                 id: id.to_string(),
                 config,
                 pool,
+                pid: std::process::id(),
                 registry,
                 watchdog,
                 subscriber,

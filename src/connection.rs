@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::{ConnectionInfo, ConnectionLike, RedisResult, Value};
+use redis::{ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
-/// Opens command connections with the client's connect and response timeouts.
-///
-/// It is also the pool's [`r2d2::ManageConnection`]: redis-rs's own
-/// implementation opens connections without any timeout, and a lock library
-/// must never hang on a dead server.
+use crate::error::Error;
+
+/// Opens command connections with the client's connect and response timeouts:
+/// a lock library must never hang on a dead server.
 #[derive(Clone)]
 pub(crate) struct Connector {
     client: redis::Client,
@@ -41,12 +40,13 @@ pub(crate) struct PooledConnection {
 
 impl PooledConnection {
     fn record<T>(&mut self, result: RedisResult<T>) -> RedisResult<T> {
-        if let Err(e) = &result
-            && e.is_connection_dropped()
-            && !self.dropped
-        {
-            self.dropped = true;
-            self.drops.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = &result {
+            if e.is_connection_dropped() && !self.dropped {
+                self.drops.fetch_add(1, Ordering::AcqRel);
+            }
+            // A reply that timed out may still arrive: never reuse the
+            // connection (its next command could read that reply).
+            self.dropped |= e.is_connection_dropped() || e.is_timeout();
         }
         result
     }
@@ -109,24 +109,23 @@ impl Connector {
     }
 }
 
-impl r2d2::ManageConnection for Connector {
-    type Connection = PooledConnection;
-    type Error = redis::RedisError;
-
-    fn connect(&self) -> RedisResult<PooledConnection> {
+impl Connector {
+    /// A new connection for the pool.
+    pub fn open_pooled(&self) -> RedisResult<PooledConnection> {
         // Read before connecting: a drop seen meanwhile may predate us.
         let checked_at = self.drops.load(Ordering::Acquire);
         Ok(PooledConnection {
-            con: Connector::connect(self)?,
+            con: self.connect()?,
             checked_at,
             dropped: false,
             drops: Arc::clone(&self.drops),
         })
     }
 
-    /// Called on every checkout: free unless a pooled connection was found
-    /// dropped since this one was last known good, then one `PING`.
-    fn is_valid(&self, con: &mut PooledConnection) -> RedisResult<()> {
+    /// Called on every checkout of an idle connection: free unless a pooled
+    /// connection was found dropped since this one was last known good, then
+    /// one `PING`.
+    pub fn validate(&self, con: &mut PooledConnection) -> RedisResult<()> {
         let drops = self.drops.load(Ordering::Acquire);
         if con.checked_at == drops {
             return Ok(());
@@ -136,7 +135,25 @@ impl r2d2::ManageConnection for Connector {
         Ok(())
     }
 
-    fn has_broken(&self, con: &mut PooledConnection) -> bool {
-        !con.is_open()
+    /// A failed connect as the caller should see it: a refused connection or
+    /// a silent server is [`Error::Unavailable`] (transient); anything the
+    /// server answered (a wrong password, a missing permission) stays the
+    /// server's error, which is not transient.
+    pub fn connect_error(&self, e: RedisError) -> Error {
+        if e.kind() == ErrorKind::AuthenticationFailed
+            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        {
+            return Error::Redis(e);
+        }
+        let what = if e.is_connection_refusal() {
+            "connection refused"
+        } else if e.is_timeout() {
+            "no answer within the connect timeout"
+        } else {
+            "cannot connect"
+        };
+        Error::Unavailable {
+            reason: format!("{what} ({}): {e}", self.info().addr()),
+        }
     }
 }

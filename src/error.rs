@@ -33,20 +33,26 @@ pub enum Error {
     /// before the watchdog could renew it, or its key was deleted or
     /// overwritten by someone else. Work done under it may have overlapped with
     /// another holder.
-    #[error("lock `{name}` was lost: its lease ran out or its key was removed")]
+    #[error("lock `{name}` was lost: {reason}")]
     Lost {
         /// The lock's name.
         name: String,
+        /// How it was lost.
+        reason: LostReason,
     },
 
-    /// No connection to Redis could be had in time (server down, pool exhausted).
+    /// No connection to Redis could be had: the server refused the
+    /// connection (reported at once), did not answer within the connect
+    /// timeout, or every pooled connection stayed busy for that long.
     #[error("Redis is unavailable: {reason}")]
     Unavailable {
         /// What failed, as reported by the connection pool.
         reason: String,
     },
 
-    /// An operation gave up after its time limit.
+    /// An operation gave up after its time limit: most often a reply that
+    /// did not come within the response timeout. Whether the server ran the
+    /// command is unknown.
     #[error("{operation} timed out after {after:?}")]
     Timeout {
         /// What was being done.
@@ -63,6 +69,22 @@ pub enum Error {
     /// Redis answered something the Redisson protocol does not allow.
     #[error("unexpected reply from Redis: {0}")]
     UnexpectedReply(String),
+
+    /// The client was created in another process: this process is a
+    /// `fork()`ed child that inherited it. The child would share the parent's
+    /// client id and thread numbers, so it would "re-enter" the parent's
+    /// locks while the parent holds them, and it has none of the parent's
+    /// watchdog or subscriber threads. Build a new [`crate::Client`] in the
+    /// child.
+    #[error(
+        "this client was created by process {created_by} and cannot be used in process {used_by} (a fork): build a new client in the child"
+    )]
+    ForkedProcess {
+        /// The process that built the client.
+        created_by: u32,
+        /// The process trying to use it.
+        used_by: u32,
+    },
 
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
     /// oversized lease, an unparsable URL, ...
@@ -96,15 +118,80 @@ impl Error {
         matches!(self, Error::Redis(e) if e.is_connection_dropped())
     }
 
+    /// The server's error code, e.g. `WRONGTYPE`.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match self {
+            Error::Redis(e) => e.code(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
     }
 }
 
-impl From<r2d2::Error> for Error {
-    fn from(e: r2d2::Error) -> Self {
-        Error::Unavailable {
-            reason: e.to_string(),
+/// Why a held lock is known to be no longer held (see [`Error::Lost`] and
+/// [`crate::LockGuard::lost_reason`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The lease ran out by the local monotonic clock before a renewal (or
+    /// a reentry) got through, e.g. while Redis was unreachable.
+    LeaseExpired,
+    /// Redis no longer has this owner's field: the key expired, was deleted
+    /// (`DEL`, eviction, `FLUSHALL`) or now belongs to another owner.
+    KeyGone,
+    /// The lock's key now holds a value of another type (`WRONGTYPE`).
+    Overwritten,
+    /// This client force-unlocked it ([`crate::Lock::force_unlock`]).
+    ForceUnlocked,
+    /// When this thread took the lock again, Redis said its earlier holds
+    /// were gone: the lock had been lost (and maybe held by someone else)
+    /// in between, and the new acquisition is a fresh hold.
+    Replaced,
+    /// This thread released it by another way: an unlock with an explicit
+    /// request id, or the release of another guard of the same hold found
+    /// fewer holds in Redis than this thread counted.
+    Released,
+}
+
+impl LostReason {
+    pub(crate) fn from_code(code: u8) -> Option<LostReason> {
+        Some(match code {
+            1 => LostReason::LeaseExpired,
+            2 => LostReason::KeyGone,
+            3 => LostReason::Overwritten,
+            4 => LostReason::ForceUnlocked,
+            5 => LostReason::Replaced,
+            6 => LostReason::Released,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            LostReason::LeaseExpired => 1,
+            LostReason::KeyGone => 2,
+            LostReason::Overwritten => 3,
+            LostReason::ForceUnlocked => 4,
+            LostReason::Replaced => 5,
+            LostReason::Released => 6,
         }
+    }
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::LeaseExpired => "its lease ran out before it could be renewed",
+            LostReason::KeyGone => "its key or owner field is gone from Redis",
+            LostReason::Overwritten => "its key was replaced by a value of another type",
+            LostReason::ForceUnlocked => "it was force-unlocked by this client",
+            LostReason::Replaced => {
+                "it was gone when this thread took the lock again (a fresh hold replaced it)"
+            }
+            LostReason::Released => "this thread released it by another way",
+        })
     }
 }

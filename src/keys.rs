@@ -31,6 +31,14 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     key
 }
 
+/// The key that lets an acquire sent again after a lost reply see that the
+/// first one found the caller's holds gone. This crate's own, not Redisson's
+/// (only its writer reads it); it lives among the unlock latches, under a
+/// fresh request id, so that it needs no ACL permission of its own.
+pub(crate) fn replaced_marker(name: &str, attempt_id: &str) -> String {
+    unlock_latch(name, attempt_id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

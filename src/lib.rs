@@ -73,15 +73,17 @@
 mod client;
 mod connection;
 mod error;
+mod holds;
 mod keys;
 mod lock;
 mod owner;
+mod pool;
 mod pubsub;
 mod scripts;
 mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
-pub use error::{Error, Result};
+pub use error::{Error, LostReason, Result};
 pub use lock::{Lock, LockGuard, RequestId};
 pub use scripts::UnlockOutcome;
 

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::{Error, LostReason, Result};
+use crate::holds::{Hold, LeaseOutcome};
 use crate::keys;
 use crate::owner;
 use crate::scripts::{self, Acquire, UnlockArgs, UnlockOutcome, lease_millis};
-use crate::watchdog::Hold;
 
 /// A reentrant distributed lock, byte-for-byte a Redisson `RLock`.
 ///
@@ -192,52 +192,54 @@ impl Lock {
     /// Deletes the lock whoever holds it and wakes one waiter; `true` if there
     /// was a lock to delete. Guards of this client on it become lost.
     pub fn force_unlock(&self) -> Result<bool> {
-        self.check_name()?;
+        self.check()?;
         let registry = &self.client.inner.registry;
         // Only holds taken before the delete are lost; one taken by another
         // thread right after it is not.
         let before = registry.holds_on(&self.name);
-        let deleted = self.client.with_connection(|con| {
+        let deleted = self.client.with_connection("force unlock", |con, _| {
             scripts::force_unlock(con, &self.name, &self.channel, self.client.inner.publish)
         })?;
         for hold in &before {
-            registry.lose(hold, "it was force-unlocked by this client");
+            registry.lose(hold, LostReason::ForceUnlocked);
         }
         Ok(deleted)
     }
 
     /// Whether anyone holds the lock (`EXISTS`).
     pub fn is_locked(&self) -> Result<bool> {
-        self.check_name()?;
+        self.check()?;
         self.client
-            .with_connection(|con| Ok(con.exists(&*self.name)?))
+            .with_connection("is_locked", |con, _| Ok(con.exists(&*self.name)?))
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.check_name()?;
+        self.check()?;
         let field = self.owner_field();
         self.client
-            .with_connection(|con| Ok(con.hexists(&*self.name, &field)?))
+            .with_connection("is_held_by_current_thread", |con, _| {
+                Ok(con.hexists(&*self.name, &field)?)
+            })
     }
 
     /// The calling thread's reentrancy count, 0 when it does not hold the lock.
     pub fn hold_count(&self) -> Result<u64> {
-        self.check_name()?;
+        self.check()?;
         let field = self.owner_field();
         let count: Option<u64> = self
             .client
-            .with_connection(|con| Ok(con.hget(&*self.name, &field)?))?;
+            .with_connection("hold_count", |con, _| Ok(con.hget(&*self.name, &field)?))?;
         Ok(count.unwrap_or(0))
     }
 
     /// The lock's remaining lease (`PTTL`); `None` when it is not locked or
     /// has no expiry.
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.check_name()?;
+        self.check()?;
         let ttl: i64 = self
             .client
-            .with_connection(|con| Ok(con.pttl(&*self.name)?))?;
+            .with_connection("remaining_ttl", |con, _| Ok(con.pttl(&*self.name)?))?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
@@ -252,17 +254,30 @@ impl Lock {
     /// whose hold was released this way reports [`Error::NotHeld`] or
     /// [`Error::Lost`] when it is dropped later.
     pub fn unlock_with_request_id(&self, request_id: &RequestId) -> Result<UnlockOutcome> {
-        self.check_name()?;
+        self.check()?;
         let field = self.owner_field();
+        let registry = &self.client.inner.registry;
+        let hold = registry.live(&self.name, &field);
+        // It sets the TTL when holds remain: a command the hold must count.
+        let lease = self.lease()?.0;
+        let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
         // The caller knows this id and may send it again: keep its latch.
-        match self.unlock_raw(&field, request_id, false, false)? {
+        let result = self.unlock_raw(&field, request_id, false, false);
+        if let (Some(hold), Some(ticket)) = (&hold, ticket) {
+            let outcome = match &result {
+                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
+                Err(e) => LeaseOutcome::of_error(e),
+                _ => LeaseOutcome::Untouched,
+            };
+            hold.end_lease(ticket, outcome);
+        }
+        match result? {
             Some(outcome) => {
                 if outcome == UnlockOutcome::Released {
                     // Any guard of this thread on the lock now holds nothing.
-                    let registry = &self.client.inner.registry;
                     for hold in registry.holds_on(&self.name) {
                         if *hold.field == *field {
-                            registry.lose(&hold, "it was released by unlock_with_request_id");
+                            registry.lose(&hold, LostReason::Released);
                         }
                     }
                 }
@@ -317,28 +332,58 @@ impl Lock {
         lease: Duration,
         lease_ms: u64,
     ) -> Result<Result<LockGuard, Option<Duration>>> {
-        let sent = Instant::now();
-        let registry = &self.client.inner.registry;
+        let inner = &self.client.inner;
+        let registry = &inner.registry;
         // This thread's own count is the truth about its field: whatever else
         // Redis has there was left by an acquire whose reply was lost.
-        let known = registry.live_count(&self.name, field);
-        let acquired = self
-            .client
-            .with_connection(|con| scripts::acquire(con, &self.name, lease_ms, field, known))?;
-        match acquired {
-            Acquire::Held { ttl } => Ok(Err(ttl)),
-            Acquire::Acquired { replaced } => {
-                let renew = self.lease.is_none();
-                let hold = registry.acquired(&self.name, field, lease, renew, sent, replaced);
-                Ok(Ok(LockGuard {
-                    lock: self.clone(),
-                    hold,
-                    renew,
-                    released: false,
-                    _not_send: PhantomData,
-                }))
-            }
+        let live = registry.live(&self.name, field);
+        let known = live
+            .as_ref()
+            .map_or(0, |hold| crate::holds::Registry::count(hold));
+        // A reentry sets the TTL of a hold that a renewal may be setting too.
+        let ticket = live.as_ref().map(|hold| hold.begin_lease(lease));
+        let marker = live.as_ref().map(|_| {
+            let id = self.client.next_request_id();
+            keys::replaced_marker(&self.name, id.as_str())
+        });
+        let marker = marker
+            .as_deref()
+            .map(|key| (key, inner.config.latch_ttl_ms()));
+        let sent = Instant::now();
+        let acquired = self.client.with_connection("lock", |con, resend| {
+            scripts::acquire(con, &self.name, lease_ms, field, known, marker, resend)
+        });
+        if let (Some(hold), Some(ticket)) = (&live, ticket) {
+            let outcome = match &acquired {
+                Ok(Acquire::Acquired { replaced: false }) => LeaseOutcome::Set,
+                Err(e) => LeaseOutcome::of_error(e),
+                _ => LeaseOutcome::Untouched,
+            };
+            hold.end_lease(ticket, outcome);
         }
+        let replaced = match acquired? {
+            Acquire::Held { ttl } => {
+                if let Some(hold) = &live {
+                    // Someone else holds what this thread counted as its own.
+                    registry.lose(hold, LostReason::KeyGone);
+                }
+                return Ok(Err(ttl));
+            }
+            Acquire::Acquired { replaced } => replaced,
+        };
+        if replaced && let Some(hold) = &live {
+            registry.lose(hold, LostReason::Replaced);
+        }
+        let renew = self.lease.is_none();
+        let reentered = live.as_ref().filter(|_| !replaced);
+        let hold = registry.acquired(&self.name, field, lease, renew, sent, reentered);
+        Ok(Ok(LockGuard {
+            lock: self.clone(),
+            hold,
+            renew,
+            released: false,
+            _not_send: PhantomData,
+        }))
     }
 
     /// Runs the unlock script, retrying transport failures with the same
@@ -377,8 +422,13 @@ impl Lock {
         loop {
             let result = self
                 .client
-                .with_connection(|con| scripts::unlock(con, &args));
+                .with_connection("unlock", |con, _| scripts::unlock(con, &args));
             match result {
+                // No connection to be had (refused, silent, pool busy) is an
+                // answer: the lock expires by its lease, and waiting here for
+                // the server would only stall the caller (a thread unwinding
+                // through its guards, say).
+                Err(e @ Error::Unavailable { .. }) => return Err(e),
                 Err(e)
                     if e.is_transient()
                         && retries < config.retry_attempts
@@ -403,14 +453,17 @@ impl Lock {
     }
 
     fn lease(&self) -> Result<(Duration, u64)> {
-        self.check_name()?;
+        self.check()?;
         let lease = self
             .lease
             .unwrap_or(self.client.inner.config.watchdog_timeout);
         Ok((lease, lease_millis("lease", lease)?))
     }
 
-    fn check_name(&self) -> Result<()> {
+    /// The checks every operation starts with: a usable name, and a client
+    /// built in this process.
+    fn check(&self) -> Result<()> {
+        self.client.check_process()?;
         if self.name.is_empty() {
             return Err(Error::invalid("lock name must not be empty"));
         }
@@ -419,6 +472,13 @@ impl Lock {
 
     fn owner_field(&self) -> String {
         owner::owner_field(self.client.id(), owner::current_thread_id())
+    }
+
+    fn lost(&self, reason: LostReason) -> Error {
+        Error::Lost {
+            name: self.name.to_string(),
+            reason,
+        }
     }
 
     fn not_held(&self) -> Error {
@@ -461,6 +521,12 @@ impl LockGuard {
         self.hold.is_lost()
     }
 
+    /// Why the lock is known to be lost; `None` while [`is_lost`](Self::is_lost)
+    /// is `false`. No round trip.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold.lost_reason()
+    }
+
     /// The lock this guard holds.
     pub fn lock(&self) -> &Lock {
         &self.lock
@@ -471,36 +537,45 @@ impl LockGuard {
             return Ok(());
         }
         let lock = &self.lock;
+        // Before anything else: a forked child must not touch the parent's
+        // bookkeeping, whose mutexes may have been held at the fork.
+        lock.client.check_process()?;
         let registry = &lock.client.inner.registry;
         let hold = &self.hold;
         // Unregister first so that a renewal racing with this unlock does not
         // report a lock we are giving up as lost.
         let last = registry.released(hold, self.renew);
         let request_id = lock.client.next_request_id();
-        if hold.is_lost() {
+        if let Some(reason) = hold.lost_reason() {
             // Clean up what may be left (a renewal that landed late) once the
             // last guard of the lost hold goes, unless this thread has taken
             // the lock again since.
-            if last && registry.live_count(&hold.name, &hold.field) == 0 {
+            if last && registry.live(&hold.name, &hold.field).is_none() {
                 let _ = lock.unlock_raw(&hold.field, &request_id, true, true);
             }
-            return Err(Error::Lost {
-                name: hold.name.to_string(),
-            });
+            return Err(lock.lost(reason));
         }
-        let sent = Instant::now();
-        match lock.unlock_raw(&hold.field, &request_id, last, true)? {
-            Some(UnlockOutcome::StillHeld) => {
-                if let Ok((lease, _)) = lock.lease() {
-                    hold.leased(sent, lease);
-                }
-                Ok(())
-            }
-            Some(UnlockOutcome::Released) => {
+        // A partial unlock resets the TTL: a command the hold must count.
+        let ticket = (!last)
+            .then(|| lock.lease().ok())
+            .flatten()
+            .map(|(lease, _)| hold.begin_lease(lease));
+        let result = lock.unlock_raw(&hold.field, &request_id, last, true);
+        if let Some(ticket) = ticket {
+            let outcome = match &result {
+                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
+                Err(e) => LeaseOutcome::of_error(e),
+                _ => LeaseOutcome::Untouched,
+            };
+            hold.end_lease(ticket, outcome);
+        }
+        match result {
+            Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
+            Ok(Some(UnlockOutcome::Released)) => {
                 if !last {
                     // Redis had fewer holds than this thread counts: the
                     // other guards of this hold hold nothing any more.
-                    registry.lose(hold, "it was released while other guards still held it");
+                    registry.lose(hold, LostReason::Released);
                 }
                 // A thread of this client is waiting for this lock and is being
                 // woken by the unlock message, one hop (the subscriber thread)
@@ -513,10 +588,15 @@ impl LockGuard {
                 }
                 Ok(())
             }
-            None => {
-                registry.lose(hold, "its owner field was gone at unlock");
+            Ok(None) => {
+                registry.lose(hold, LostReason::KeyGone);
                 Err(lock.not_held())
             }
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                registry.lose(hold, LostReason::Overwritten);
+                Err(lock.lost(LostReason::Overwritten))
+            }
+            Err(e) => Err(e),
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{ConnectionLike, Script};
+use redis::{ConnectionLike, Script, ServerErrorKind, Value};
 
 use crate::error::{Error, Result};
 
@@ -65,21 +65,27 @@ pub(crate) struct UnlockArgs<'a> {
 }
 
 /// One acquire attempt by `field`, which knows it already has `known` holds
-/// on the lock (see `lua/rlock_acquire.lua`).
+/// on the lock (see `lua/rlock_acquire.lua`). With `known > 0`, `marker` is
+/// the attempt's "replaced" marker key and its TTL, and `resend` says that
+/// the same attempt was sent before and its reply was lost.
 pub(crate) fn acquire(
     con: &mut dyn ConnectionLike,
     name: &str,
     lease_ms: u64,
     field: &str,
     known: u32,
+    marker: Option<(&str, u64)>,
+    resend: bool,
 ) -> Result<Acquire> {
-    let reply: Option<i64> = SCRIPTS
-        .acquire
-        .key(name)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(known)
-        .invoke(con)?;
+    let mut invocation = SCRIPTS.acquire.key(name);
+    invocation.arg(lease_ms).arg(field).arg(known);
+    if let Some((key, ttl_ms)) = marker {
+        invocation
+            .key(key)
+            .arg(if resend { "1" } else { "0" })
+            .arg(ttl_ms);
+    }
+    let reply: Option<i64> = invocation.invoke(con)?;
     Ok(match reply {
         None => Acquire::Acquired { replaced: false },
         Some(-3) => Acquire::Acquired { replaced: true },
@@ -135,27 +141,85 @@ pub(crate) fn force_unlock(
     Ok(deleted == 1)
 }
 
-/// Renews `(name, owner field)` pairs to `lease_ms` in one script call;
-/// returns, per pair, whether the owner still held the lock.
-pub(crate) fn renew_batch<'a>(
+/// What a renewal found for one `(name, owner field)` pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// The owner still holds it; its TTL is reset to the lease.
+    Held,
+    /// The owner's field (or the whole key) is gone.
+    Gone,
+    /// The key holds a value of another type.
+    WrongType,
+}
+
+/// Renews chunks of `(name, owner field)` pairs to `lease_ms`, one script
+/// call per chunk, all chunks pipelined: one write, one wait for the replies
+/// however many chunks there are. Per chunk, what each pair was found to be,
+/// or the error that chunk got (the others still count). A `NOSCRIPT` reply
+/// proves the chunk did not run: those are sent again after `SCRIPT LOAD`.
+pub(crate) fn renew_chunks(
     con: &mut dyn ConnectionLike,
-    batch: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    chunks: &[Vec<(&str, &str)>],
     lease_ms: u64,
-) -> Result<Vec<bool>> {
-    let expected = batch.len();
-    let mut invocation = SCRIPTS.renew_batch.prepare_invoke();
-    invocation.arg(lease_ms);
-    for (name, field) in batch {
-        invocation.key(name).arg(field);
+) -> Result<Vec<Result<Vec<Renewed>>>> {
+    let script = &SCRIPTS.renew_batch;
+    let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for &i in which {
+            let chunk = &chunks[i];
+            let cmd = pipe.cmd("EVALSHA").arg(script.get_hash()).arg(chunk.len());
+            for (name, _) in chunk {
+                cmd.arg(*name);
+            }
+            cmd.arg(lease_ms);
+            for (_, field) in chunk {
+                cmd.arg(*field);
+            }
+        }
+        Ok(pipe.query(con)?)
+    };
+    let all: Vec<usize> = (0..chunks.len()).collect();
+    let mut replies = send(con, &all)?;
+    let missing: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&i| {
+            matches!(&replies[i], Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+        })
+        .collect();
+    if !missing.is_empty() {
+        script.load(con)?;
+        for (i, reply) in missing.iter().zip(send(con, &missing)?) {
+            replies[*i] = reply;
+        }
     }
-    let reply: Vec<i64> = invocation.invoke(con)?;
-    if reply.len() != expected {
+    Ok(chunks
+        .iter()
+        .zip(replies)
+        .map(|(chunk, reply)| decode_renewal(chunk.len(), reply))
+        .collect())
+}
+
+fn decode_renewal(expected: usize, reply: Value) -> Result<Vec<Renewed>> {
+    if let Value::ServerError(e) = reply {
+        return Err(Error::Redis(e.into()));
+    }
+    let states: Vec<i64> = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
+    if states.len() != expected {
         return Err(Error::UnexpectedReply(format!(
             "renewal of {expected} locks returned {} results",
-            reply.len()
+            states.len()
         )));
     }
-    Ok(reply.into_iter().map(|renewed| renewed == 1).collect())
+    Ok(states
+        .into_iter()
+        .map(|state| match state {
+            1 => Renewed::Held,
+            -1 => Renewed::WrongType,
+            _ => Renewed::Gone,
+        })
+        .collect())
 }
 
 /// Milliseconds for the wire, rejecting what Redis cannot represent.

@@ -1,28 +1,28 @@
-//! The shared renewal thread: a registry of the locks this client holds,
-//! renewed in batches at a third of the watchdog timeout (PROTOCOL §10).
+//! The shared renewal thread: renews every watchdog-mode hold of the
+//! client's [`Registry`] at a third of the watchdog timeout (PROTOCOL §10),
+//! in chunks of 100 locks per script call, all chunks of a run pipelined on
+//! one connection (one round trip per run, not one per chunk).
 //!
-//! The registry is also where a guard learns that its lock was lost. Each
-//! `(lock name, owner field)` pair this client holds has one [`Hold`]; every
-//! guard of that pair shares it. A hold is lost, for good, when a renewal finds
-//! the owner field gone, when its lease runs out by the local monotonic clock
-//! before a renewal got through, or when the lock is force-unlocked here.
+//! The connection is opened when the client is built, so a server that
+//! later refuses new clients (`maxclients`) does not cost the locks their
+//! renewals. If it drops and cannot be reopened, a run borrows an idle
+//! connection from the command pool.
 //!
 //! The same thread deletes spent unlock latches in batches, off the unlock
 //! path (Redisson sends one `DEL` per unlock; the keys also expire on their own).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::LazyLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
+use redis::ConnectionLike;
 
-use crate::connection::Connector;
-use crate::error::{Error, Result};
-use crate::scripts;
+use crate::error::{Error, LostReason, Result};
+use crate::holds::{Hold, LeaseOutcome, Registry};
+use crate::pool::Pool;
+use crate::scripts::{self, Renewed};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
@@ -37,194 +37,6 @@ const LATCH_FLUSH_DELAY: Duration = Duration::from_millis(100);
 const RENEWAL_RETRY_DELAY: Duration = Duration::from_secs(1);
 const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-fn nanos_since_epoch(at: Instant) -> u64 {
-    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// `sent + lease` in ns since [`EPOCH`], saturating (never "already over").
-fn deadline_after(sent: Instant, lease: Duration) -> u64 {
-    let lease = u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX);
-    nanos_since_epoch(sent).saturating_add(lease)
-}
-
-/// One thread's hold on one lock, shared by all its guards.
-pub(crate) struct Hold {
-    pub name: Arc<str>,
-    pub field: Arc<str>,
-    /// Local acquisitions not yet released.
-    count: AtomicU32,
-    /// Of those, how many were taken without an explicit lease: the
-    /// watchdog renews the hold while there is at least one (Redisson drops
-    /// the renewal with the unlock of the acquisition that registered it).
-    renewers: AtomicU32,
-    lost: AtomicBool,
-    /// When the lease runs out if nothing renews it, in ns since [`EPOCH`].
-    /// Computed from the moment the command was *sent*, so it errs early.
-    deadline: AtomicU64,
-}
-
-impl Hold {
-    /// Lost for good, or past its lease by the local clock.
-    pub fn is_lost(&self) -> bool {
-        if self.lost.load(Ordering::Acquire) {
-            return true;
-        }
-        if nanos_since_epoch(Instant::now()) >= self.deadline.load(Ordering::Acquire) {
-            self.lost.store(true, Ordering::Release);
-            return true;
-        }
-        false
-    }
-
-    /// Marks the hold lost; `true` if it was not already.
-    fn mark_lost(&self) -> bool {
-        !self.lost.swap(true, Ordering::AcqRel)
-    }
-
-    /// Records that the lease was (re)set at `sent` for `lease`.
-    pub fn leased(&self, sent: Instant, lease: Duration) {
-        self.deadline
-            .store(deadline_after(sent, lease), Ordering::Release);
-    }
-
-    fn renewed(&self, sent: Instant, lease: Duration) {
-        self.deadline
-            .fetch_max(deadline_after(sent, lease), Ordering::AcqRel);
-    }
-
-    fn held(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 0
-    }
-}
-
-/// Every hold of one client, by lock name.
-#[derive(Default)]
-pub(crate) struct Registry {
-    holds: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
-}
-
-impl Registry {
-    /// Records a successful acquire sent at `sent`: a reentry joins the
-    /// thread's live hold, anything else starts a new one. `replaced`: Redis
-    /// said the holds this thread counted on were gone, so its live hold (if
-    /// any) is lost and this acquire starts a new one.
-    pub fn acquired(
-        &self,
-        name: &Arc<str>,
-        field: &str,
-        lease: Duration,
-        renew: bool,
-        sent: Instant,
-        replaced: bool,
-    ) -> Arc<Hold> {
-        let mut holds = self.holds.lock();
-        let entry = match holds.get_mut(&**name) {
-            Some(entry) => entry,
-            None => holds.entry(name.to_string()).or_default(),
-        };
-        entry.retain(|hold| {
-            if &*hold.field != field {
-                return true;
-            }
-            if replaced {
-                lost(hold, "it was gone when this thread took the lock again");
-            }
-            !hold.is_lost()
-        });
-        if let Some(hold) = entry.iter().find(|hold| &*hold.field == field) {
-            hold.count.fetch_add(1, Ordering::AcqRel);
-            hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
-            hold.leased(sent, lease);
-            return Arc::clone(hold);
-        }
-        let hold = Arc::new(Hold {
-            name: Arc::clone(name),
-            field: field.into(),
-            count: AtomicU32::new(1),
-            renewers: AtomicU32::new(u32::from(renew)),
-            lost: AtomicBool::new(false),
-            deadline: AtomicU64::new(0),
-        });
-        hold.leased(sent, lease);
-        entry.push(Arc::clone(&hold));
-        hold
-    }
-
-    /// Drops one acquisition (`renew`: one taken without an explicit lease);
-    /// `true` when it was the hold's last, which removes it from renewal.
-    pub fn released(&self, hold: &Arc<Hold>, renew: bool) -> bool {
-        if renew {
-            hold.renewers.fetch_sub(1, Ordering::AcqRel);
-        }
-        let last = hold.count.fetch_sub(1, Ordering::AcqRel) == 1;
-        if last {
-            self.remove(hold);
-        }
-        last
-    }
-
-    /// How many acquisitions this owner counts on `name`: those of its hold
-    /// that is not lost, or 0.
-    pub fn live_count(&self, name: &str, field: &str) -> u32 {
-        self.holds.lock().get(name).map_or(0, |entry| {
-            entry
-                .iter()
-                .find(|hold| &*hold.field == field && !hold.is_lost())
-                .map_or(0, |hold| hold.count.load(Ordering::Acquire))
-        })
-    }
-
-    /// The holds on `name` right now.
-    pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
-        self.holds.lock().get(name).cloned().unwrap_or_default()
-    }
-
-    /// Number of holds (one per thread and lock) currently registered.
-    pub fn len(&self) -> usize {
-        self.holds.lock().values().map(Vec::len).sum()
-    }
-
-    fn remove(&self, hold: &Arc<Hold>) {
-        let mut holds = self.holds.lock();
-        if let Some(entry) = holds.get_mut(&*hold.name) {
-            entry.retain(|other| !Arc::ptr_eq(other, hold));
-            if entry.is_empty() {
-                holds.remove(&*hold.name);
-            }
-        }
-    }
-
-    fn renewable(&self) -> Vec<Arc<Hold>> {
-        self.holds
-            .lock()
-            .values()
-            .flatten()
-            .filter(|hold| hold.renewers.load(Ordering::Acquire) > 0)
-            .cloned()
-            .collect()
-    }
-
-    /// Marks `hold` lost and stops renewing it; logs once if a guard still
-    /// relies on it.
-    pub fn lose(&self, hold: &Arc<Hold>, why: &str) {
-        lost(hold, why);
-        self.remove(hold);
-    }
-}
-
-/// Marks `hold` lost, with a warning the first time if a guard still relies on it.
-fn lost(hold: &Hold, why: &str) {
-    if hold.mark_lost() && hold.held() {
-        log::warn!(
-            "redisson-lock: lock `{}` held by {} was lost: {why}",
-            hold.name,
-            hold.field
-        );
-    }
-}
-
 /// The client's renewal thread. Dropping this stops it.
 pub(crate) struct Watchdog {
     /// Spent unlock latches waiting for the next batched `UNLINK`.
@@ -236,13 +48,19 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts the thread, which renews `registry`'s watchdog-mode holds to
     /// `lease` every `lease / 3`.
-    pub fn start(registry: Arc<Registry>, connector: Connector, lease: Duration) -> Result<Self> {
+    /// Its connection is opened here, on the caller's thread: a server that
+    /// cannot be reached fails the client's build.
+    pub fn start(registry: Arc<Registry>, pool: Arc<Pool>, lease: Duration) -> Result<Self> {
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let latches = Arc::new(Mutex::new(Vec::new()));
+        let con = pool
+            .connector()
+            .connect()
+            .map_err(|e| pool.connector().connect_error(e))?;
         let worker = Worker {
             registry,
-            connector,
-            con: None,
+            pool,
+            con: Some(con),
             lease,
             wake_rx,
             latches: Arc::clone(&latches),
@@ -276,7 +94,7 @@ impl Watchdog {
 
 struct Worker {
     registry: Arc<Registry>,
-    connector: Connector,
+    pool: Arc<Pool>,
     con: Option<redis::Connection>,
     lease: Duration,
     wake_rx: Receiver<()>,
@@ -319,12 +137,48 @@ impl Worker {
         }
     }
 
-    fn connection(&mut self) -> Result<&mut redis::Connection> {
-        if self.con.is_none() {
-            self.con = Some(self.connector.connect()?);
+    /// Runs `command` on the watchdog's connection, reopened if it was
+    /// dropped; if it cannot be reopened (the server refuses new clients),
+    /// on an idle pooled connection. A connection that dropped before the
+    /// command reached the server gets the command once more.
+    fn with_connection<T>(
+        &mut self,
+        mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        for attempt in 0..2 {
+            let con = match self.con.take() {
+                Some(con) => Some(con),
+                None => match self.pool.connector().connect() {
+                    Ok(con) => Some(con),
+                    Err(e) => {
+                        log::debug!("redisson-lock: watchdog cannot reconnect: {e}");
+                        None
+                    }
+                },
+            };
+            let result = match con {
+                Some(mut con) => {
+                    let result = command(&mut con);
+                    if !result.as_ref().is_err_and(Error::is_transient) {
+                        self.con = Some(con);
+                    }
+                    result
+                }
+                None => match self.pool.try_get_idle() {
+                    Some(mut pooled) => command(&mut pooled),
+                    None => Err(Error::Unavailable {
+                        reason: "the watchdog cannot connect and no pooled connection is idle"
+                            .into(),
+                    }),
+                },
+            };
+            match result {
+                Err(e) if attempt == 0 && e.is_connection_dropped() => continue,
+                other => return other,
+            }
         }
-        self.con.as_mut().ok_or_else(|| Error::Unavailable {
-            reason: "no watchdog connection".into(),
+        Err(Error::Unavailable {
+            reason: "the watchdog's connection keeps dropping".into(),
         })
     }
 
@@ -333,57 +187,93 @@ impl Worker {
         let mut due = Vec::new();
         for hold in self.registry.renewable() {
             if hold.is_lost() {
-                self.registry
-                    .lose(&hold, "its lease ran out before it could be renewed");
+                // Marked with its reason (the lease ran out) by `is_lost`.
+                self.registry.remove(&hold);
             } else {
                 due.push(hold);
             }
         }
+        if due.is_empty() {
+            return true;
+        }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
-        for chunk in due.chunks(RENEWAL_BATCH_SIZE) {
-            let mut sent = Instant::now();
-            let mut result = self.renew_chunk(chunk, lease_ms);
-            if result.as_ref().is_err_and(Error::is_connection_dropped) {
-                // The connection died since the last run (a server restart):
-                // the renewal never ran, so send it on a new one now rather
-                // than a retry delay later.
-                self.con = None;
-                sent = Instant::now();
-                result = self.renew_chunk(chunk, lease_ms);
-            }
-            match result {
-                Ok(renewed) => {
-                    for (hold, still_held) in chunk.iter().zip(renewed) {
-                        if !still_held {
-                            self.registry.lose(hold, "its key or owner field is gone");
-                        } else if hold.is_lost() {
-                            // Renewed too late to trust: stop renewing; the
-                            // guard's unlock deletes what is left.
-                            self.registry.remove(hold);
-                        } else {
-                            hold.renewed(sent, self.lease);
-                        }
-                    }
+        let lease = self.lease;
+        let tickets: Vec<_> = due.iter().map(|hold| hold.begin_lease(lease)).collect();
+        let chunks: Vec<Vec<(&str, &str)>> = due
+            .chunks(RENEWAL_BATCH_SIZE)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .map(|hold| (&*hold.name, &*hold.field))
+                    .collect()
+            })
+            .collect();
+        let started = Instant::now();
+        let result = self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms));
+        log::debug!(
+            "redisson-lock: renewed {} lock(s) in {} chunk(s) in {:?}",
+            due.len(),
+            chunks.len(),
+            started.elapsed()
+        );
+        let mut tickets = tickets.into_iter();
+        let replies = match result {
+            Ok(replies) => replies,
+            Err(e) => {
+                log::warn!(
+                    "redisson-lock: can't renew {} lock(s), will retry: {e}",
+                    due.len()
+                );
+                let outcome = LeaseOutcome::of_error(&e);
+                for (hold, ticket) in due.iter().zip(tickets) {
+                    hold.end_lease(ticket, outcome);
                 }
+                return false;
+            }
+        };
+        let mut complete = true;
+        for (chunk, reply) in due.chunks(RENEWAL_BATCH_SIZE).zip(replies) {
+            let states = match reply {
+                Ok(states) => states,
                 Err(e) => {
                     log::warn!(
                         "redisson-lock: can't renew {} lock(s), will retry: {e}",
-                        due.len()
+                        chunk.len()
                     );
-                    if e.is_transient() {
-                        self.con = None;
+                    complete = false;
+                    let outcome = LeaseOutcome::of_error(&e);
+                    for (hold, ticket) in chunk.iter().zip(tickets.by_ref()) {
+                        hold.end_lease(ticket, outcome);
                     }
-                    return false;
+                    continue;
                 }
+            };
+            for ((hold, state), ticket) in chunk.iter().zip(states).zip(tickets.by_ref()) {
+                self.renewed(hold, state, ticket);
             }
         }
-        true
+        complete
     }
 
-    fn renew_chunk(&mut self, chunk: &[Arc<Hold>], lease_ms: u64) -> Result<Vec<bool>> {
-        let con = self.connection()?;
-        let pairs = chunk.iter().map(|hold| (&*hold.name, &*hold.field));
-        scripts::renew_batch(con, pairs, lease_ms)
+    fn renewed(&self, hold: &Arc<Hold>, state: Renewed, ticket: crate::holds::LeaseTicket) {
+        match state {
+            Renewed::Held => {
+                hold.end_lease(ticket, LeaseOutcome::Set);
+                if hold.is_lost() {
+                    // Renewed too late to trust: stop renewing; the guard's
+                    // unlock deletes what is left.
+                    self.registry.remove(hold);
+                }
+            }
+            Renewed::Gone => {
+                hold.end_lease(ticket, LeaseOutcome::Untouched);
+                self.registry.lose(hold, LostReason::KeyGone);
+            }
+            Renewed::WrongType => {
+                hold.end_lease(ticket, LeaseOutcome::Untouched);
+                self.registry.lose(hold, LostReason::Overwritten);
+            }
+        }
     }
 
     fn flush_latches(&mut self) {
@@ -391,7 +281,7 @@ impl Worker {
         if latches.is_empty() {
             return;
         }
-        let result = self.connection().and_then(|con| {
+        let result = self.with_connection(|con| {
             for chunk in latches.chunks(1000) {
                 redis::cmd("UNLINK").arg(chunk).query::<()>(con)?;
             }
@@ -400,9 +290,6 @@ impl Worker {
         if let Err(e) = result {
             // Harmless: latches expire on their own within seconds.
             log::debug!("redisson-lock: can't delete unlock latches: {e}");
-            if e.is_transient() {
-                self.con = None;
-            }
         }
     }
 }

@@ -10,7 +10,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::{Client, Error, LostReason};
 use support::{RedisServer, eventually, logs};
 
 #[test]
@@ -64,7 +64,10 @@ fn lease_runs_out_while_redis_is_frozen_then_locking_works_again() {
     );
     assert!(guard.is_lost(), "lost is for good");
     match guard.unlock() {
-        Err(Error::Lost { name: lost }) => assert_eq!(lost, name),
+        Err(Error::Lost { name: lost, reason }) => {
+            assert_eq!(lost, name);
+            assert_eq!(reason, LostReason::LeaseExpired);
+        }
         other => panic!("unlock of a lost guard returned {other:?}"),
     }
     assert_eq!(client.diagnostics().registered_holds, 0);

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::{Client, Error, LostReason};
 use support::{RedisServer, eventually};
 
 const JAVA_FIELD: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d:77";
@@ -87,7 +87,9 @@ fn force_unlock_makes_this_clients_guards_lost() {
     // Someone else takes it; the lost guards must not release it.
     let other = Client::open(server.url()).expect("other client");
     let theirs = other.lock("mine").lock().expect("other's lock");
-    assert!(matches!(second.unlock(), Err(Error::Lost { name }) if name == "mine"));
+    assert!(
+        matches!(second.unlock(), Err(Error::Lost { name, reason: LostReason::ForceUnlocked }) if name == "mine")
+    );
     assert!(matches!(
         first.unlock(),
         Err(Error::Lost { .. } | Error::NotHeld { .. })

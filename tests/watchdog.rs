@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::{Client, Error, LostReason};
 use support::{RedisServer, eventually, logs};
 
 const FOREIGN_FIELD: &str = "c0ffee00-1234-4567-89ab-cdef01234567:5";
@@ -149,7 +149,7 @@ fn deleted_lock_is_reported_lost_with_a_warning_naming_it() {
     }));
     let result = guard.unlock();
     assert!(
-        matches!(result, Err(Error::Lost { ref name }) if name == "deleted-under-me")
+        matches!(result, Err(Error::Lost { ref name, reason: LostReason::KeyGone }) if name == "deleted-under-me")
             || matches!(result, Err(Error::NotHeld { .. })),
         "{result:?}"
     );

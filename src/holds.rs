@@ -1,0 +1,410 @@
+//! This client's own account of the locks its threads hold: one [`Hold`] per
+//! `(lock name, owner field)`, shared by every guard of that pair, in a
+//! [`Registry`] that the watchdog renews from.
+//!
+//! A hold is lost, for good and with a [`LostReason`], when a renewal or an
+//! unlock finds its owner field gone or its key overwritten, when its lease
+//! runs out by the local monotonic clock before a renewal got through, or
+//! when the lock is force-unlocked here.
+//!
+//! # When the lease runs out
+//!
+//! Several commands set the key's TTL: the acquire and each reentry, a
+//! partial unlock, each renewal. They can be in flight at once (a renewal on
+//! the watchdog's connection, a reentry with a shorter lease on a pooled
+//! one), and Redis runs them in an order the client cannot see. So the hold
+//! keeps every command that may have been the last to set the TTL, and its
+//! deadline is the earliest `sent + lease` among them: a lower bound of the
+//! key's expiry whichever ran last. A command stops counting once another
+//! one, sent after its reply arrived, has been answered: that one surely ran
+//! later. [`Hold::is_lost`] therefore turns `true` no later than Redis
+//! expires the key, whatever the interleaving of renewals, reentries with
+//! explicit leases and partial unlocks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::LostReason;
+
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn nanos_since_epoch(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `sent + lease` in ns since [`EPOCH`], saturating (never "already over").
+fn deadline_after(sent: Instant, lease: Duration) -> u64 {
+    let lease = u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX);
+    nanos_since_epoch(sent).saturating_add(lease)
+}
+
+/// One thread's hold on one lock, shared by all its guards.
+pub(crate) struct Hold {
+    pub name: Arc<str>,
+    pub field: Arc<str>,
+    /// Local acquisitions not yet released.
+    count: AtomicU32,
+    /// Of those, how many were taken without an explicit lease: the
+    /// watchdog renews the hold while there is at least one (Redisson drops
+    /// the renewal with the unlock of the acquisition that registered it).
+    renewers: AtomicU32,
+    /// 0 while held, else the [`LostReason`]'s code.
+    lost: AtomicU8,
+    /// The earliest moment the key may expire, in ns since [`EPOCH`]: the
+    /// minimum over `ledger`, cached for a lock-free [`Hold::is_lost`].
+    deadline: AtomicU64,
+    ledger: Mutex<Ledger>,
+}
+
+/// The commands that may have set the key's TTL last (see the module docs).
+#[derive(Default)]
+struct Ledger {
+    /// Orders the starts and ends of commands.
+    clock: u64,
+    entries: Vec<LeaseEntry>,
+}
+
+struct LeaseEntry {
+    ticket: u64,
+    /// `sent + lease`, ns since [`EPOCH`].
+    expires: u64,
+    /// `clock` when it was sent, and when its reply came (`None`: in flight).
+    started: u64,
+    ended: Option<u64>,
+}
+
+/// One command that sets the TTL, from send to reply; see [`Hold::begin_lease`].
+#[must_use = "a lease command must be ended"]
+pub(crate) struct LeaseTicket(u64);
+
+/// What a TTL-setting command turned out to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeaseOutcome {
+    /// It ran and set the TTL: it ran after every command answered before
+    /// it was sent, which no longer count.
+    Set,
+    /// It may have run (no reply: a timeout, a dropped connection): it
+    /// counts, but proves nothing about the others.
+    Unknown,
+    /// It surely did not touch the TTL (the server answered otherwise, or
+    /// refused it).
+    Untouched,
+}
+
+impl LeaseOutcome {
+    /// The outcome of a command that failed with `error`: an error reply
+    /// from the server proves the command did not set the TTL (our scripts
+    /// check before they write); anything else leaves it unknown.
+    pub fn of_error(error: &crate::Error) -> LeaseOutcome {
+        match error {
+            crate::Error::Redis(e) if e.code().is_some() => LeaseOutcome::Untouched,
+            crate::Error::ForkedProcess { .. } => LeaseOutcome::Untouched,
+            _ => LeaseOutcome::Unknown,
+        }
+    }
+}
+
+impl Hold {
+    fn new(name: &Arc<str>, field: &str, renew: bool, sent: Instant, lease: Duration) -> Hold {
+        let expires = deadline_after(sent, lease);
+        Hold {
+            name: Arc::clone(name),
+            field: field.into(),
+            count: AtomicU32::new(1),
+            renewers: AtomicU32::new(u32::from(renew)),
+            lost: AtomicU8::new(0),
+            deadline: AtomicU64::new(expires),
+            ledger: Mutex::new(Ledger {
+                clock: 2,
+                entries: vec![LeaseEntry {
+                    ticket: 0,
+                    expires,
+                    started: 0,
+                    ended: Some(1),
+                }],
+            }),
+        }
+    }
+
+    /// Lost for good, or past its lease by the local clock. No round trip.
+    pub fn is_lost(&self) -> bool {
+        self.lost_reason().is_some()
+    }
+
+    /// Why the hold is lost, `None` while it is not known to be.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        if let Some(reason) = LostReason::from_code(self.lost.load(Ordering::Acquire)) {
+            return Some(reason);
+        }
+        if nanos_since_epoch(Instant::now()) >= self.deadline.load(Ordering::Acquire) {
+            self.mark_lost(LostReason::LeaseExpired);
+            return LostReason::from_code(self.lost.load(Ordering::Acquire));
+        }
+        None
+    }
+
+    /// Marks the hold lost (the first reason wins), with a warning the first
+    /// time if a guard still relies on it.
+    pub fn mark_lost(&self, reason: LostReason) {
+        let first = self
+            .lost
+            .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if first && self.held() {
+            log::warn!(
+                "redisson-lock: lock `{}` held by {} was lost: {reason}",
+                self.name,
+                self.field
+            );
+        }
+    }
+
+    /// Records that a command that sets the key's TTL to `lease` is about
+    /// to be sent. Until it is ended, the hold's deadline counts with it.
+    pub fn begin_lease(&self, lease: Duration) -> LeaseTicket {
+        let expires = deadline_after(Instant::now(), lease);
+        let mut ledger = self.ledger.lock();
+        ledger.clock += 1;
+        let started = ledger.clock;
+        ledger.entries.push(LeaseEntry {
+            ticket: started,
+            expires,
+            started,
+            ended: None,
+        });
+        self.publish_deadline(&ledger);
+        LeaseTicket(started)
+    }
+
+    /// Records the reply (or the failure) of a command begun with
+    /// [`Hold::begin_lease`].
+    pub fn end_lease(&self, ticket: LeaseTicket, outcome: LeaseOutcome) {
+        let mut ledger = self.ledger.lock();
+        ledger.clock += 1;
+        let now = ledger.clock;
+        let Some(index) = ledger.entries.iter().position(|e| e.ticket == ticket.0) else {
+            return;
+        };
+        match outcome {
+            LeaseOutcome::Untouched => {
+                ledger.entries.swap_remove(index);
+            }
+            LeaseOutcome::Unknown => ledger.entries[index].ended = Some(now),
+            LeaseOutcome::Set => {
+                let started = ledger.entries[index].started;
+                ledger.entries[index].ended = Some(now);
+                // Commands answered before this one was sent ran before it.
+                ledger
+                    .entries
+                    .retain(|e| e.ended.is_none_or(|ended| ended > started));
+            }
+        }
+        self.publish_deadline(&ledger);
+    }
+
+    fn publish_deadline(&self, ledger: &Ledger) {
+        if let Some(earliest) = ledger.entries.iter().map(|e| e.expires).min() {
+            self.deadline.store(earliest, Ordering::Release);
+        }
+    }
+
+    fn held(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
+    pub fn renews(&self) -> bool {
+        self.renewers.load(Ordering::Acquire) > 0
+    }
+}
+
+/// Every hold of one client, by lock name.
+#[derive(Default)]
+pub(crate) struct Registry {
+    holds: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+}
+
+impl Registry {
+    /// Records a successful acquire sent at `sent` with `lease`. `reentered`
+    /// is the live hold the acquire was sent for (its lease command already
+    /// ended by the caller), joined by this acquisition; without it a new
+    /// hold starts, and any earlier hold of this owner is lost: `replaced`
+    /// says Redis reported it gone.
+    pub fn acquired(
+        &self,
+        name: &Arc<str>,
+        field: &str,
+        lease: Duration,
+        renew: bool,
+        sent: Instant,
+        reentered: Option<&Arc<Hold>>,
+    ) -> Arc<Hold> {
+        if let Some(hold) = reentered {
+            hold.count.fetch_add(1, Ordering::AcqRel);
+            hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
+            return Arc::clone(hold);
+        }
+        let hold = Arc::new(Hold::new(name, field, renew, sent, lease));
+        let mut holds = self.holds.lock();
+        let entry = match holds.get_mut(&**name) {
+            Some(entry) => entry,
+            None => holds.entry(name.to_string()).or_default(),
+        };
+        entry.retain(|old| {
+            if &*old.field != field {
+                return true;
+            }
+            old.mark_lost(LostReason::Replaced);
+            false
+        });
+        entry.push(Arc::clone(&hold));
+        hold
+    }
+
+    /// Drops one acquisition (`renew`: one taken without an explicit lease);
+    /// `true` when it was the hold's last, which removes it from renewal.
+    pub fn released(&self, hold: &Arc<Hold>, renew: bool) -> bool {
+        if renew {
+            hold.renewers.fetch_sub(1, Ordering::AcqRel);
+        }
+        let last = hold.count.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            self.remove(hold);
+        }
+        last
+    }
+
+    /// This owner's live hold on `name`, if it has one that is not lost.
+    pub fn live(&self, name: &str, field: &str) -> Option<Arc<Hold>> {
+        self.holds.lock().get(name).and_then(|entry| {
+            entry
+                .iter()
+                .find(|hold| &*hold.field == field && !hold.is_lost())
+                .cloned()
+        })
+    }
+
+    /// How many acquisitions a hold counts.
+    pub fn count(hold: &Hold) -> u32 {
+        hold.count.load(Ordering::Acquire)
+    }
+
+    /// The holds on `name` right now.
+    pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
+        self.holds.lock().get(name).cloned().unwrap_or_default()
+    }
+
+    /// Number of holds (one per thread and lock) currently registered.
+    pub fn len(&self) -> usize {
+        self.holds.lock().values().map(Vec::len).sum()
+    }
+
+    /// Stops tracking `hold` (its lease is no longer renewed).
+    pub fn remove(&self, hold: &Arc<Hold>) {
+        let mut holds = self.holds.lock();
+        if let Some(entry) = holds.get_mut(&*hold.name) {
+            entry.retain(|other| !Arc::ptr_eq(other, hold));
+            if entry.is_empty() {
+                holds.remove(&*hold.name);
+            }
+        }
+    }
+
+    /// The holds the watchdog renews.
+    pub fn renewable(&self) -> Vec<Arc<Hold>> {
+        self.holds
+            .lock()
+            .values()
+            .flatten()
+            .filter(|hold| hold.renews())
+            .cloned()
+            .collect()
+    }
+
+    /// Marks `hold` lost and stops renewing it.
+    pub fn lose(&self, hold: &Arc<Hold>, reason: LostReason) {
+        hold.mark_lost(reason);
+        self.remove(hold);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(lease: Duration) -> Hold {
+        let name: Arc<str> = "l".into();
+        Hold::new(&name, "f", true, Instant::now(), lease)
+    }
+
+    fn deadline_in(hold: &Hold) -> Duration {
+        let now = nanos_since_epoch(Instant::now());
+        Duration::from_nanos(hold.deadline.load(Ordering::Acquire).saturating_sub(now))
+    }
+
+    const LONG: Duration = Duration::from_secs(3);
+    const SHORT: Duration = Duration::from_millis(500);
+
+    #[test]
+    fn a_renewal_answered_after_a_shorter_reentry_does_not_extend_the_deadline() {
+        let hold = hold(LONG);
+        let renewal = hold.begin_lease(LONG);
+        let reentry = hold.begin_lease(SHORT);
+        hold.end_lease(reentry, LeaseOutcome::Set);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        // Either may have run last: the short lease bounds the deadline.
+        assert!(deadline_in(&hold) <= SHORT);
+    }
+
+    #[test]
+    fn a_command_sent_after_a_reply_supersedes_it() {
+        let hold = hold(SHORT);
+        let renewal = hold.begin_lease(LONG);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        assert!(
+            deadline_in(&hold) > SHORT,
+            "the renewal ran after the acquire"
+        );
+        let reentry = hold.begin_lease(SHORT);
+        assert!(
+            deadline_in(&hold) <= SHORT,
+            "in flight, it may already have run"
+        );
+        hold.end_lease(reentry, LeaseOutcome::Set);
+        let renewal = hold.begin_lease(LONG);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        assert!(deadline_in(&hold) > SHORT);
+        assert_eq!(hold.ledger.lock().entries.len(), 1);
+    }
+
+    #[test]
+    fn a_command_without_a_reply_counts_but_supersedes_nothing() {
+        let hold = hold(SHORT);
+        let renewal = hold.begin_lease(LONG);
+        hold.end_lease(renewal, LeaseOutcome::Unknown);
+        assert!(deadline_in(&hold) <= SHORT, "the renewal may not have run");
+        let renewal = hold.begin_lease(LONG);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        assert!(deadline_in(&hold) > SHORT);
+    }
+
+    #[test]
+    fn a_command_that_did_not_run_does_not_count() {
+        let hold = hold(LONG);
+        let attempt = hold.begin_lease(SHORT);
+        hold.end_lease(attempt, LeaseOutcome::Untouched);
+        assert!(deadline_in(&hold) > SHORT);
+    }
+
+    #[test]
+    fn the_lease_running_out_is_a_reason() {
+        let hold = hold(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(hold.lost_reason(), Some(LostReason::LeaseExpired));
+        hold.mark_lost(LostReason::KeyGone);
+        assert_eq!(hold.lost_reason(), Some(LostReason::LeaseExpired));
+    }
+}

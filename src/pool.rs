@@ -1,0 +1,210 @@
+//! The client's pool of command connections.
+//!
+//! Written here rather than taken from r2d2, whose behaviour is wrong for a
+//! lock library in three ways: it retries a refused connect in the
+//! background until the checkout times out (a server that is down costs every
+//! caller the whole connect timeout, 10 s by default, instead of an answer at
+//! once), it logs every failed attempt at ERROR level, and its reaper thread
+//! outlives the pool by up to 30 s. This pool opens connections on the
+//! calling thread, reports the first failure to that caller, and has no
+//! thread at all.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::{ConnectionLike, RedisError, RedisResult, Value};
+
+use crate::connection::{Connector, PooledConnection};
+use crate::error::{Error, Result};
+
+/// At most `max` connections, opened on demand and kept while idle.
+pub(crate) struct Pool {
+    connector: Connector,
+    max: u32,
+    state: Mutex<State>,
+    /// Signalled when a connection is returned or a slot frees up.
+    returned: Condvar,
+}
+
+struct State {
+    idle: Vec<PooledConnection>,
+    /// Connections in existence or being opened, idle ones included.
+    open: u32,
+}
+
+/// A connection checked out of the [`Pool`]; returned to it on drop unless
+/// it broke.
+pub(crate) struct Checkout<'a> {
+    pool: &'a Pool,
+    con: Option<PooledConnection>,
+}
+
+impl Pool {
+    pub fn new(connector: Connector, max: u32) -> Pool {
+        Pool {
+            connector,
+            max,
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            returned: Condvar::new(),
+        }
+    }
+
+    /// An idle connection, or a new one while fewer than `max` exist, or the
+    /// first one returned within the connect timeout.
+    ///
+    /// Opening a connection happens on the calling thread: a refused
+    /// connection or a rejected password is reported at once (a wrong
+    /// password as a permanent [`Error::Redis`]), only a silent server costs
+    /// the connect timeout. Costs no round trip when an idle connection is
+    /// known good; one `PING` when it was idle while another connection was
+    /// found dropped.
+    pub fn get(&self) -> Result<Checkout<'_>> {
+        self.get_within(Duration::ZERO)
+    }
+
+    /// [`Pool::get`], but a refused connect is tried again for up to
+    /// `grace`: for a command whose connection just dropped, as when the
+    /// server restarts, which takes it a moment to listen again.
+    pub fn get_within(&self, grace: Duration) -> Result<Checkout<'_>> {
+        let until = Instant::now() + grace;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match self.checkout_or_open() {
+                Err(e) if e.is_connection_refusal() && Instant::now() + pause < until => {
+                    std::thread::sleep(pause);
+                    pause *= 2;
+                }
+                Err(e) => return Err(self.connector.connect_error(e)),
+                Ok(Ok(con)) => return Ok(con),
+                Ok(Err(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// A connection, the connect error (`Err`), or the pool's own error.
+    fn checkout_or_open(&self) -> RedisResult<Result<Checkout<'_>>> {
+        let mut deadline: Option<Instant> = None;
+        let mut state = self.state.lock();
+        loop {
+            if let Some(mut con) = state.idle.pop() {
+                drop(state);
+                if self.connector.validate(&mut con).is_ok() {
+                    return Ok(Ok(self.checkout(con)));
+                }
+                // Dead while idle: forget it and look again.
+                state = self.state.lock();
+                state.open -= 1;
+                continue;
+            }
+            if state.open < self.max {
+                state.open += 1;
+                drop(state);
+                return match self.connector.open_pooled() {
+                    Ok(con) => Ok(Ok(self.checkout(con))),
+                    Err(e) => {
+                        self.forget();
+                        Err(e)
+                    }
+                };
+            }
+            let deadline =
+                *deadline.get_or_insert_with(|| Instant::now() + self.connector.connect_timeout);
+            if self.returned.wait_until(&mut state, deadline).timed_out() && state.idle.is_empty() {
+                return Ok(Err(Error::Unavailable {
+                    reason: format!(
+                        "all {} pooled connections stayed busy for {:?}",
+                        self.max, self.connector.connect_timeout
+                    ),
+                }));
+            }
+        }
+    }
+
+    /// An idle connection if there is one; never opens one or waits.
+    pub fn try_get_idle(&self) -> Option<Checkout<'_>> {
+        let con = self.state.lock().idle.pop()?;
+        Some(self.checkout(con))
+    }
+
+    /// Connections that exist, and of those how many are idle.
+    pub fn state(&self) -> (u32, u32) {
+        let state = self.state.lock();
+        (
+            state.open,
+            u32::try_from(state.idle.len()).unwrap_or(u32::MAX),
+        )
+    }
+
+    pub fn connector(&self) -> &Connector {
+        &self.connector
+    }
+
+    fn checkout(&self, con: PooledConnection) -> Checkout<'_> {
+        Checkout {
+            pool: self,
+            con: Some(con),
+        }
+    }
+
+    /// One connection less exists (closed or never opened).
+    fn forget(&self) {
+        self.state.lock().open -= 1;
+        self.returned.notify_one();
+    }
+
+    fn put_back(&self, con: PooledConnection) {
+        self.state.lock().idle.push(con);
+        self.returned.notify_one();
+    }
+}
+
+impl Checkout<'_> {
+    fn inner(&mut self) -> RedisResult<&mut PooledConnection> {
+        // `con` is only taken by `drop`.
+        self.con
+            .as_mut()
+            .ok_or_else(|| RedisError::from((redis::ErrorKind::Io, "connection returned")))
+    }
+}
+
+impl ConnectionLike for Checkout<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.inner()?.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.inner()?.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.con.as_ref().map_or(0, ConnectionLike::get_db)
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.inner().is_ok_and(ConnectionLike::check_connection)
+    }
+
+    fn is_open(&self) -> bool {
+        self.con.as_ref().is_some_and(ConnectionLike::is_open)
+    }
+}
+
+impl Drop for Checkout<'_> {
+    fn drop(&mut self) {
+        if let Some(con) = self.con.take() {
+            if con.is_open() {
+                self.pool.put_back(con);
+            } else {
+                self.pool.forget();
+            }
+        }
+    }
+}
