@@ -64,6 +64,7 @@
 //!
 //! [Redisson]: https://redisson.org
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
     not(test),
