@@ -1,9 +1,8 @@
--- Release one hold of a Redisson RLock, idempotently (PROTOCOL §2.2, §1.7).
+-- Release one hold of a Redisson RLock, idempotently (PROTOCOL §2.2, §1.7):
+-- Redisson's unlock, used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = unlock channel, KEYS[3] = unlock latch
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial release,
--- ARGV[3] = owner field, ARGV[4] = "publish" or "spublish", ARGV[5] = latch TTL in ms,
--- ARGV[6] = "1" when this is the caller's last hold: the lock is freed whatever
--- count its field holds (a count left by a lost acquire reply must not keep it).
+-- ARGV[3] = owner field, ARGV[4] = "publish" or "spublish", ARGV[5] = latch TTL in ms.
 -- Returns 1 when the lock was freed, 0 when holds remain, nil when not held.
 -- A replay with the same latch returns the first outcome without touching the lock.
 local replay = redis.call('get', KEYS[3])
@@ -13,7 +12,7 @@ end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   return nil
 end
-if ARGV[6] ~= '1' and redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
   redis.call('set', KEYS[3], 0, 'px', ARGV[5])
   return 0

@@ -60,7 +60,8 @@ pub(crate) struct Inner {
     /// The process that built the client (see [`Error::ForkedProcess`]).
     pub pid: u32,
     pub registry: Arc<Registry>,
-    pub watchdog: Watchdog,
+    /// Held for its `Drop`, which stops the renewal thread.
+    pub _watchdog: Watchdog,
     pub subscriber: Subscriber,
     /// `publish` on a standalone server (PROTOCOL §1.6).
     pub publish: &'static str,
@@ -198,9 +199,10 @@ impl Client {
     /// answered a `PING`, so a restarted server costs callers nothing once it
     /// is back. (A command lost with a connection that dropped after the
     /// server ran it is sent twice: every lock command is safe to repeat when
-    /// it knows it is a resend. An acquire sets the thread's own count, an
-    /// unlock replays its latch, a force unlock then reports `false` for a
-    /// lock it did delete.) A reply that does not come within the response
+    /// it knows it is a resend. An acquire sets the thread's own count, a
+    /// guard's release sets the count it keeps, an unlock with a request id
+    /// replays its latch, a force unlock then reports `false` for a lock it
+    /// did delete.) A reply that does not come within the response
     /// timeout is [`Error::Timeout`] for `operation`.
     pub(crate) fn with_connection<T>(
         &self,
@@ -288,9 +290,12 @@ impl ClientBuilder {
         self
     }
 
-    /// How often an unlock whose reply was lost is sent again with the same
-    /// request id, and how long to pause before each retry (default 3 times,
-    /// 500 ms). The unlock latch makes these retries safe.
+    /// How often an unlock whose reply was lost (a response timeout, a
+    /// dropped connection) is sent again, and how long to pause before each
+    /// retry (default 3 times, 500 ms). A guard's release sets the count the
+    /// thread keeps and an unlock with a request id replays its latch, so
+    /// these retries never release twice. No retry is made when no
+    /// connection can be had at all: the server refusing is an answer.
     pub fn unlock_retries(mut self, attempts: u32, delay: Duration) -> Self {
         self.config.retry_attempts = attempts;
         self.config.retry_delay = delay;
@@ -370,7 +375,7 @@ impl ClientBuilder {
                 pool,
                 pid: std::process::id(),
                 registry,
-                watchdog,
+                _watchdog: watchdog,
                 subscriber,
                 publish: "publish",
             }),

@@ -9,7 +9,7 @@ use redis::Commands;
 
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome};
+use crate::holds::{Hold, LeaseOutcome, Registry};
 use crate::keys;
 use crate::owner;
 use crate::scripts::{self, Acquire, UnlockArgs, UnlockOutcome, lease_millis};
@@ -261,8 +261,8 @@ impl Lock {
         // It sets the TTL when holds remain: a command the hold must count.
         let lease = self.lease()?.0;
         let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
-        // The caller knows this id and may send it again: keep its latch.
-        let result = self.unlock_raw(&field, request_id, false, false);
+        // The caller knows this id and may send it again: the latch stays.
+        let result = self.unlock_raw(&field, Unlock::Latched(request_id));
         if let (Some(hold), Some(ticket)) = (&hold, ticket) {
             let outcome = match &result {
                 Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
@@ -386,22 +386,24 @@ impl Lock {
         }))
     }
 
-    /// Runs the unlock script, retrying transport failures with the same
-    /// request id while its latch is sure to outlive the retry; `Ok(None)` when
-    /// `field` does not hold the lock. `last`: the caller's last hold, which
-    /// frees the lock whatever count Redis has. With `discard_latch`, the latch
-    /// is deleted soon after a reply (no one else knows a fresh id, so no one
-    /// can replay it).
-    fn unlock_raw(
-        &self,
-        field: &str,
-        request_id: &RequestId,
-        last: bool,
-        discard_latch: bool,
-    ) -> Result<Option<UnlockOutcome>> {
+    /// Sends an unlock, retrying transport failures (never when no
+    /// connection could be had); `Ok(None)` when `field` does not hold the
+    /// lock.
+    ///
+    /// - [`Unlock::Latched`] is Redisson's unlock with the caller's request
+    ///   id: a retry within the latch TTL returns the first outcome.
+    /// - [`Unlock::Release`] is the guards' own, which sets the count to
+    ///   what the thread keeps: a retry sets the same count or finds the
+    ///   field gone, so it needs no latch. When an earlier attempt may have
+    ///   run, a field found gone means that attempt freed the lock.
+    fn unlock_raw(&self, field: &str, unlock: Unlock<'_>) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
+        let config = &inner.config;
         let (_, lease_ms) = self.lease()?;
-        let latch = keys::unlock_latch(&self.name, request_id.as_str());
+        let latch = match unlock {
+            Unlock::Latched(request_id) => keys::unlock_latch(&self.name, request_id.as_str()),
+            Unlock::Release { .. } => String::new(),
+        };
         let args = UnlockArgs {
             name: &self.name,
             channel: &self.channel,
@@ -409,20 +411,33 @@ impl Lock {
             lease_ms,
             field,
             publish: inner.publish,
-            latch_ttl_ms: inner.config.latch_ttl_ms(),
-            last,
+            latch_ttl_ms: config.latch_ttl_ms(),
         };
-        let config = &inner.config;
-        // A retry must reach Redis while the first attempt's latch lives, or
-        // it could release a second hold.
-        let retry_window = Duration::from_millis(args.latch_ttl_ms)
-            .saturating_sub(config.response_timeout.saturating_add(config.retry_delay));
+        // A latched retry must reach Redis while the first attempt's latch
+        // lives, or it could release a second hold.
+        let retry_window = match unlock {
+            Unlock::Latched(_) => Duration::from_millis(args.latch_ttl_ms)
+                .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
+            Unlock::Release { .. } => Duration::MAX,
+        };
         let first_sent = Instant::now();
         let mut retries = 0;
         loop {
-            let result = self
-                .client
-                .with_connection("unlock", |con, _| scripts::unlock(con, &args));
+            let result = self.client.with_connection("unlock", |con, resend| {
+                let outcome = match unlock {
+                    Unlock::Latched(_) => scripts::unlock(con, &args)?,
+                    Unlock::Release { remaining } => scripts::release(con, &args, remaining)?,
+                };
+                // A resend of a release that finds the field gone: the
+                // first one freed it (its reply was lost).
+                let may_have_run = resend || retries > 0;
+                Ok(match (unlock, outcome) {
+                    (Unlock::Release { remaining: 0 }, None) if may_have_run => {
+                        Some(UnlockOutcome::Released)
+                    }
+                    (_, outcome) => outcome,
+                })
+            });
             match result {
                 // No connection to be had (refused, silent, pool busy) is an
                 // answer: the lock expires by its lease, and waiting here for
@@ -436,16 +451,10 @@ impl Lock {
                 {
                     retries += 1;
                     log::debug!(
-                        "redisson-lock: unlock of `{}` failed ({e}), retry {retries} with request {request_id}",
+                        "redisson-lock: unlock of `{}` failed ({e}), retry {retries}",
                         self.name
                     );
                     std::thread::sleep(config.retry_delay);
-                }
-                Ok(Some(outcome)) => {
-                    if discard_latch {
-                        inner.watchdog.discard_latch(latch);
-                    }
-                    return Ok(Some(outcome));
                 }
                 other => return other,
             }
@@ -488,6 +497,15 @@ impl Lock {
             thread_id: owner::current_thread_id(),
         }
     }
+}
+
+/// Which unlock [`Lock::unlock_raw`] sends.
+#[derive(Clone, Copy)]
+enum Unlock<'a> {
+    /// Redisson's, with the caller's request id and its latch.
+    Latched(&'a RequestId),
+    /// The guards' own: `remaining` holds are kept (0: free the lock).
+    Release { remaining: u32 },
 }
 
 impl fmt::Debug for Lock {
@@ -544,14 +562,14 @@ impl LockGuard {
         let hold = &self.hold;
         // Unregister first so that a renewal racing with this unlock does not
         // report a lock we are giving up as lost.
+        let remaining = Registry::count(hold).saturating_sub(1);
         let last = registry.released(hold, self.renew);
-        let request_id = lock.client.next_request_id();
         if let Some(reason) = hold.lost_reason() {
             // Clean up what may be left (a renewal that landed late) once the
             // last guard of the lost hold goes, unless this thread has taken
             // the lock again since.
             if last && registry.live(&hold.name, &hold.field).is_none() {
-                let _ = lock.unlock_raw(&hold.field, &request_id, true, true);
+                let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
             }
             return Err(lock.lost(reason));
         }
@@ -560,7 +578,8 @@ impl LockGuard {
             .then(|| lock.lease().ok())
             .flatten()
             .map(|(lease, _)| hold.begin_lease(lease));
-        let result = lock.unlock_raw(&hold.field, &request_id, last, true);
+        let remaining = if last { 0 } else { remaining.max(1) };
+        let result = lock.unlock_raw(&hold.field, Unlock::Release { remaining });
         if let Some(ticket) = ticket {
             let outcome = match &result {
                 Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 struct Scripts {
     acquire: Script,
     unlock: Script,
+    release: Script,
     force_unlock: Script,
     renew_batch: Script,
 }
@@ -20,6 +21,7 @@ struct Scripts {
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: Script::new(include_str!("../lua/rlock_acquire.lua")),
     unlock: Script::new(include_str!("../lua/rlock_unlock.lua")),
+    release: Script::new(include_str!("../lua/rlock_release.lua")),
     force_unlock: Script::new(include_str!("../lua/rlock_force_unlock.lua")),
     renew_batch: Script::new(include_str!("../lua/rlock_renew_batch.lua")),
 });
@@ -60,8 +62,6 @@ pub(crate) struct UnlockArgs<'a> {
     pub field: &'a str,
     pub publish: &'a str,
     pub latch_ttl_ms: u64,
-    /// The caller's last hold: free the lock whatever its count says.
-    pub last: bool,
 }
 
 /// One acquire attempt by `field`, which knows it already has `known` holds
@@ -112,8 +112,32 @@ pub(crate) fn unlock(
         .arg(args.field)
         .arg(args.publish)
         .arg(args.latch_ttl_ms)
-        .arg(if args.last { "1" } else { "0" })
         .invoke(con)?;
+    unlock_outcome(reply)
+}
+
+/// Releases one hold of `field`, which keeps `remaining` holds after it
+/// (0: the lock is freed); `Ok(None)` means the owner does not hold the lock
+/// (see `lua/rlock_release.lua`).
+pub(crate) fn release(
+    con: &mut dyn ConnectionLike,
+    args: &UnlockArgs<'_>,
+    remaining: u32,
+) -> Result<Option<UnlockOutcome>> {
+    let reply: Option<i64> = SCRIPTS
+        .release
+        .key(args.name)
+        .key(args.channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(args.lease_ms)
+        .arg(args.field)
+        .arg(args.publish)
+        .arg(remaining)
+        .invoke(con)?;
+    unlock_outcome(reply)
+}
+
+fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
     match reply {
         None => Ok(None),
         Some(1) => Ok(Some(UnlockOutcome::Released)),

@@ -7,16 +7,12 @@
 //! later refuses new clients (`maxclients`) does not cost the locks their
 //! renewals. If it drops and cannot be reopened, a run borrows an idle
 //! connection from the command pool.
-//!
-//! The same thread deletes spent unlock latches in batches, off the unlock
-//! path (Redisson sends one `DEL` per unlock; the keys also expire on their own).
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use crate::error::{Error, LostReason, Result};
@@ -27,9 +23,6 @@ use crate::scripts::{self, Renewed};
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
 
-/// Unlock latches are collected for this long before one `UNLINK` deletes them.
-const LATCH_FLUSH_DELAY: Duration = Duration::from_millis(100);
-
 /// After a failed renewal run, the next one comes a tenth of the lease later,
 /// within these bounds (and never later than the next regular tick): a server
 /// that answers BUSY or LOADING for less than the lease minus one period must
@@ -39,20 +32,18 @@ const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 
 /// The client's renewal thread. Dropping this stops it.
 pub(crate) struct Watchdog {
-    /// Spent unlock latches waiting for the next batched `UNLINK`.
-    latches: Arc<Mutex<Vec<String>>>,
-    /// Wakes the thread when a batch starts; dropping it stops the thread.
-    wake: Sender<()>,
+    /// Never sent on: dropping it disconnects the thread's receiver.
+    _stop: Sender<()>,
 }
 
 impl Watchdog {
     /// Starts the thread, which renews `registry`'s watchdog-mode holds to
     /// `lease` every `lease / 3`.
+    ///
     /// Its connection is opened here, on the caller's thread: a server that
     /// cannot be reached fails the client's build.
     pub fn start(registry: Arc<Registry>, pool: Arc<Pool>, lease: Duration) -> Result<Self> {
-        let (wake, wake_rx) = crossbeam_channel::bounded(1);
-        let latches = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let con = pool
             .connector()
             .connect()
@@ -62,8 +53,7 @@ impl Watchdog {
             pool,
             con: Some(con),
             lease,
-            wake_rx,
-            latches: Arc::clone(&latches),
+            stop_rx,
         };
         thread::Builder::new()
             .name("rlock-watchdog".into())
@@ -71,24 +61,7 @@ impl Watchdog {
             .map_err(|e| Error::Unavailable {
                 reason: format!("cannot start the watchdog thread: {e}"),
             })?;
-        Ok(Watchdog { latches, wake })
-    }
-
-    /// Schedules deletion of a spent unlock latch.
-    pub fn discard_latch(&self, latch: String) {
-        let first = {
-            let mut latches = self.latches.lock();
-            latches.push(latch);
-            latches.len() == 1
-        };
-        // Only the first latch of a batch wakes the thread: one wake-up per
-        // flush instead of one per unlock, each a context switch on the
-        // unlocking thread's CPU. A full channel means a wake-up is already
-        // pending; a disconnected one, that the thread is gone and the key
-        // will expire by itself.
-        if first {
-            let _ = self.wake.try_send(());
-        }
+        Ok(Watchdog { _stop: stop })
     }
 }
 
@@ -97,43 +70,26 @@ struct Worker {
     pool: Arc<Pool>,
     con: Option<redis::Connection>,
     lease: Duration,
-    wake_rx: Receiver<()>,
-    latches: Arc<Mutex<Vec<String>>>,
+    stop_rx: Receiver<()>,
 }
 
 impl Worker {
     fn run(mut self) {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
-        let mut next_flush: Option<Instant> = None;
         loop {
-            let wake = next_flush.map_or(next_tick, |flush| flush.min(next_tick));
-            match self.wake_rx.recv_deadline(wake) {
-                Ok(()) => {
-                    next_flush.get_or_insert_with(|| Instant::now() + LATCH_FLUSH_DELAY);
-                    continue;
-                }
+            match self.stop_rx.recv_deadline(next_tick) {
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.flush_latches();
-                    return;
-                }
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
             }
-            let now = Instant::now();
-            if next_flush.is_some_and(|flush| flush <= now) {
-                self.flush_latches();
-                next_flush = None;
-            }
-            if next_tick <= now {
-                let delay = if self.renew_all() {
-                    period
-                } else {
-                    (self.lease / 10)
-                        .clamp(RENEWAL_RETRY_DELAY_MIN, RENEWAL_RETRY_DELAY)
-                        .min(period)
-                };
-                next_tick = Instant::now() + delay;
-            }
+            let delay = if self.renew_all() {
+                period
+            } else {
+                (self.lease / 10)
+                    .clamp(RENEWAL_RETRY_DELAY_MIN, RENEWAL_RETRY_DELAY)
+                    .min(period)
+            };
+            next_tick = Instant::now() + delay;
         }
     }
 
@@ -273,23 +229,6 @@ impl Worker {
                 hold.end_lease(ticket, LeaseOutcome::Untouched);
                 self.registry.lose(hold, LostReason::Overwritten);
             }
-        }
-    }
-
-    fn flush_latches(&mut self) {
-        let latches = std::mem::take(&mut *self.latches.lock());
-        if latches.is_empty() {
-            return;
-        }
-        let result = self.with_connection(|con| {
-            for chunk in latches.chunks(1000) {
-                redis::cmd("UNLINK").arg(chunk).query::<()>(con)?;
-            }
-            Ok(())
-        });
-        if let Err(e) = result {
-            // Harmless: latches expire on their own within seconds.
-            log::debug!("redisson-lock: can't delete unlock latches: {e}");
         }
     }
 }

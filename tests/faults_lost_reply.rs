@@ -3,8 +3,8 @@
 //!
 //! The client talks to Redis through a test proxy (`support::proxy`) that can
 //! lose the reply to, or the request of, one chosen command. An unlock whose
-//! reply is lost is sent again with the same request id: the unlock latch
-//! makes the retry return the first outcome, so the lock is released exactly
+//! reply is lost is sent again: it sets the count the thread keeps (or finds
+//! the field its first attempt removed), so the lock is released exactly
 //! once, waiters are told exactly once, and the caller sees success. An acquire
 //! whose reply is lost is not counted twice.
 
@@ -14,10 +14,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redisson_lock::Client;
+use support::RedisServer;
 use support::proxy::{Fault, Proxy};
-use support::{RedisServer, eventually};
 
-const LATCH: &str = "redisson_unlock_latch";
+/// What identifies a guard's release on the wire: its script's SHA1.
+fn release() -> String {
+    redis::Script::new(include_str!("../lua/rlock_release.lua"))
+        .get_hash()
+        .to_owned()
+}
 
 const FAULTS: [Fault; 3] = [
     Fault::DropReplyAndClose,
@@ -55,10 +60,10 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
         let name = format!("lost-reply-{round}");
         let mut watcher = server.subscriber(&[&channel(&name)]);
         let guard = client.lock(name.as_str()).lock().expect("lock");
-        let unlocks_before = proxy.requests_containing(LATCH);
+        let unlocks_before = proxy.requests_containing(&release());
         let injected_before = proxy.injected();
 
-        proxy.arm(LATCH, fault);
+        proxy.arm(&release(), fault);
         let unlocked = guard.unlock();
         assert!(
             unlocked.is_ok(),
@@ -66,7 +71,7 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
         );
         assert!(!proxy.armed(), "{fault:?}: the unlock never went out");
         assert_eq!(proxy.injected() - injected_before, 1, "{fault:?}");
-        let sent = proxy.requests_containing(LATCH) - unlocks_before;
+        let sent = proxy.requests_containing(&release()) - unlocks_before;
         assert!(
             sent >= 2,
             "{fault:?}: the unlock was not retried ({sent} sent)"
@@ -83,12 +88,8 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
         assert_eq!(messages[0].payload, "0");
         assert_eq!(client.diagnostics().registered_holds, 0);
     }
-    // The latches of the settled unlocks are deleted, not left to expire.
-    assert!(
-        eventually(Duration::from_secs(2), || latch_keys(&server).is_empty()),
-        "latches left: {:?}",
-        latch_keys(&server)
-    );
+    // A guard's release needs no unlock latch: none is written.
+    assert!(latch_keys(&server).is_empty(), "{:?}", latch_keys(&server));
 }
 
 #[test]
@@ -108,7 +109,7 @@ fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
             HashMap::from([(field.clone(), "2".to_owned())])
         );
 
-        proxy.arm(LATCH, fault);
+        proxy.arm(&release(), fault);
         let unlocked = inner.unlock();
         assert!(
             unlocked.is_ok(),
