@@ -571,6 +571,8 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         .expect("lock")
         .unlock()
         .expect("unlock");
+    // ... and the unlock with a request id, which guards do not use.
+    let _: String = server.cmd(&["SCRIPT", "LOAD", include_str!("../lua/rlock_unlock.lua")]);
     let lock = client.lock("s8");
     let rust = RustThread::spawn("s8-rust");
     rust.run({
@@ -661,7 +663,8 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
     java.ok("j", "unlock s8");
 
-    // 3. The crate retries by itself with the same request id.
+    // 3. A guard's release retries by itself: it finds the field its first
+    // attempt removed (Java holds the lock by then) and reports the release.
     let client = Client::builder(relay.url())
         .unlock_retries(2, Duration::from_secs(1))
         .build()
@@ -678,7 +681,8 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     ) == 1));
     // Replies are lost until Java has the lock; the crate's next retry
     // (1 s later) then gets through.
-    relay.cut_replies_to("redisson_unlock_latch:{s8}:");
+    // A guard's release carries the channel as a key (and no latch).
+    relay.cut_replies_to("redisson_lock__channel:{s8}");
     let unlocked = rust.start(|held| {
         let unlocked = held.pop().expect("guard").unlock();
         (unlocked, Instant::now())
@@ -689,7 +693,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     let (unlocked, returned) = unlocked
         .recv_timeout(Duration::from_secs(30))
         .expect("the Rust thread panicked or hung");
-    unlocked.expect("the retried unlock should return the first outcome");
+    unlocked.expect("the retried release should report the first attempt's release");
     assert!(reply.at < returned);
     assert!(
         java.flag("j", "isHeldByCurrentThread s8"),

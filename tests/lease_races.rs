@@ -115,10 +115,11 @@ fn a_late_renewal_reply_does_not_hide_a_partial_unlock_with_a_shorter_lease() {
     );
 }
 
+/// A control, not a regression test: the old code never made this mistake.
+/// It guards the fix against erring the other way, reporting a lock lost
+/// that Redis still holds for us.
 #[test]
 fn renewals_that_race_nothing_keep_the_lock_alive() {
-    // The other side of the coin: the bookkeeping must not report a lock
-    // lost that Redis still holds for us.
     let server = RedisServer::start();
     let sha = renewal_script_sha(&server);
     let proxy = Proxy::start(server.port());

@@ -41,6 +41,10 @@ fn a_renewal_that_finds_another_type_says_overwritten() {
     let _: () = server.cmd(&["SET", "retyped", "x"]);
     assert!(eventually(Duration::from_secs(2), || guard.is_lost()));
     assert_eq!(guard.lost_reason(), Some(LostReason::Overwritten));
+    match guard.unlock() {
+        Err(e @ Error::Lost { .. }) => assert!(e.to_string().contains("another type"), "{e}"),
+        other => panic!("unlock returned {other:?}"),
+    }
 }
 
 #[test]
@@ -85,7 +89,7 @@ fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
     let _: () = server.cmd(&["DEL", "replaced"]);
     // The reentry finds it gone and takes it afresh (-3); that reply is lost
     // with its connection, and the acquire is sent again.
-    proxy.arm("redisson_unlock_latch", Fault::DropReplyAndClose);
+    proxy.arm("replaced", Fault::DropReplyAndClose);
     let second = lock.lock().expect("lock again");
     assert_eq!(proxy.injected(), 1, "the reply was dropped");
     assert_eq!(
