@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, RequestId};
+use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
 use support::RedisServer;
 
 /// The commands README.md's "Redis ACL" section lists as required, as the
@@ -33,7 +33,6 @@ const REQUIRED: &[&str] = &[
     "get",
     "set",
     "del",
-    "unlink",
     "publish",
     "subscribe",
     "unsubscribe",
@@ -178,6 +177,7 @@ fn exercise(url: &str, admin: &Admin, hold: Duration) -> Result<(), String> {
             .connect_timeout(Duration::from_secs(2))
             .response_timeout(Duration::from_secs(2))
             .subscription_timeout(Duration::from_secs(1))
+            .unlock_retries(0, Duration::from_millis(10))
             .build()
             .map_err(|e| format!("build: {e}"))
     };
@@ -265,8 +265,18 @@ fn exercise(url: &str, admin: &Admin, hold: Duration) -> Result<(), String> {
         Err(Error::NotHeld { .. }) => {}
         other => return Err(format!("unlock of a free lock: {other:?}")),
     }
-    // The watchdogs delete spent unlock latches about 100 ms after use.
-    let clean = support::eventually(Duration::from_secs(2), || {
+    // Redisson's latched unlock, with a caller's request id.
+    let held = lock.try_lock().map_err(|e| step("lock again", e))?;
+    match lock.unlock_with_request_id(&RequestId::new()) {
+        Ok(UnlockOutcome::Released) => {}
+        other => return Err(format!("unlock with a request id: {other:?}")),
+    }
+    match held.map(LockGuard::unlock) {
+        Some(Err(Error::NotHeld { .. } | Error::Lost { .. })) => {}
+        other => return Err(format!("guard released elsewhere: {other:?}")),
+    }
+    // That unlock's latch lives for its TTL (about 2 s with these settings).
+    let clean = support::eventually(Duration::from_secs(5), || {
         admin.cmd::<Vec<String>>(&["KEYS", "*"]).is_empty()
     });
     if !clean {
