@@ -1,13 +1,22 @@
 //! The shared subscriber: one connection and one thread per client, whatever
 //! the number of waiting threads and lock names (PROTOCOL §1.6, §2.5).
 //!
-//! A waiting thread takes a [`Subscription`] to the lock's channel before its
+//! A waiting thread takes a [`Subscription`] to its lock's entry before its
 //! second acquire attempt and parks on it for at most the holder's TTL. The
-//! subscriber thread reads the connection and turns each unlock message into
-//! permits, Redisson's semaphore semantics: `0` wakes one local waiter, `1`
-//! wakes all of them, and a permit nobody is waiting for makes the next wait
-//! return at once. Subscribe and unsubscribe commands are written straight from
-//! the waiting thread, so subscribing costs one round trip, not a poll interval.
+//! permits and waiters are kept per lock entry ([`entries`], a parking lot
+//! keyed by lock, not by channel), while the server subscription is one per
+//! channel: the subscriber thread turns each unlock message on a channel into
+//! permits for every entry on it, Redisson's semaphore semantics: `0` wakes
+//! one waiter of each entry, `1` wakes all of them, and a permit nobody is
+//! waiting for makes the next wait return at once.
+//!
+//! Subscribe and unsubscribe commands are written from the waiting thread
+//! ([`conn`]), so subscribing costs one round trip, not a poll interval; the
+//! server's confirmations and refusals are matched to them in order. A
+//! refused subscription (an ACL without the channel) fails every thread
+//! waiting on it with the server's error, and the next waiter asks again. No
+//! socket write ever happens under the lot's mutex, which a final unlock
+//! ([`Subscriber::has_waiters`]) and the diagnostics take.
 //!
 //! When the connection drops, the thread wakes every waiter at once (the
 //! server may be gone: they find out within their own timeouts instead of
@@ -15,83 +24,61 @@
 //! still has waiters, and wakes all of them again, since a message may have
 //! been missed meanwhile. While threads wait, a connection silent for a
 //! response timeout is checked with a `PING`, and one that does not answer
-//! within another counts as dropped: a frozen server is noticed too. Waiters
-//! never depend on a message alone: each wait is capped by the holder's TTL.
+//! within another (or accepts no write for that long) counts as dropped: a
+//! frozen server is noticed too. Waiters never depend on a message alone:
+//! each wait is capped by the holder's TTL.
 
-use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-#[cfg(unix)]
-use std::os::unix::net::UnixStream;
+mod conn;
+mod entries;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-use redis::{ConnectionAddr, ConnectionInfo, Value};
+use parking_lot::Mutex;
+use redis::ConnectionInfo;
 
-use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-
-/// How long the connection may stay silent before the thread checks it with
-/// a PING, while no thread waits. While one does, it is the response timeout:
-/// a waiter must learn of a frozen or vanished server within its timeouts.
-const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
-/// The shortest health check interval, whatever the response timeout.
-const HEALTH_CHECK_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
-const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+use crate::error::Result;
+use conn::Conn;
+use entries::{Entry, Lot};
 
 /// The client's subscriber. Dropping it closes the connection and ends the thread.
 pub(crate) struct Subscriber {
     shared: Arc<Shared>,
 }
 
+/// What the subscriber's handle, its subscriptions and its thread share.
 struct Shared {
     info: ConnectionInfo,
     connect_timeout: Duration,
+    /// The bound on every write once connected, and the health check's
+    /// silence while threads wait.
     response_timeout: Duration,
     closed: AtomicBool,
-    state: Mutex<State>,
+    thread_started: AtomicBool,
+    /// The lot changed, or a write was left unfinished, since the connection
+    /// mutex's last holder looked: whoever holds it next must sync.
+    dirty: AtomicBool,
+    /// The connection: its writer and the record of what was sent. Held
+    /// during socket writes; taken before `lot`, never after.
+    conn: Mutex<Conn>,
+    /// The parking lot. Never held during I/O.
+    lot: Mutex<Lot>,
 }
 
-#[derive(Default)]
-struct State {
-    /// Channels with at least one local waiter.
-    channels: HashMap<String, Arc<Channel>>,
-    /// Subscribe/unsubscribe confirmations still expected, per channel, and
-    /// whether the last command sent for it was a subscribe.
-    inflight: HashMap<String, (u32, bool)>,
-    /// The write side of the connection, when connected.
-    writer: Option<Stream>,
-    thread_started: bool,
-}
-
-struct Channel {
-    state: Mutex<ChannelState>,
-    activated: Condvar,
-    released: Condvar,
-}
-
-#[derive(Default)]
-struct ChannelState {
-    waiters: usize,
-    permits: usize,
-    /// The server confirmed the subscription on the current connection.
-    active: bool,
-    /// Subscribed again after a reconnect: wake every waiter once confirmed.
-    resync: bool,
-}
-
-/// One waiting thread's interest in a channel. Dropping it unsubscribes when
-/// it was the channel's last local waiter.
+/// One waiting thread's interest in a lock entry. Dropping it unregisters
+/// the thread; with the channel's last waiter gone, it unsubscribes.
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
-    name: String,
-    channel: Arc<Channel>,
+    channel: String,
+    key: String,
+    entry: Arc<Entry>,
 }
 
 impl Subscriber {
+    /// A subscriber for the server `info` points to. Nothing connects until
+    /// the first [`subscribe`](Self::subscribe).
     pub fn new(
         info: ConnectionInfo,
         connect_timeout: Duration,
@@ -103,91 +90,78 @@ impl Subscriber {
                 connect_timeout,
                 response_timeout,
                 closed: AtomicBool::new(false),
-                state: Mutex::new(State::default()),
+                thread_started: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+                conn: Mutex::new(Conn::default()),
+                lot: Mutex::new(Lot::default()),
             }),
         }
     }
 
-    /// Registers interest in `channel` and waits until the server confirms
-    /// the subscription or `limit` passes, whichever is first. A subscription
-    /// that is not confirmed in time still wakes on reconnect; its waiter polls
-    /// at the holder's TTL meanwhile.
-    pub fn subscribe(&self, name: &str, limit: Instant) -> Subscription {
-        let channel = {
-            let mut state = self.shared.state.lock();
-            if !state.thread_started {
-                state.thread_started = self.start_thread();
-            }
-            let channel = match state.channels.get(name) {
-                Some(channel) => Arc::clone(channel),
-                None => {
-                    let channel = Arc::new(Channel {
-                        state: Mutex::new(ChannelState::default()),
-                        activated: Condvar::new(),
-                        released: Condvar::new(),
-                    });
-                    state.channels.insert(name.to_owned(), Arc::clone(&channel));
-                    state.send("SUBSCRIBE", &[name]);
-                    channel
-                }
-            };
-            channel.state.lock().waiters += 1;
-            channel
+    /// Registers the calling thread as a waiter on entry `entry` of
+    /// `channel`, and waits until the server confirms the channel's
+    /// subscription, refuses it, or `limit` passes, whichever is first.
+    ///
+    /// `entry` is what identifies the lock's waiters (for a plain lock, its
+    /// name): entries sharing a channel share one server subscription but
+    /// not their permits. A subscription not confirmed by `limit` is still
+    /// returned: it wakes on the confirmation or a reconnect, and its waiter
+    /// polls at the holder's TTL meanwhile.
+    ///
+    /// Blocks until `limit` at most (waiting for the connection, writing
+    /// `SUBSCRIBE`, waiting for the confirmation); the first call starts the
+    /// subscriber thread. Fails with [`Error::Redis`](crate::Error::Redis) carrying the server's
+    /// error (e.g. `NOPERM` from an ACL) when the server refuses to subscribe.
+    pub fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
+        self.start_thread();
+        let (joined, new_channel) = {
+            let mut lot = self.shared.lot.lock();
+            let had = lot.wants(channel);
+            (lot.join(channel, entry), !had)
         };
-        {
-            let mut channel_state = channel.state.lock();
-            while !channel_state.active {
-                if channel
-                    .activated
-                    .wait_until(&mut channel_state, limit)
-                    .timed_out()
-                {
-                    // This waiter goes on without the confirmation: a release
-                    // before the server subscribes is missed, so the
-                    // confirmation must wake it.
-                    channel_state.resync = true;
-                    break;
-                }
-            }
-        }
-        Subscription {
+        // Made now, so that an early return unregisters the thread.
+        let subscription = Subscription {
             shared: Arc::clone(&self.shared),
-            name: name.to_owned(),
-            channel,
+            channel: channel.to_owned(),
+            key: entry.to_owned(),
+            entry: joined,
+        };
+        if new_channel {
+            self.shared.dirty.store(true, Ordering::Release);
+            // A waiter's own write errors close the connection (the thread
+            // reconnects); they are not the waiter's to report.
+            let _ = self.shared.sync(Some(limit));
         }
+        subscription.entry.await_active(limit)?;
+        Ok(subscription)
     }
 
-    /// Whether some thread of this client is waiting on `name`.
-    pub fn has_waiters(&self, name: &str) -> bool {
-        let state = self.shared.state.lock();
-        state
-            .channels
-            .get(name)
-            .is_some_and(|channel| channel.state.lock().waiters > 0)
+    /// Whether some thread of this client waits on entry `entry` of
+    /// `channel`. Takes the lot's mutex briefly; never waits for I/O.
+    pub fn has_waiters(&self, channel: &str, entry: &str) -> bool {
+        self.shared.lot.lock().has_waiters(channel, entry)
     }
 
-    /// Channels subscribed to (or being subscribed to) and their waiters.
+    /// Channels subscribed to (or being subscribed to), and waiting threads.
+    /// Takes the lot's mutex briefly; never waits for I/O.
     pub fn stats(&self) -> (usize, usize) {
-        let state = self.shared.state.lock();
-        let waiters = state
-            .channels
-            .values()
-            .map(|channel| channel.state.lock().waiters)
-            .sum();
-        (state.channels.len(), waiters)
+        self.shared.lot.lock().stats()
     }
 
-    fn start_thread(&self) -> bool {
+    /// Starts the subscriber thread (`rlock-pubsub`) unless it runs; if it
+    /// cannot be started, the next subscribe tries again, and waiters poll
+    /// at the holder's TTL meanwhile.
+    fn start_thread(&self) {
+        if self.shared.thread_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let shared = Arc::clone(&self.shared);
-        match thread::Builder::new()
+        if let Err(e) = thread::Builder::new()
             .name("rlock-pubsub".into())
             .spawn(move || shared.run())
         {
-            Ok(_) => true,
-            Err(e) => {
-                log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
-                false
-            }
+            log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
+            self.shared.thread_started.store(false, Ordering::Release);
         }
     }
 }
@@ -195,398 +169,32 @@ impl Subscriber {
 impl Drop for Subscriber {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Release);
-        if let Some(writer) = self.shared.state.lock().writer.take() {
-            let _ = writer.shutdown();
-        }
+        self.shared.conn.lock().close();
     }
 }
 
 impl Subscription {
-    /// Parks until an unlock message for this channel arrives or `timeout`
-    /// passes; `true` if woken by a message.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut state = self.channel.state.lock();
-        while state.permits == 0 {
-            let timed_out = match deadline {
-                Some(deadline) => self
-                    .channel
-                    .released
-                    .wait_until(&mut state, deadline)
-                    .timed_out(),
-                None => {
-                    self.channel.released.wait(&mut state);
-                    false
-                }
-            };
-            if timed_out {
-                return false;
-            }
-        }
-        state.permits -= 1;
-        true
+    /// Parks until an unlock message for this entry arrives or `timeout`
+    /// passes; `Ok(true)` if woken by a message (or a permit left by an
+    /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
+    /// when the server refused the subscription meanwhile.
+    pub fn wait(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.entry.wait(timeout)?)
     }
 }
 
 impl Drop for Subscription {
+    /// Unregisters the thread; the channel's last waiter also unsubscribes,
+    /// if it can have the connection at once (otherwise whoever has it does).
     fn drop(&mut self) {
-        let mut state = self.shared.state.lock();
-        let mut channel_state = self.channel.state.lock();
-        channel_state.waiters -= 1;
-        if channel_state.waiters > 0 {
-            return;
-        }
-        drop(channel_state);
-        let current = state
-            .channels
-            .get(&self.name)
-            .is_some_and(|channel| Arc::ptr_eq(channel, &self.channel));
-        if current {
-            state.channels.remove(&self.name);
-            state.send("UNSUBSCRIBE", &[&self.name]);
-        }
-    }
-}
-
-impl State {
-    /// Writes a (un)subscribe command if connected; when not, the reconnect
-    /// subscribes whatever `channels` holds by then.
-    fn send(&mut self, command: &str, names: &[&str]) {
-        let Some(writer) = self.writer.as_mut() else {
-            return;
-        };
-        let packed = redis::cmd(command).arg(names).get_packed_command();
-        if let Err(e) = writer.write_all(&packed) {
-            log::debug!("redisson-lock: subscriber write failed: {e}");
-            // The reader sees the shutdown and reconnects.
-            let _ = writer.shutdown();
-            self.writer = None;
-            return;
-        }
-        let subscribe = command == "SUBSCRIBE";
-        for name in names {
-            let entry = self.inflight.entry((*name).to_owned()).or_insert((0, true));
-            entry.0 += 1;
-            entry.1 = subscribe;
-        }
-    }
-}
-
-impl Channel {
-    fn release(&self, all: bool) {
-        let mut state = self.state.lock();
-        if all {
-            state.permits += state.waiters.max(1);
-            self.released.notify_all();
-        } else {
-            state.permits += 1;
-            self.released.notify_one();
-        }
-    }
-}
-
-impl Shared {
-    fn run(self: Arc<Self>) {
-        let mut backoff = RECONNECT_BACKOFF_MIN;
-        let mut reported = false;
-        while !self.closed.load(Ordering::Acquire) {
-            let stream = match self.connect() {
-                Ok(stream) => stream,
-                Err(e) => {
-                    if !reported {
-                        log::warn!("redisson-lock: subscriber cannot connect, retrying: {e}");
-                        reported = true;
-                    }
-                    thread::sleep(backoff);
-                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
-                    continue;
-                }
-            };
-            // Whether the server ever answered on this connection: one that
-            // accepts and then drops us at once (maxclients, a proxy without
-            // a backend) is a failed connect, not a reconnect.
-            let mut answered = false;
-            let served = self.serve(stream, &mut answered);
-            if let Err(e) = &served
-                && !self.closed.load(Ordering::Acquire)
-            {
-                log::debug!("redisson-lock: subscriber connection lost: {e}");
-            }
-            if answered {
-                if reported {
-                    log::info!("redisson-lock: subscriber reconnected");
-                }
-                backoff = RECONNECT_BACKOFF_MIN;
-                reported = false;
-            } else if !self.closed.load(Ordering::Acquire) {
-                if !reported {
-                    log::warn!(
-                        "redisson-lock: subscriber connection closed before any reply, retrying: {}",
-                        served
-                            .err()
-                            .map_or_else(|| "closed".to_owned(), |e| e.to_string())
-                    );
-                    reported = true;
-                }
-                thread::sleep(backoff);
-                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
-            }
-            let mut state = self.state.lock();
-            if let Some(writer) = state.writer.take() {
-                let _ = writer.shutdown();
-            }
-            for channel in state.channels.values() {
-                let mut channel_state = channel.state.lock();
-                // Messages may be missed until the next connection subscribes
-                // again: its confirmation wakes every waiter.
-                channel_state.resync |= channel_state.active;
-                channel_state.active = false;
-                // The server may be gone: every waiter tries again now, and
-                // fails within its timeouts if so, instead of sleeping out the
-                // holder's TTL. (A reconnect wakes them again.) Only when a
-                // working connection is lost: failed reconnects must not keep
-                // waking them.
-                if answered && channel_state.waiters > 0 {
-                    channel_state.permits += channel_state.waiters;
-                    channel.released.notify_all();
-                }
-            }
-        }
-    }
-
-    fn connect(&self) -> io::Result<Stream> {
-        let timeout = self.connect_timeout;
-        let mut stream = match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let mut last = None;
-                let mut connected = None;
-                for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, timeout) {
-                        Ok(tcp) => {
-                            connected = Some(tcp);
-                            break;
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                let tcp = connected.ok_or_else(|| {
-                    last.unwrap_or_else(|| io::Error::other("address resolved to nothing"))
-                })?;
-                tcp.set_nodelay(true)?;
-                Stream::Tcp(tcp)
-            }
-            #[cfg(unix)]
-            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("the subscriber does not support {other:?} connections"),
-                ));
-            }
-        };
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        let settings = self.info.redis_settings();
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(username) = settings.username() {
-                auth.arg(username);
-            }
-            auth.arg(password);
-            stream.write_all(&auth.get_packed_command())?;
-            let reply = redis::Parser::new()
-                .parse_value(&mut stream)
-                .map_err(io::Error::other)?;
-            if let Value::ServerError(e) = reply {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("AUTH failed: {}", e.code()),
-                ));
-            }
-        }
-        Ok(stream)
-    }
-
-    /// Subscribes everything wanted on a fresh connection, then dispatches
-    /// what it reads until the connection fails or the client closes.
-    fn serve(&self, stream: Stream, answered: &mut bool) -> io::Result<()> {
-        let mut reader = stream.try_clone()?;
-        {
-            let mut state = self.state.lock();
-            if self.closed.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            state.inflight.clear();
-            state.writer = Some(stream);
-            let names: Vec<String> = state.channels.keys().cloned().collect();
-            if !names.is_empty() {
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                state.send("SUBSCRIBE", &names);
-            }
-        }
-        let mut parser = redis::Parser::new();
-        let mut ping_sent = false;
-        let mut read_timeout = None;
-        loop {
-            let silence = if ping_sent || !self.state.lock().channels.is_empty() {
-                self.response_timeout.max(HEALTH_CHECK_MIN)
-            } else {
-                HEALTH_CHECK_INTERVAL
-            };
-            if read_timeout != Some(silence) {
-                reader.set_read_timeout(Some(silence))?;
-                read_timeout = Some(silence);
-            }
-            match parser.parse_value(&mut reader) {
-                Ok(value) => {
-                    ping_sent = false;
-                    *answered |= !matches!(value, Value::ServerError(_));
-                    self.dispatch(value);
-                }
-                Err(e) if e.is_timeout() && !ping_sent => {
-                    let mut state = self.state.lock();
-                    let Some(writer) = state.writer.as_mut() else {
-                        return Err(io::Error::other("writer closed"));
-                    };
-                    writer.write_all(&redis::cmd("PING").get_packed_command())?;
-                    ping_sent = true;
-                }
-                Err(e) => return Err(io::Error::other(e)),
-            }
-            if self.closed.load(Ordering::Acquire) {
-                return Ok(());
-            }
-        }
-    }
-
-    fn dispatch(&self, value: Value) {
-        let items = match value {
-            Value::Array(items) => items,
-            Value::ServerError(e) => {
-                // E.g. NOPERM for a channel the ACL user may not subscribe
-                // to: its waiters fall back to polling at the holder's TTL.
-                log::warn!("redisson-lock: the subscriber's command was refused: {e}");
-                return;
-            }
-            _ => return,
-        };
-        let [Value::BulkString(kind), Value::BulkString(name), payload] = items.as_slice() else {
-            return; // a PING reply: ["pong", ""]
-        };
-        let Ok(name) = std::str::from_utf8(name) else {
-            return;
-        };
-        match kind.as_slice() {
-            b"message" => {
-                let channel = self.state.lock().channels.get(name).cloned();
-                let Some(channel) = channel else { return };
-                match payload {
-                    Value::BulkString(message) if message == UNLOCK_MESSAGE.as_bytes() => {
-                        channel.release(false);
-                    }
-                    Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
-                        channel.release(true);
-                    }
-                    _ => log::debug!("redisson-lock: ignoring unknown message on {name}"),
-                }
-            }
-            b"subscribe" | b"unsubscribe" => self.confirmed(name),
-            _ => {}
-        }
-    }
-
-    fn confirmed(&self, name: &str) {
-        let mut state = self.state.lock();
-        let Some((pending, subscribed)) = state.inflight.get_mut(name) else {
-            return;
-        };
-        *pending -= 1;
-        if *pending > 0 {
-            return;
-        }
-        let subscribed = *subscribed;
-        state.inflight.remove(name);
-        if !subscribed {
-            return;
-        }
-        if let Some(channel) = state.channels.get(name) {
-            let mut channel_state = channel.state.lock();
-            channel_state.active = true;
-            channel.activated.notify_all();
-            if std::mem::take(&mut channel_state.resync) {
-                channel_state.permits += channel_state.waiters;
-                channel.released.notify_all();
-            }
-        }
-    }
-}
-
-/// The subscriber's socket. Reads happen on the subscriber thread, writes on
-/// the waiting threads, each through its own clone of the socket.
-enum Stream {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-            #[cfg(unix)]
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-        })
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(timeout),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_read_timeout(timeout),
-        }
-    }
-
-    fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_write_timeout(timeout),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_write_timeout(timeout),
-        }
-    }
-
-    fn shutdown(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.shutdown(Shutdown::Both),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.flush(),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.flush(),
+        let left = self
+            .shared
+            .lot
+            .lock()
+            .leave(&self.channel, &self.key, &self.entry);
+        if left {
+            self.shared.dirty.store(true, Ordering::Release);
+            let _ = self.shared.sync(Some(Instant::now()));
         }
     }
 }
