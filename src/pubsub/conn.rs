@@ -11,17 +11,15 @@
 //! connection that accepts nothing for a response timeout counts as dropped.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-#[cfg(unix)]
-use std::os::unix::net::UnixStream;
+use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, RedisError, ServerError, Value};
+use redis::{RedisError, ServerError, Value};
 
 use super::Shared;
+use super::stream::Stream;
 use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// How long the connection may stay silent before the thread checks it with
@@ -278,7 +276,7 @@ impl Shared {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
-            let stream = match self.connect() {
+            let stream = match Stream::connect(&self.info, self.connect_timeout) {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !reported {
@@ -328,59 +326,6 @@ impl Shared {
             // confirmations wake them again.)
             self.lot.lock().connection_lost(answered);
         }
-    }
-
-    fn connect(&self) -> io::Result<Stream> {
-        let timeout = self.connect_timeout;
-        let mut stream = match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let mut last = None;
-                let mut connected = None;
-                for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, timeout) {
-                        Ok(tcp) => {
-                            connected = Some(tcp);
-                            break;
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                let tcp = connected.ok_or_else(|| {
-                    last.unwrap_or_else(|| io::Error::other("address resolved to nothing"))
-                })?;
-                tcp.set_nodelay(true)?;
-                Stream::Tcp(tcp)
-            }
-            #[cfg(unix)]
-            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("the subscriber does not support {other:?} connections"),
-                ));
-            }
-        };
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        let settings = self.info.redis_settings();
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(username) = settings.username() {
-                auth.arg(username);
-            }
-            auth.arg(password);
-            stream.write_all(&auth.get_packed_command())?;
-            let reply = redis::Parser::new()
-                .parse_value(&mut stream)
-                .map_err(io::Error::other)?;
-            if let Value::ServerError(e) = reply {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("AUTH failed: {}", e.code()),
-                ));
-            }
-        }
-        Ok(stream)
     }
 
     /// Subscribes everything wanted on a fresh connection, then dispatches
@@ -535,76 +480,5 @@ impl Shared {
             }
         }
         Ok(())
-    }
-}
-
-/// The subscriber's socket. Reads happen on the subscriber thread, writes
-/// under the connection mutex, each through its own clone of the socket.
-enum Stream {
-    Tcp(TcpStream),
-    #[cfg(unix)]
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-            #[cfg(unix)]
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-        })
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(timeout),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_read_timeout(timeout),
-        }
-    }
-
-    fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_write_timeout(timeout),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.set_write_timeout(timeout),
-        }
-    }
-
-    /// Ends the connection both ways; the reader sees it at once.
-    fn shutdown(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.shutdown(Shutdown::Both),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.flush(),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.flush(),
-        }
     }
 }

@@ -30,6 +30,7 @@
 
 mod conn;
 mod entries;
+mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
