@@ -319,3 +319,92 @@ impl Entry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHANNEL: &str = "redisson_lock__channel:{a}";
+
+    #[test]
+    fn an_unlock_message_gives_one_permit_to_each_entry_on_the_channel() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let plain_again = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        assert!(Arc::ptr_eq(&plain, &plain_again));
+        assert_eq!(lot.stats(), (1, 3));
+        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+
+        lot.deliver(CHANNEL, false);
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        // One permit for `a`, however many of its threads wait.
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+
+        lot.deliver(CHANNEL, true);
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+    }
+
+    #[test]
+    fn waiters_are_counted_per_entry_and_the_channel_leaves_with_its_last_entry() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        lot.take_touched();
+        assert!(lot.has_waiters(CHANNEL, "a"));
+        assert!(lot.has_waiters(CHANNEL, "{a}"));
+        assert!(!lot.has_waiters(CHANNEL, "b"));
+
+        assert!(!lot.leave(CHANNEL, "a", &plain));
+        assert!(!lot.has_waiters(CHANNEL, "a"));
+        assert!(lot.has_waiters(CHANNEL, "{a}"));
+        assert!(lot.take_touched().is_empty());
+
+        assert!(lot.leave(CHANNEL, "{a}", &braced));
+        assert!(lot.is_empty());
+        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+    }
+
+    #[test]
+    fn a_refusal_fails_every_waiter_of_the_channel_and_a_later_one_starts_afresh() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        let other = lot.join("redisson_lock__channel:{b}", "b");
+        let error = RedisError::from((redis::ErrorKind::Client, "refused"));
+        assert_eq!(lot.refuse(CHANNEL, &error), 2);
+        assert!(plain.await_active(Instant::now()).is_err());
+        assert!(braced.wait(Duration::from_secs(5)).is_err());
+        // Already out of the lot: leaving changes nothing.
+        assert!(!lot.leave(CHANNEL, "a", &plain));
+        assert_eq!(lot.stats(), (1, 1));
+        assert_eq!(other.wait(Duration::ZERO).ok(), Some(false));
+
+        let again = lot.join(CHANNEL, "a");
+        assert!(!Arc::ptr_eq(&again, &plain));
+        assert_eq!(again.wait(Duration::ZERO).ok(), Some(false));
+    }
+
+    #[test]
+    fn a_confirmation_after_a_lost_connection_wakes_every_waiter() {
+        let mut lot = Lot::default();
+        let entry = lot.join(CHANNEL, "a");
+        lot.join(CHANNEL, "a");
+        lot.activate(CHANNEL);
+        assert!(entry.await_active(Instant::now()).is_ok());
+        lot.connection_lost(false);
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        lot.activate(CHANNEL);
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        // A new entry on an active channel needs no confirmation.
+        let braced = lot.join(CHANNEL, "{a}");
+        assert!(braced.await_active(Instant::now()).is_ok());
+        assert!(braced.state.lock().active);
+    }
+}
