@@ -236,24 +236,34 @@ impl Shared {
     /// from what was sent (`full`: every wanted channel, on a fresh
     /// connection; otherwise the touched ones), and activates channels wanted
     /// again while their subscription, confirmed, was still in place. Takes
-    /// the lot's mutex briefly; no I/O.
+    /// the lot's mutex briefly (the commands are encoded after letting it
+    /// go); no I/O.
     fn write_difference(&self, conn: &mut Conn, full: bool) {
-        let mut lot = self.lot.lock();
-        let channels = if full {
-            lot.take_all()
-        } else {
-            lot.take_touched()
-        };
-        for channel in channels {
-            let wanted = lot.wants(&channel);
-            let sent = conn.subscribed.contains(&channel);
-            if wanted && !sent {
-                conn.queue(Pending::Subscribe(channel));
-            } else if !wanted && sent {
-                conn.queue(Pending::Unsubscribe(channel));
-            } else if wanted && conn.confirmed(&channel) {
-                lot.activate(&channel);
+        let mut commands = Vec::new();
+        {
+            let mut lot = self.lot.lock();
+            let mut channels = if full {
+                lot.take_all()
+            } else {
+                lot.take_touched()
+            };
+            // A channel that left and came back was touched twice.
+            channels.sort_unstable();
+            channels.dedup();
+            for channel in channels {
+                let wanted = lot.wants(&channel);
+                let sent = conn.subscribed.contains(&channel);
+                if wanted && !sent {
+                    commands.push(Pending::Subscribe(channel));
+                } else if !wanted && sent {
+                    commands.push(Pending::Unsubscribe(channel));
+                } else if wanted && conn.confirmed(&channel) {
+                    lot.activate(&channel);
+                }
             }
+        }
+        for command in commands {
+            conn.queue(command);
         }
     }
 

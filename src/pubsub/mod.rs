@@ -153,7 +153,9 @@ impl Subscriber {
     /// cannot be started, the next subscribe tries again, and waiters poll
     /// at the holder's TTL meanwhile.
     fn start_thread(&self) {
-        if self.shared.thread_started.swap(true, Ordering::AcqRel) {
+        if self.shared.thread_started.load(Ordering::Acquire)
+            || self.shared.thread_started.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let shared = Arc::clone(&self.shared);
