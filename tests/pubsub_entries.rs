@@ -291,7 +291,7 @@ fn a_stalled_subscriber_write_does_not_block_unlocks_of_other_locks() {
 
     // A waiter parked through the subscriber (its connection now exists).
     let x_guard = holder.lock("x").lock().expect("hold x");
-    let x_waiter = parked_waiter(&client, "x", Duration::from_secs(4), Duration::ZERO);
+    let x_waiter = parked_waiter(&client, "x", Duration::from_secs(30), Duration::ZERO);
 
     // The server stops reading the subscriber connection, and a second waiter
     // needs a subscription whose command is far larger than the socket
@@ -303,11 +303,13 @@ fn a_stalled_subscriber_write_does_not_block_unlocks_of_other_locks() {
         .lock()
         .expect("hold the huge lock");
     let attempts = server.command_calls("evalsha");
+    let huge_budget = Duration::from_secs(3);
     let huge_waiter = {
         let lock = client.lock(huge);
         thread::spawn(move || {
-            lock.try_lock_for(Duration::from_secs(3))
-                .map(|g| g.is_some())
+            let start = Instant::now();
+            let outcome = lock.try_lock_for(huge_budget).map(|g| g.is_some());
+            (outcome, start.elapsed())
         })
     };
     assert!(eventually(Duration::from_secs(10), || {
@@ -335,8 +337,26 @@ fn a_stalled_subscriber_write_does_not_block_unlocks_of_other_locks() {
         "diagnostics took {diagnostics_took:?}"
     );
 
+    // The stalled waiter itself keeps to its budget: its write gave up in
+    // time, and its attempts go through the working command connections.
+    let (outcome, took) = huge_waiter.join().expect("huge waiter thread");
+    eprintln!(
+        "unrelated lock + unlock {unlock_took:?}, diagnostics {diagnostics_took:?}, \
+         stalled waiter {outcome:?} after {took:?}"
+    );
+    assert!(
+        matches!(outcome, Ok(false)),
+        "the stalled waiter: {outcome:?}"
+    );
+    assert!(
+        took < huge_budget + Duration::from_millis(1500),
+        "the stalled waiter returned after {took:?}"
+    );
+
+    // Once the server reads again, wake-ups work again (the holder's lease
+    // is 30 s: the waiter is woken, not polling).
     proxy.freeze_subscribers(false);
+    let since = Instant::now();
     drop(x_guard);
-    let _ = huge_waiter.join().expect("huge waiter thread");
-    let _ = x_waiter.recv_timeout(Duration::from_secs(10));
+    assert_woken(&x_waiter, "x", since, Duration::from_secs(5));
 }
