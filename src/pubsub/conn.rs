@@ -185,8 +185,10 @@ impl Shared {
     /// thread), waits for the connection mutex and writes until `limit` at
     /// most (and at most a response timeout); what is left unwritten stays
     /// queued, and a write error closes the connection (the subscriber thread
-    /// reconnects). Without one (the subscriber thread), a write that makes
-    /// no progress for a response timeout is an error, returned.
+    /// reconnects); past `limit` it does no more rounds for others, which
+    /// the subscriber thread then does after its next read. Without one (the
+    /// subscriber thread), a write that makes no progress for a response
+    /// timeout is an error, returned.
     pub(super) fn sync(&self, limit: Option<Instant>) -> io::Result<()> {
         while self.dirty.load(Ordering::Acquire) {
             let mut conn = match limit {
@@ -225,6 +227,12 @@ impl Shared {
                                 let _ = writer.shutdown();
                             }
                         }
+                    }
+                    if Instant::now() >= limit {
+                        // Past its limit a waiter does no more work for
+                        // others; what they marked is left to the subscriber
+                        // thread.
+                        return Ok(());
                     }
                 }
             }
