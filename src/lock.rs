@@ -306,7 +306,8 @@ impl Lock {
         if let Some(deadline) = deadline {
             limit = limit.min(deadline);
         }
-        let subscription = self.client.inner.subscriber.subscribe(&self.channel, limit);
+        let subscriber = &self.client.inner.subscriber;
+        let subscription = subscriber.subscribe(&self.channel, &self.name, limit)?;
         loop {
             ttl = match self.attempt(&field, lease, lease_ms)? {
                 Ok(guard) => return Ok(Some(guard)),
@@ -321,7 +322,7 @@ impl Lock {
                 }
                 wait = wait.min(left);
             }
-            subscription.wait(wait);
+            subscription.wait(wait)?;
         }
     }
 
@@ -602,7 +603,8 @@ impl LockGuard {
                 // come back for the lock, or on a busy CPU it nearly always
                 // finds the lock taken again and waits for the next release.
                 // With a free core this returns at once.
-                if lock.client.inner.subscriber.has_waiters(&lock.channel) {
+                let subscriber = &lock.client.inner.subscriber;
+                if subscriber.has_waiters(&lock.channel, &lock.name) {
                     std::thread::yield_now();
                 }
                 Ok(())

@@ -5,8 +5,10 @@
 //! boundaries: each request is matched with its reply in order, so "the reply
 //! to the next command containing `redisson_unlock_latch`" is exact whatever
 //! the chunking of the TCP streams. Connections that enter subscriber mode are
-//! passed through untouched. Everything runs on plain threads; dropping the
-//! proxy closes its listener and every connection.
+//! passed through untouched, but can be frozen: the proxy then stops reading
+//! what the client writes to them, as a server frozen with SIGSTOP would,
+//! while the client's other connections keep working. Everything runs on
+//! plain threads; dropping the proxy closes its listener and every connection.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -49,6 +51,8 @@ struct Shared {
     injected: AtomicUsize,
     requests: Mutex<Vec<Vec<u8>>>,
     stop: AtomicBool,
+    /// Connections in subscriber mode are not read from while set.
+    subscribers_frozen: AtomicBool,
     sockets: Mutex<Vec<TcpStream>>,
 }
 
@@ -68,6 +72,7 @@ impl Proxy {
             injected: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            subscribers_frozen: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
         });
         {
@@ -98,6 +103,16 @@ impl Proxy {
     /// The next command whose bytes contain `marker` suffers `fault`.
     pub fn arm(&self, marker: &str, fault: Fault) {
         *self.shared.armed.lock().expect("armed") = Some((marker.as_bytes().to_vec(), fault));
+    }
+
+    /// While `frozen`, the proxy reads nothing more from connections in
+    /// subscriber mode (at most one chunk already being read gets through):
+    /// the client's writes to them pile up in the socket buffers and then
+    /// block, as if the server were frozen. Other connections are untouched.
+    pub fn freeze_subscribers(&self, frozen: bool) {
+        self.shared
+            .subscribers_frozen
+            .store(frozen, Ordering::Release);
     }
 
     /// Whether an armed fault is still waiting for its command.
@@ -162,6 +177,12 @@ fn serve(shared: Arc<Shared>, client: TcpStream, server: TcpStream) {
             let mut buf = Vec::new();
             let mut chunk = [0u8; 16 * 1024];
             loop {
+                while pubsub.load(Ordering::Acquire)
+                    && shared.subscribers_frozen.load(Ordering::Acquire)
+                    && !shared.stop.load(Ordering::Acquire)
+                {
+                    thread::sleep(Duration::from_millis(5));
+                }
                 let n = match from.read(&mut chunk) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,

@@ -1,0 +1,502 @@
+//! The subscriber's connection: the record of what was written to it, the
+//! reconcile step that writes what the parking lot needs, and the thread that
+//! reads it.
+//!
+//! Lock order: the connection mutex ([`Conn`]), then briefly the lot's, never
+//! the reverse, and socket writes only under the connection mutex: the lot's
+//! mutex, which every final unlock takes, is never held during I/O. Every
+//! write is bounded: by the writing waiter's own limit, and by the response
+//! timeout. What a waiter could not write by its limit stays queued in the
+//! record, for the next writer or the subscriber thread to finish; a
+//! connection that accepts nothing for a response timeout counts as dropped.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{RedisError, ServerError, Value};
+
+use super::Shared;
+use super::stream::Stream;
+use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+
+/// How long the connection may stay silent before the thread checks it with
+/// a PING, while no thread waits. While one does, it is the response timeout:
+/// a waiter must learn of a frozen or vanished server within its timeouts.
+const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// The shortest health check interval, whatever the response timeout.
+const HEALTH_CHECK_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The shortest time a write may block: every write gets at least one try.
+const WRITE_MIN: Duration = Duration::from_millis(1);
+
+/// The write side of the connection and the record of what was sent on it,
+/// behind the connection mutex.
+#[derive(Default)]
+pub(super) struct Conn {
+    /// The write side of the socket, when connected.
+    writer: Option<Stream>,
+    /// Commands committed to the connection; `out[written..]` is not yet
+    /// written.
+    out: Vec<u8>,
+    written: usize,
+    /// Channels whose last command sent was SUBSCRIBE.
+    subscribed: HashSet<String>,
+    /// Per channel, its commands whose reply has not come yet.
+    in_flight: HashMap<String, usize>,
+    /// Every command whose reply has not come yet, oldest first: replies come
+    /// in this order, so each confirmation or error answers the front one.
+    pending: VecDeque<Pending>,
+}
+
+/// A command written to the subscriber connection, awaiting its reply.
+/// Each (un)subscribe names one channel, so that a refusal (the server
+/// refuses a whole command when it may not have one of its channels) names
+/// exactly one.
+#[derive(Debug)]
+enum Pending {
+    Subscribe(String),
+    Unsubscribe(String),
+    Ping,
+}
+
+/// A reply that answers the command at the front of [`Conn::pending`].
+#[derive(Debug)]
+enum Reply {
+    Subscribed(String),
+    Unsubscribed(String),
+    Pong,
+    Refused(ServerError),
+}
+
+impl Conn {
+    /// Commits `command` to the connection (written by the next flush) and
+    /// records it.
+    fn queue(&mut self, command: Pending) {
+        let packed = match &command {
+            Pending::Subscribe(channel) => {
+                redis::cmd("SUBSCRIBE").arg(channel).get_packed_command()
+            }
+            Pending::Unsubscribe(channel) => {
+                redis::cmd("UNSUBSCRIBE").arg(channel).get_packed_command()
+            }
+            Pending::Ping => redis::cmd("PING").get_packed_command(),
+        };
+        self.out.extend_from_slice(&packed);
+        match &command {
+            Pending::Subscribe(channel) => {
+                self.subscribed.insert(channel.clone());
+                *self.in_flight.entry(channel.clone()).or_default() += 1;
+            }
+            Pending::Unsubscribe(channel) => {
+                self.subscribed.remove(channel);
+                *self.in_flight.entry(channel.clone()).or_default() += 1;
+            }
+            Pending::Ping => {}
+        }
+        self.pending.push_back(command);
+    }
+
+    /// One command for `channel` got its reply; `true` when none is left in
+    /// flight, so that the reply settles the channel's state.
+    fn settled(&mut self, channel: &str) -> bool {
+        match self.in_flight.get_mut(channel) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            _ => {
+                self.in_flight.remove(channel);
+                true
+            }
+        }
+    }
+
+    /// Subscribed, and the server confirmed it.
+    fn confirmed(&self, channel: &str) -> bool {
+        self.subscribed.contains(channel) && !self.in_flight.contains_key(channel)
+    }
+
+    /// Bytes committed but not written yet.
+    fn unwritten(&self) -> usize {
+        self.out.len() - self.written
+    }
+
+    /// Writes what is queued until done or `deadline` passes (a `TimedOut`
+    /// error leaves the rest queued); tries at least once. Blocks until
+    /// `deadline` at most (but at least [`WRITE_MIN`]).
+    fn flush(&mut self, deadline: Instant) -> io::Result<()> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        while self.written < self.out.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            writer.set_write_timeout(Some(left.max(WRITE_MIN)))?;
+            match writer.write(&self.out[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, e));
+                }
+                Err(e) => return Err(e),
+            }
+            if self.written < self.out.len() && Instant::now() >= deadline {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Ok(())
+    }
+
+    /// Closes the connection for good: the subscriber thread sees the
+    /// shutdown.
+    pub(super) fn close(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.shutdown();
+        }
+    }
+
+    /// Starts over on a new connection (or none): nothing is subscribed,
+    /// queued or in flight. Returns the previous writer.
+    fn reset(&mut self, writer: Option<Stream>) -> Option<Stream> {
+        let previous = std::mem::take(self).writer;
+        self.writer = writer;
+        previous
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+impl Shared {
+    /// Writes the difference between the channels the lot wants and those
+    /// subscribed on the connection, as one caller among possibly several:
+    /// whoever holds the connection mutex does the work marked by `dirty`,
+    /// and whoever releases it checks for more. With a `limit` (a waiting
+    /// thread), waits for the connection mutex and writes until `limit` at
+    /// most (and at most a response timeout); what is left unwritten stays
+    /// queued, and a write error closes the connection (the subscriber thread
+    /// reconnects); past `limit` it does no more rounds for others, which
+    /// the subscriber thread then does after its next read. Without one (the
+    /// subscriber thread), a write that makes no progress for a response
+    /// timeout is an error, returned.
+    pub(super) fn sync(&self, limit: Option<Instant>) -> io::Result<()> {
+        while self.dirty.load(Ordering::Acquire) {
+            let mut conn = match limit {
+                Some(limit) => match self.conn.try_lock_until(limit) {
+                    Some(conn) => conn,
+                    // Its holder syncs again when it lets go.
+                    None => return Ok(()),
+                },
+                None => self.conn.lock(),
+            };
+            if !self.dirty.swap(false, Ordering::AcqRel) {
+                return Ok(());
+            }
+            if conn.writer.is_none() {
+                // The next connection subscribes everything wanted by then.
+                continue;
+            }
+            self.write_difference(&mut conn, false);
+            match limit {
+                None => self.flush_patiently(&mut conn)?,
+                Some(limit) => {
+                    let by = limit.min(Instant::now() + self.response_timeout);
+                    match conn.flush(by) {
+                        Ok(()) => {}
+                        Err(e) if is_timeout(&e) => {
+                            // The rest goes out with the next write, or the
+                            // subscriber thread's, which also notices a
+                            // connection that accepts nothing.
+                            self.dirty.store(true, Ordering::Release);
+                            return Ok(());
+                        }
+                        Err(e) => {
+                            log::debug!("redisson-lock: subscriber write failed: {e}");
+                            // The reader sees the shutdown and reconnects.
+                            if let Some(writer) = conn.writer.take() {
+                                let _ = writer.shutdown();
+                            }
+                        }
+                    }
+                    if Instant::now() >= limit {
+                        // Past its limit a waiter does no more work for
+                        // others; what they marked is left to the subscriber
+                        // thread.
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues a (un)subscribe for each channel whose wanted state differs
+    /// from what was sent (`full`: every wanted channel, on a fresh
+    /// connection; otherwise the touched ones), and activates channels wanted
+    /// again while their subscription, confirmed, was still in place. Takes
+    /// the lot's mutex briefly (the commands are encoded after letting it
+    /// go); no I/O.
+    fn write_difference(&self, conn: &mut Conn, full: bool) {
+        let mut commands = Vec::new();
+        {
+            let mut lot = self.lot.lock();
+            let mut channels = if full {
+                lot.take_all()
+            } else {
+                lot.take_touched()
+            };
+            // A channel that left and came back was touched twice.
+            channels.sort_unstable();
+            channels.dedup();
+            for channel in channels {
+                let wanted = lot.wants(&channel);
+                let sent = conn.subscribed.contains(&channel);
+                if wanted && !sent {
+                    commands.push(Pending::Subscribe(channel));
+                } else if !wanted && sent {
+                    commands.push(Pending::Unsubscribe(channel));
+                } else if wanted && conn.confirmed(&channel) {
+                    lot.activate(&channel);
+                }
+            }
+        }
+        for command in commands {
+            conn.queue(command);
+        }
+    }
+
+    /// Writes everything queued, as long as each write makes progress within
+    /// a response timeout. For the subscriber thread only.
+    fn flush_patiently(&self, conn: &mut Conn) -> io::Result<()> {
+        loop {
+            let before = conn.unwritten();
+            match conn.flush(Instant::now() + self.response_timeout) {
+                Err(e) if is_timeout(&e) && conn.unwritten() < before => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// The subscriber thread: connects, serves the connection until it
+    /// fails, wakes waiters as needed, and reconnects with backoff, until the
+    /// client is dropped.
+    pub(super) fn run(&self) {
+        let mut backoff = RECONNECT_BACKOFF_MIN;
+        let mut reported = false;
+        while !self.closed.load(Ordering::Acquire) {
+            let stream = match Stream::connect(&self.info, self.connect_timeout) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    if !reported {
+                        log::warn!("redisson-lock: subscriber cannot connect, retrying: {e}");
+                        reported = true;
+                    }
+                    thread::sleep(backoff);
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            // Whether the server ever answered on this connection: one that
+            // accepts and then drops us at once (maxclients, a proxy without
+            // a backend) is a failed connect, not a reconnect.
+            let mut answered = false;
+            let served = self.serve(stream, &mut answered);
+            if let Err(e) = &served
+                && !self.closed.load(Ordering::Acquire)
+            {
+                log::debug!("redisson-lock: subscriber connection lost: {e}");
+            }
+            if answered {
+                if reported {
+                    log::info!("redisson-lock: subscriber reconnected");
+                }
+                backoff = RECONNECT_BACKOFF_MIN;
+                reported = false;
+            } else if !self.closed.load(Ordering::Acquire) {
+                if !reported {
+                    log::warn!(
+                        "redisson-lock: subscriber connection closed before any reply, retrying: {}",
+                        served
+                            .err()
+                            .map_or_else(|| "closed".to_owned(), |e| e.to_string())
+                    );
+                    reported = true;
+                }
+                thread::sleep(backoff);
+                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+            }
+            let mut conn = self.conn.lock();
+            if let Some(writer) = conn.reset(None) {
+                let _ = writer.shutdown();
+            }
+            // Only when a working connection is lost: failed reconnects must
+            // not keep waking the waiters. (The next connection's
+            // confirmations wake them again.)
+            self.lot.lock().connection_lost(answered);
+        }
+    }
+
+    /// Subscribes everything wanted on a fresh connection, then dispatches
+    /// what it reads until the connection fails or the client closes.
+    fn serve(&self, stream: Stream, answered: &mut bool) -> io::Result<()> {
+        let mut reader = stream.try_clone()?;
+        {
+            let mut conn = self.conn.lock();
+            if self.closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            conn.reset(Some(stream));
+            self.write_difference(&mut conn, true);
+            self.flush_patiently(&mut conn)?;
+        }
+        let mut parser = redis::Parser::new();
+        let mut ping_sent = false;
+        let mut read_timeout = None;
+        loop {
+            // Work a waiter left: a subscription it could not take the
+            // connection mutex for, or a write it could not finish in time.
+            self.sync(None)?;
+            let silence = if ping_sent || !self.lot.lock().is_empty() {
+                self.response_timeout.max(HEALTH_CHECK_MIN)
+            } else {
+                HEALTH_CHECK_INTERVAL
+            };
+            if read_timeout != Some(silence) {
+                reader.set_read_timeout(Some(silence))?;
+                read_timeout = Some(silence);
+            }
+            match parser.parse_value(&mut reader) {
+                Ok(value) => {
+                    ping_sent = false;
+                    self.dispatch(value, answered)?;
+                }
+                Err(e) if e.is_timeout() && !ping_sent => {
+                    let mut conn = self.conn.lock();
+                    conn.queue(Pending::Ping);
+                    self.flush_patiently(&mut conn)?;
+                    ping_sent = true;
+                }
+                Err(e) => return Err(io::Error::other(e)),
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Hands a message to the lot, or a reply to the command it answers.
+    fn dispatch(&self, value: Value, answered: &mut bool) -> io::Result<()> {
+        if !matches!(value, Value::ServerError(_)) {
+            *answered = true;
+        }
+        let reply = match value {
+            Value::Array(items) => match items.as_slice() {
+                [Value::BulkString(kind), Value::BulkString(name), payload] => {
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    match kind.as_slice() {
+                        b"message" => {
+                            self.deliver(&name, payload);
+                            return Ok(());
+                        }
+                        b"subscribe" => Reply::Subscribed(name),
+                        b"unsubscribe" => Reply::Unsubscribed(name),
+                        _ => return Ok(()),
+                    }
+                }
+                [Value::BulkString(kind), _] if kind.eq_ignore_ascii_case(b"pong") => Reply::Pong,
+                _ => return Ok(()),
+            },
+            Value::SimpleString(s) if s.eq_ignore_ascii_case("pong") => Reply::Pong,
+            Value::ServerError(e) => {
+                // Before the connection has answered anything, an error other
+                // than an ACL refusal is the server turning the connection
+                // away (maxclients, protected mode), and it closes it: a
+                // failed connect, not a refusal of the front command.
+                if !*answered && e.code() != "NOPERM" {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionRefused,
+                        format!("the server turned the connection away: {}", e.code()),
+                    ));
+                }
+                *answered = true;
+                Reply::Refused(e)
+            }
+            _ => return Ok(()),
+        };
+        self.settle(reply)
+    }
+
+    fn deliver(&self, channel: &str, payload: &Value) {
+        match payload {
+            Value::BulkString(message) if message == UNLOCK_MESSAGE.as_bytes() => {
+                self.lot.lock().deliver(channel, false);
+            }
+            Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
+                self.lot.lock().deliver(channel, true);
+            }
+            _ => log::debug!("redisson-lock: ignoring unknown message on {channel}"),
+        }
+    }
+
+    /// Matches `reply` with the command at the front of the record. A
+    /// subscription confirmed, with nothing else in flight for its channel,
+    /// activates the channel's entries; one refused fails their waiters and
+    /// is forgotten, so that the next waiter asks again. A reply that answers
+    /// no command means the stream is out of step: an error, and the
+    /// connection is dropped.
+    fn settle(&self, reply: Reply) -> io::Result<()> {
+        let mut conn = self.conn.lock();
+        let Some(front) = conn.pending.pop_front() else {
+            return Err(io::Error::other(format!(
+                "subscriber reply {reply:?} to no command"
+            )));
+        };
+        match (front, reply) {
+            (Pending::Subscribe(channel), Reply::Subscribed(name)) if channel == name => {
+                if conn.settled(&channel) && conn.subscribed.contains(&channel) {
+                    self.lot.lock().activate(&channel);
+                }
+            }
+            (Pending::Unsubscribe(channel), Reply::Unsubscribed(name)) if channel == name => {
+                conn.settled(&channel);
+            }
+            (Pending::Ping, Reply::Pong) => {}
+            // A refused PING still proves the server alive.
+            (Pending::Ping, Reply::Refused(_)) => {}
+            (Pending::Subscribe(channel), Reply::Refused(e)) => {
+                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
+                    let error = RedisError::from(e);
+                    let failed = self.lot.lock().refuse(&channel, &error);
+                    log::warn!(
+                        "redisson-lock: the server refused to subscribe to {channel} ({error}): \
+                         {failed} waiting thread(s) get the error"
+                    );
+                } else {
+                    log::debug!("redisson-lock: a superseded SUBSCRIBE {channel} was refused");
+                }
+            }
+            (Pending::Unsubscribe(channel), Reply::Refused(e)) => {
+                // The server may go on sending its messages; nobody is
+                // waiting for them.
+                conn.settled(&channel);
+                log::warn!("redisson-lock: the server refused to unsubscribe from {channel}: {e}");
+            }
+            (front, reply) => {
+                return Err(io::Error::other(format!(
+                    "subscriber reply {reply:?} does not answer {front:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,410 @@
+//! The parking lot: which threads wait for which lock entry, and the permits
+//! that wake them.
+//!
+//! The bookkeeping is keyed by lock entry, grouped by channel, because that is
+//! what Redisson does: it keeps one listener and one semaphore per entry, and
+//! every entry on a channel hears each message. Locks `a` and `{a}` share the
+//! channel `redisson_lock__channel:{a}` but not their permits, so a release of
+//! `a` wakes a waiter of `a` even while a waiter of `{a}` sleeps on the same
+//! channel. An entry key is whatever the lock type says identifies its
+//! waiters (a plain lock's name; a fair lock would use its per-waiter
+//! channel); the server subscription stays one per channel.
+//!
+//! Nothing here does I/O. Every [`Lot`] method runs under the lot's mutex and
+//! takes an entry's own mutex briefly, always in that order; a waiting thread
+//! parks on its entry's condition variables with only the entry's mutex.
+
+use std::collections::{HashMap, hash_map};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::RedisError;
+
+/// Every channel with at least one waiting thread, and its entries.
+#[derive(Default)]
+pub(super) struct Lot {
+    channels: HashMap<String, Channel>,
+    /// Channels that appeared or disappeared since the connection's record of
+    /// what was sent last looked: what a reconcile has to check.
+    touched: Vec<String>,
+}
+
+/// The entries of one channel.
+#[derive(Default)]
+struct Channel {
+    /// The server confirmed the subscription on the current connection: a
+    /// new entry starts active.
+    active: bool,
+    entries: HashMap<String, Arc<Entry>>,
+}
+
+/// One lock entry: its waiting threads and their permits (Redisson's
+/// per-entry semaphore).
+pub(super) struct Entry {
+    state: Mutex<EntryState>,
+    /// Signalled when the subscription is confirmed or refused.
+    activated: Condvar,
+    /// Signalled when permits are added or the subscription is refused.
+    released: Condvar,
+}
+
+#[derive(Default)]
+struct EntryState {
+    waiters: usize,
+    permits: usize,
+    /// The server confirmed the subscription on the current connection.
+    active: bool,
+    /// Messages may have been missed (a reconnect, or a waiter that went on
+    /// without the confirmation): the confirmation wakes every waiter.
+    resync: bool,
+    /// The server refused the subscription this entry's waiters relied on.
+    /// Set once, when the entry leaves the lot; its waiters all get the error.
+    refused: Option<RedisError>,
+}
+
+impl Lot {
+    /// Registers one more waiting thread on entry `key` of `channel`, and
+    /// returns the entry. A channel new to the lot is marked touched: the
+    /// caller must reconcile so that it is subscribed.
+    pub(super) fn join(&mut self, channel: &str, key: &str) -> Arc<Entry> {
+        let record = match self.channels.entry(channel.to_owned()) {
+            hash_map::Entry::Occupied(record) => record.into_mut(),
+            hash_map::Entry::Vacant(vacant) => {
+                self.touched.push(channel.to_owned());
+                vacant.insert(Channel::default())
+            }
+        };
+        let active = record.active;
+        let entry = record
+            .entries
+            .entry(key.to_owned())
+            .or_insert_with(|| Arc::new(Entry::new(active)));
+        entry.state.lock().waiters += 1;
+        Arc::clone(entry)
+    }
+
+    /// Unregisters one waiting thread of `entry`. The entry leaves the lot
+    /// with its last waiter (its permits with it, as Redisson drops an entry
+    /// and its semaphore), and the channel with its last entry; `true` when
+    /// the channel left: the caller must reconcile so that it is
+    /// unsubscribed. Nothing to do for an entry already refused.
+    pub(super) fn leave(&mut self, channel: &str, key: &str, entry: &Arc<Entry>) -> bool {
+        {
+            let mut state = entry.state.lock();
+            if state.refused.is_some() {
+                return false;
+            }
+            state.waiters = state.waiters.saturating_sub(1);
+            if state.waiters > 0 {
+                return false;
+            }
+        }
+        let Some(record) = self.channels.get_mut(channel) else {
+            return false;
+        };
+        if record
+            .entries
+            .get(key)
+            .is_some_and(|current| Arc::ptr_eq(current, entry))
+        {
+            record.entries.remove(key);
+        }
+        if !record.entries.is_empty() {
+            return false;
+        }
+        self.channels.remove(channel);
+        self.touched.push(channel.to_owned());
+        true
+    }
+
+    /// Whether a thread waits on entry `key` of `channel`.
+    pub(super) fn has_waiters(&self, channel: &str, key: &str) -> bool {
+        self.channels
+            .get(channel)
+            .and_then(|record| record.entries.get(key))
+            .is_some_and(|entry| entry.state.lock().waiters > 0)
+    }
+
+    /// The number of channels with waiters, and of waiting threads.
+    pub(super) fn stats(&self) -> (usize, usize) {
+        let waiters = self
+            .channels
+            .values()
+            .flat_map(|record| record.entries.values())
+            .map(|entry| entry.state.lock().waiters)
+            .sum();
+        (self.channels.len(), waiters)
+    }
+
+    /// Whether no thread waits at all.
+    pub(super) fn is_empty(&self) -> bool {
+        self.channels.is_empty()
+    }
+
+    /// Whether `channel` has waiters, so should be subscribed.
+    pub(super) fn wants(&self, channel: &str) -> bool {
+        self.channels.contains_key(channel)
+    }
+
+    /// The channels touched since the last call, emptied.
+    pub(super) fn take_touched(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Every channel with waiters (for a fresh connection, which subscribes
+    /// them all); forgets what was touched, since all of it is covered.
+    pub(super) fn take_all(&mut self) -> Vec<String> {
+        self.touched.clear();
+        self.channels.keys().cloned().collect()
+    }
+
+    /// The server confirmed the subscription to `channel` (and no other
+    /// command for it is in flight): its waiters stop waiting for the
+    /// confirmation, and entries that may have missed a message are woken.
+    pub(super) fn activate(&mut self, channel: &str) {
+        if let Some(record) = self.channels.get_mut(channel) {
+            record.active = true;
+            for entry in record.entries.values() {
+                entry.activate();
+            }
+        }
+    }
+
+    /// An unlock message on `channel`: `all` (`1`) wakes every waiter of
+    /// every entry, otherwise (`0`) one permit goes to each entry.
+    pub(super) fn deliver(&self, channel: &str, all: bool) {
+        if let Some(record) = self.channels.get(channel) {
+            for entry in record.entries.values() {
+                entry.release(all);
+            }
+        }
+    }
+
+    /// The server refused to subscribe to `channel`: every entry on it leaves
+    /// the lot, and each of their waiters gets `error`, whether it waits for
+    /// the confirmation or already for a permit. Returns how many threads
+    /// that fails. A waiter that comes later starts a new entry and a new
+    /// subscription.
+    pub(super) fn refuse(&mut self, channel: &str, error: &RedisError) -> usize {
+        let Some(record) = self.channels.remove(channel) else {
+            return 0;
+        };
+        record
+            .entries
+            .values()
+            .map(|entry| entry.refuse(error))
+            .sum()
+    }
+
+    /// The connection dropped: nothing is subscribed any more, entries that
+    /// were active must be woken once subscribed again (a message may be
+    /// missed meanwhile), and with `wake` every waiter is woken now (the
+    /// server may be gone: they find out within their own timeouts).
+    pub(super) fn connection_lost(&mut self, wake: bool) {
+        for record in self.channels.values_mut() {
+            record.active = false;
+            for entry in record.entries.values() {
+                entry.lost(wake);
+            }
+        }
+    }
+}
+
+impl Entry {
+    fn new(active: bool) -> Entry {
+        Entry {
+            state: Mutex::new(EntryState {
+                active,
+                ..EntryState::default()
+            }),
+            activated: Condvar::new(),
+            released: Condvar::new(),
+        }
+    }
+
+    /// Parks until the subscription is confirmed, refused, or `limit` passes.
+    /// Without the confirmation by `limit` the waiter goes on (polling at the
+    /// holder's TTL): a release before the server subscribes would be
+    /// missed, so the confirmation, when it comes, wakes it. Blocks at most
+    /// until `limit`; the error is the server's refusal.
+    pub(super) fn await_active(&self, limit: Instant) -> Result<(), RedisError> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(error) = &state.refused {
+                return Err(error.clone());
+            }
+            if state.active {
+                return Ok(());
+            }
+            if self.activated.wait_until(&mut state, limit).timed_out() {
+                if let Some(error) = &state.refused {
+                    return Err(error.clone());
+                }
+                state.resync |= !state.active;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Parks until a permit is available (and takes it) or `timeout` passes;
+    /// `Ok(true)` if a permit was taken. A permit left by an earlier message
+    /// nobody waited for is taken at once. Blocks at most `timeout`; the
+    /// error is the server's refusal of the subscription.
+    pub(super) fn wait(&self, timeout: Duration) -> Result<bool, RedisError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut state = self.state.lock();
+        loop {
+            if let Some(error) = &state.refused {
+                return Err(error.clone());
+            }
+            if state.permits > 0 {
+                state.permits -= 1;
+                return Ok(true);
+            }
+            let timed_out = match deadline {
+                Some(deadline) => self.released.wait_until(&mut state, deadline).timed_out(),
+                None => {
+                    self.released.wait(&mut state);
+                    false
+                }
+            };
+            if timed_out {
+                return match &state.refused {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(false),
+                };
+            }
+        }
+    }
+
+    fn activate(&self) {
+        let mut state = self.state.lock();
+        if !state.active {
+            state.active = true;
+            self.activated.notify_all();
+        }
+        if std::mem::take(&mut state.resync) {
+            state.permits += state.waiters;
+            self.released.notify_all();
+        }
+    }
+
+    fn release(&self, all: bool) {
+        let mut state = self.state.lock();
+        if all {
+            state.permits += state.waiters.max(1);
+            self.released.notify_all();
+        } else {
+            state.permits += 1;
+            self.released.notify_one();
+        }
+    }
+
+    fn refuse(&self, error: &RedisError) -> usize {
+        let mut state = self.state.lock();
+        state.refused = Some(error.clone());
+        self.activated.notify_all();
+        self.released.notify_all();
+        state.waiters
+    }
+
+    fn lost(&self, wake: bool) {
+        let mut state = self.state.lock();
+        state.resync |= state.active;
+        state.active = false;
+        if wake && state.waiters > 0 {
+            state.permits += state.waiters;
+            self.released.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHANNEL: &str = "redisson_lock__channel:{a}";
+
+    #[test]
+    fn an_unlock_message_gives_one_permit_to_each_entry_on_the_channel() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let plain_again = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        assert!(Arc::ptr_eq(&plain, &plain_again));
+        assert_eq!(lot.stats(), (1, 3));
+        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+
+        lot.deliver(CHANNEL, false);
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        // One permit for `a`, however many of its threads wait.
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+
+        lot.deliver(CHANNEL, true);
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+    }
+
+    #[test]
+    fn waiters_are_counted_per_entry_and_the_channel_leaves_with_its_last_entry() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        lot.take_touched();
+        assert!(lot.has_waiters(CHANNEL, "a"));
+        assert!(lot.has_waiters(CHANNEL, "{a}"));
+        assert!(!lot.has_waiters(CHANNEL, "b"));
+
+        assert!(!lot.leave(CHANNEL, "a", &plain));
+        assert!(!lot.has_waiters(CHANNEL, "a"));
+        assert!(lot.has_waiters(CHANNEL, "{a}"));
+        assert!(lot.take_touched().is_empty());
+
+        assert!(lot.leave(CHANNEL, "{a}", &braced));
+        assert!(lot.is_empty());
+        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+    }
+
+    #[test]
+    fn a_refusal_fails_every_waiter_of_the_channel_and_a_later_one_starts_afresh() {
+        let mut lot = Lot::default();
+        let plain = lot.join(CHANNEL, "a");
+        let braced = lot.join(CHANNEL, "{a}");
+        let other = lot.join("redisson_lock__channel:{b}", "b");
+        let error = RedisError::from((redis::ErrorKind::Client, "refused"));
+        assert_eq!(lot.refuse(CHANNEL, &error), 2);
+        assert!(plain.await_active(Instant::now()).is_err());
+        assert!(braced.wait(Duration::from_secs(5)).is_err());
+        // Already out of the lot: leaving changes nothing.
+        assert!(!lot.leave(CHANNEL, "a", &plain));
+        assert_eq!(lot.stats(), (1, 1));
+        assert_eq!(other.wait(Duration::ZERO).ok(), Some(false));
+
+        let again = lot.join(CHANNEL, "a");
+        assert!(!Arc::ptr_eq(&again, &plain));
+        assert_eq!(again.wait(Duration::ZERO).ok(), Some(false));
+    }
+
+    #[test]
+    fn a_confirmation_after_a_lost_connection_wakes_every_waiter() {
+        let mut lot = Lot::default();
+        let entry = lot.join(CHANNEL, "a");
+        lot.join(CHANNEL, "a");
+        lot.activate(CHANNEL);
+        assert!(entry.await_active(Instant::now()).is_ok());
+        lot.connection_lost(false);
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        lot.activate(CHANNEL);
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        // A new entry on an active channel needs no confirmation.
+        let braced = lot.join(CHANNEL, "{a}");
+        assert!(braced.await_active(Instant::now()).is_ok());
+        assert!(braced.state.lock().active);
+    }
+}

@@ -1,0 +1,203 @@
+//! The shared subscriber: one connection and one thread per client, whatever
+//! the number of waiting threads and lock names (PROTOCOL §1.6, §2.5).
+//!
+//! A waiting thread takes a [`Subscription`] to its lock's entry before its
+//! second acquire attempt and parks on it for at most the holder's TTL. The
+//! permits and waiters are kept per lock entry ([`entries`], a parking lot
+//! keyed by lock, not by channel), while the server subscription is one per
+//! channel: the subscriber thread turns each unlock message on a channel into
+//! permits for every entry on it, Redisson's semaphore semantics: `0` wakes
+//! one waiter of each entry, `1` wakes all of them, and a permit nobody is
+//! waiting for makes the next wait return at once.
+//!
+//! Subscribe and unsubscribe commands are written from the waiting thread
+//! ([`conn`]), so subscribing costs one round trip, not a poll interval; the
+//! server's confirmations and refusals are matched to them in order. A
+//! refused subscription (an ACL without the channel) fails every thread
+//! waiting on it with the server's error, and the next waiter asks again. No
+//! socket write ever happens under the lot's mutex, which a final unlock
+//! ([`Subscriber::has_waiters`]) and the diagnostics take.
+//!
+//! When the connection drops, the thread wakes every waiter at once (the
+//! server may be gone: they find out within their own timeouts instead of
+//! sleeping out the holder's TTL), reconnects, subscribes to every channel that
+//! still has waiters, and wakes all of them again, since a message may have
+//! been missed meanwhile. While threads wait, a connection silent for a
+//! response timeout is checked with a `PING`, and one that does not answer
+//! within another (or accepts no write for that long) counts as dropped: a
+//! frozen server is noticed too. Waiters never depend on a message alone:
+//! each wait is capped by the holder's TTL.
+
+mod conn;
+mod entries;
+mod stream;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::ConnectionInfo;
+
+use crate::error::Result;
+use conn::Conn;
+use entries::{Entry, Lot};
+
+/// The client's subscriber. Dropping it closes the connection and ends the thread.
+pub(crate) struct Subscriber {
+    shared: Arc<Shared>,
+}
+
+/// What the subscriber's handle, its subscriptions and its thread share.
+struct Shared {
+    info: ConnectionInfo,
+    connect_timeout: Duration,
+    /// The bound on every write once connected, and the health check's
+    /// silence while threads wait.
+    response_timeout: Duration,
+    closed: AtomicBool,
+    thread_started: AtomicBool,
+    /// The lot changed, or a write was left unfinished, since the connection
+    /// mutex's last holder looked: whoever holds it next must sync.
+    dirty: AtomicBool,
+    /// The connection: its writer and the record of what was sent. Held
+    /// during socket writes; taken before `lot`, never after.
+    conn: Mutex<Conn>,
+    /// The parking lot. Never held during I/O.
+    lot: Mutex<Lot>,
+}
+
+/// One waiting thread's interest in a lock entry. Dropping it unregisters
+/// the thread; with the channel's last waiter gone, it unsubscribes.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: String,
+    key: String,
+    entry: Arc<Entry>,
+}
+
+impl Subscriber {
+    /// A subscriber for the server `info` points to. Nothing connects until
+    /// the first [`subscribe`](Self::subscribe).
+    pub fn new(
+        info: ConnectionInfo,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Self {
+        Subscriber {
+            shared: Arc::new(Shared {
+                info,
+                connect_timeout,
+                response_timeout,
+                closed: AtomicBool::new(false),
+                thread_started: AtomicBool::new(false),
+                dirty: AtomicBool::new(false),
+                conn: Mutex::new(Conn::default()),
+                lot: Mutex::new(Lot::default()),
+            }),
+        }
+    }
+
+    /// Registers the calling thread as a waiter on entry `entry` of
+    /// `channel`, and waits until the server confirms the channel's
+    /// subscription, refuses it, or `limit` passes, whichever is first.
+    ///
+    /// `entry` is what identifies the lock's waiters (for a plain lock, its
+    /// name): entries sharing a channel share one server subscription but
+    /// not their permits. A subscription not confirmed by `limit` is still
+    /// returned: it wakes on the confirmation or a reconnect, and its waiter
+    /// polls at the holder's TTL meanwhile.
+    ///
+    /// Blocks until `limit` at most (waiting for the connection, writing
+    /// `SUBSCRIBE`, waiting for the confirmation); the first call starts the
+    /// subscriber thread. Fails with [`Error::Redis`](crate::Error::Redis) carrying the server's
+    /// error (e.g. `NOPERM` from an ACL) when the server refuses to subscribe.
+    pub fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
+        self.start_thread();
+        let (joined, new_channel) = {
+            let mut lot = self.shared.lot.lock();
+            let had = lot.wants(channel);
+            (lot.join(channel, entry), !had)
+        };
+        // Made now, so that an early return unregisters the thread.
+        let subscription = Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_owned(),
+            key: entry.to_owned(),
+            entry: joined,
+        };
+        if new_channel {
+            self.shared.dirty.store(true, Ordering::Release);
+            // A waiter's own write errors close the connection (the thread
+            // reconnects); they are not the waiter's to report.
+            let _ = self.shared.sync(Some(limit));
+        }
+        subscription.entry.await_active(limit)?;
+        Ok(subscription)
+    }
+
+    /// Whether some thread of this client waits on entry `entry` of
+    /// `channel`. Takes the lot's mutex briefly; never waits for I/O.
+    pub fn has_waiters(&self, channel: &str, entry: &str) -> bool {
+        self.shared.lot.lock().has_waiters(channel, entry)
+    }
+
+    /// Channels subscribed to (or being subscribed to), and waiting threads.
+    /// Takes the lot's mutex briefly; never waits for I/O.
+    pub fn stats(&self) -> (usize, usize) {
+        self.shared.lot.lock().stats()
+    }
+
+    /// Starts the subscriber thread (`rlock-pubsub`) unless it runs; if it
+    /// cannot be started, the next subscribe tries again, and waiters poll
+    /// at the holder's TTL meanwhile.
+    fn start_thread(&self) {
+        if self.shared.thread_started.load(Ordering::Acquire)
+            || self.shared.thread_started.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        if let Err(e) = thread::Builder::new()
+            .name("rlock-pubsub".into())
+            .spawn(move || shared.run())
+        {
+            log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
+            self.shared.thread_started.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.conn.lock().close();
+    }
+}
+
+impl Subscription {
+    /// Parks until an unlock message for this entry arrives or `timeout`
+    /// passes; `Ok(true)` if woken by a message (or a permit left by an
+    /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
+    /// when the server refused the subscription meanwhile.
+    pub fn wait(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.entry.wait(timeout)?)
+    }
+}
+
+impl Drop for Subscription {
+    /// Unregisters the thread; the channel's last waiter also unsubscribes,
+    /// if it can have the connection at once (otherwise whoever has it does).
+    fn drop(&mut self) {
+        let left = self
+            .shared
+            .lot
+            .lock()
+            .leave(&self.channel, &self.key, &self.entry);
+        if left {
+            self.shared.dirty.store(true, Ordering::Release);
+            let _ = self.shared.sync(Some(Instant::now()));
+        }
+    }
+}

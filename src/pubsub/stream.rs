@@ -1,0 +1,135 @@
+//! The subscriber's socket: TCP or Unix, connected and authenticated.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+/// The subscriber's socket. Reads happen on the subscriber thread, writes
+/// under the connection mutex, each through its own clone of the socket.
+pub(super) enum Stream {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Connects to the server `info` names and authenticates, within
+    /// `timeout` for each step; the socket's read and write timeouts are
+    /// `timeout` until changed.
+    pub(super) fn connect(info: &ConnectionInfo, timeout: Duration) -> io::Result<Stream> {
+        let mut stream = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let mut last = None;
+                let mut connected = None;
+                for addr in (host.as_str(), *port).to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&addr, timeout) {
+                        Ok(tcp) => {
+                            connected = Some(tcp);
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                let tcp = connected.ok_or_else(|| {
+                    last.unwrap_or_else(|| io::Error::other("address resolved to nothing"))
+                })?;
+                tcp.set_nodelay(true)?;
+                Stream::Tcp(tcp)
+            }
+            #[cfg(unix)]
+            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the subscriber does not support {other:?} connections"),
+                ));
+            }
+        };
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let settings = info.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = settings.username() {
+                auth.arg(username);
+            }
+            auth.arg(password);
+            stream.write_all(&auth.get_packed_command())?;
+            let reply = redis::Parser::new()
+                .parse_value(&mut stream)
+                .map_err(io::Error::other)?;
+            if let Value::ServerError(e) = reply {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("AUTH failed: {}", e.code()),
+                ));
+            }
+        }
+        Ok(stream)
+    }
+
+    pub(super) fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            #[cfg(unix)]
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    pub(super) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(timeout),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    pub(super) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(timeout),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.set_write_timeout(timeout),
+        }
+    }
+
+    /// Ends the connection both ways; the reader sees it at once.
+    pub(super) fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.flush(),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.flush(),
+        }
+    }
+}
