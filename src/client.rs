@@ -12,6 +12,7 @@ use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
+use crate::locks::FencedLock;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
@@ -80,6 +81,7 @@ pub(crate) struct Config {
     pub retry_attempts: u32,
     pub retry_delay: Duration,
     pub subscription_timeout: Duration,
+    pub fair_lock_wait_timeout: Duration,
 }
 
 impl Config {
@@ -123,6 +125,7 @@ impl Client {
                 retry_attempts: 3,
                 retry_delay: Duration::from_millis(500),
                 subscription_timeout: Duration::from_millis(7500),
+                fair_lock_wait_timeout: Duration::from_secs(300),
             },
             pool_size: 32,
         }
@@ -156,6 +159,13 @@ impl Client {
     /// This does not talk to Redis; an empty name is reported by the first
     /// operation on the lock.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the fenced lock called `name` (Redisson's
+    /// `getFencedLock`): the reentrant lock plus a token per acquisition.
+    /// This does not talk to Redis.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         Lock::new(self.clone(), name.into())
     }
 

@@ -86,6 +86,15 @@ pub enum Error {
         used_by: u32,
     },
 
+    /// A non-reentrant lock was taken again by the thread that holds it
+    /// (Redisson throws `IllegalMonitorStateException`). Reported at once,
+    /// never a deadlock.
+    #[error("lock `{name}` is not reentrant and is already held by this thread")]
+    NotReentrant {
+        /// The lock's name.
+        name: String,
+    },
+
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
     /// oversized lease, an unparsable URL, ...
     #[error("invalid argument: {0}")]

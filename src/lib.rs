@@ -74,9 +74,11 @@
 mod client;
 mod connection;
 mod error;
+mod guard;
 mod holds;
-mod keys;
 mod lock;
+mod locks;
+mod names;
 mod owner;
 mod pool;
 mod pubsub;
@@ -85,7 +87,9 @@ mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
 pub use error::{Error, LostReason, Result};
-pub use lock::{Lock, LockGuard, RequestId};
+pub use guard::LockGuard;
+pub use lock::{Lock, RequestId};
+pub use locks::{Fenced, FencedLock, Kind, Reentrant};
 pub use scripts::UnlockOutcome;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

@@ -1,18 +1,22 @@
-//! [`Lock`], the handle on a Redisson `RLock`, and [`LockGuard`], one hold on it.
+//! [`Lock`], the handle on one named lock of any type of the family, and the
+//! one waiting loop every type shares.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Commands;
 
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome, Registry};
-use crate::keys;
+use crate::guard::LockGuard;
+use crate::holds::{LeaseOutcome, Registry};
+use crate::locks::{
+    AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, ReleaseRequest, Wake,
+};
+use crate::names;
 use crate::owner;
-use crate::scripts::{self, Acquire, UnlockArgs, UnlockOutcome, lease_millis};
+use crate::scripts::{UnlockOutcome, lease_millis};
 
 /// A reentrant distributed lock, byte-for-byte a Redisson `RLock`.
 ///
@@ -53,38 +57,22 @@ use crate::scripts::{self, Acquire, UnlockArgs, UnlockOutcome, lease_millis};
 /// assert!(!lock.is_locked()?);
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct Lock {
-    client: Client,
-    name: Arc<str>,
-    channel: Arc<str>,
+pub struct Lock<K: Kind = Reentrant> {
+    pub(crate) client: Client,
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: Arc<K>,
     lease: Option<Duration>,
 }
 
-/// One hold on a [`Lock`] by the thread that took it; dropping it releases
-/// that hold.
-///
-/// A guard is `!Send`: a lock belongs to the thread that took it (Redisson
-/// enforces the same at run time with `IllegalMonitorStateException`). Dropping
-/// the guard logs an unlock error instead of panicking; call
-/// [`unlock`](LockGuard::unlock) to see the error.
-///
-/// ```compile_fail
-/// fn assert_send<T: Send>(_: T) {}
-/// # fn f(lock: redisson_lock::Lock) -> redisson_lock::Result<()> {
-/// let guard = lock.lock()?;
-/// assert_send(guard); // error: a guard cannot cross threads
-/// # Ok(()) }
-/// ```
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct LockGuard {
-    lock: Lock,
-    hold: Arc<Hold>,
-    /// Taken without an explicit lease: one of the hold's watchdog renewers.
-    renew: bool,
-    released: bool,
-    /// `MutexGuard` is `!Send` and `Sync`, which is exactly what a guard is.
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            client: self.client.clone(),
+            name: Arc::clone(&self.name),
+            kind: Arc::clone(&self.kind),
+            lease: self.lease,
+        }
+    }
 }
 
 /// Identifies one unlock request. Redisson's unlock latch keys the outcome of
@@ -127,13 +115,12 @@ impl fmt::Debug for RequestId {
     }
 }
 
-impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Lock {
-        let channel = keys::lock_channel(&name).into();
+impl<K: Kind> Lock<K> {
+    pub(crate) fn new(client: Client, name: String) -> Lock<K> {
         Lock {
+            kind: Arc::new(K::new(&name)),
             client,
             name: name.into(),
-            channel,
             lease: None,
         }
     }
@@ -147,7 +134,7 @@ impl Lock {
     /// after each acquire and the watchdog never renews it (Redisson's
     /// `lock(leaseTime, unit)`). The lease is checked when the lock is taken:
     /// it must be between 1 ms and 100 years.
-    pub fn with_lease(&self, lease: Duration) -> Lock {
+    pub fn with_lease(&self, lease: Duration) -> Lock<K> {
         Lock {
             lease: Some(lease),
             ..self.clone()
@@ -159,7 +146,7 @@ impl Lock {
     /// Returns at once on a reentry. Errors are Redis errors (the server is
     /// unreachable, the key is not a lock hash) and bad arguments; they end the
     /// wait.
-    pub fn lock(&self) -> Result<LockGuard> {
+    pub fn lock(&self) -> Result<LockGuard<K>> {
         // Without a deadline, `acquire` returns a guard or an error, never `None`.
         self.acquire(None)?.ok_or(Error::Timeout {
             operation: "lock",
@@ -170,22 +157,22 @@ impl Lock {
     /// Takes the lock if it is free or already held by this thread: one
     /// attempt, one round trip, never waits for the holder. (It may wait up to
     /// the connect timeout for a pooled connection.)
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
-        Ok(self.attempt(&field, lease, lease_ms)?.ok())
+        Ok(self.attempt(&field, lease, lease_ms, None)?.ok())
     }
 
     /// Takes the lock, waiting at most `wait` for it; `Ok(None)` when the time
     /// is up. A `wait` too large to add to the current time waits as long as it
     /// takes.
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
         self.acquire(Instant::now().checked_add(wait))
     }
 
     /// Takes the lock, waiting until `deadline` at the latest; `Ok(None)` when
     /// the deadline passes. A deadline in the past makes one attempt.
-    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<K>>> {
         self.acquire(Some(deadline))
     }
 
@@ -198,7 +185,8 @@ impl Lock {
         // thread right after it is not.
         let before = registry.holds_on(&self.name);
         let deleted = self.client.with_connection("force unlock", |con, _| {
-            scripts::force_unlock(con, &self.name, &self.channel, self.client.inner.publish)
+            self.kind
+                .force_unlock(con, &self.name, self.client.inner.publish)
         })?;
         for hold in &before {
             registry.lose(hold, LostReason::ForceUnlocked);
@@ -206,11 +194,12 @@ impl Lock {
         Ok(deleted)
     }
 
-    /// Whether anyone holds the lock (`EXISTS`).
+    /// Whether anyone holds the lock, as Redisson's `isLocked` says for
+    /// this type (`EXISTS` for the reentrant lock). One round trip.
     pub fn is_locked(&self) -> Result<bool> {
         self.check()?;
         self.client
-            .with_connection("is_locked", |con, _| Ok(con.exists(&*self.name)?))
+            .with_connection("is_locked", |con, _| self.kind.is_locked(con, &self.name))
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
@@ -287,12 +276,50 @@ impl Lock {
         }
     }
 
-    /// The first attempt, then subscribe, then attempt again after every
-    /// wake-up or TTL slice until `deadline`.
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
+    /// The first attempt, then wait (on the type's channel, or by its
+    /// backoff), then attempt again after every wake-up or TTL slice until
+    /// `deadline`. A timed wait that gives up runs the type's give-up hook.
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<K>>> {
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
-        let mut ttl = match self.attempt(&field, lease, lease_ms)? {
+        let config = &self.client.inner.config;
+        // The wait a fair lock queues the thread with (Redisson's waitMs).
+        let wait = deadline.map_or(config.fair_lock_wait_timeout, |deadline| {
+            deadline.saturating_duration_since(Instant::now())
+        });
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms);
+        let gave_up = match &result {
+            Ok(found) => found.is_none(),
+            Err(e) => matches!(e, Error::Timeout { .. }),
+        };
+        if gave_up && deadline.is_some() {
+            let give_up = self
+                .client
+                .with_connection("give up", |con, _| self.kind.give_up(con, &field, wait_ms));
+            if let Err(e) = give_up {
+                log::debug!("redisson-lock: giving up on `{}` failed: {e}", self.name);
+            }
+        }
+        result
+    }
+
+    /// The waiting loop every lock type shares.
+    fn wait_for(
+        &self,
+        field: &str,
+        lease: Duration,
+        lease_ms: u64,
+        deadline: Option<Instant>,
+        wait_ms: u64,
+    ) -> Result<Option<LockGuard<K>>> {
+        let queue = || {
+            Some(Queue {
+                wait_ms,
+                now_ms: epoch_millis(),
+            })
+        };
+        let mut ttl = match self.attempt(field, lease, lease_ms, queue())? {
             Ok(guard) => return Ok(Some(guard)),
             Err(ttl) => ttl,
         };
@@ -302,19 +329,27 @@ impl Lock {
             return Ok(None);
         }
         let fallback = config.watchdog_timeout / 3;
-        let mut limit = now + config.subscription_timeout.min(ttl.unwrap_or(fallback));
-        if let Some(deadline) = deadline {
-            limit = limit.min(deadline);
-        }
-        let subscriber = &self.client.inner.subscriber;
-        let subscription = subscriber.subscribe(&self.channel, &self.name, limit)?;
+        let (subscription, mut backoff) = match self.kind.wake(&self.name, field) {
+            Wake::Channel { channel, entry } => {
+                let mut limit = now + config.subscription_timeout.min(ttl.unwrap_or(fallback));
+                if let Some(deadline) = deadline {
+                    limit = limit.min(deadline);
+                }
+                let subscriber = &self.client.inner.subscriber;
+                (Some(subscriber.subscribe(&channel, &entry, limit)?), None)
+            }
+            Wake::Backoff(backoff) => (None, Some(Spin::new(backoff))),
+        };
         loop {
-            ttl = match self.attempt(&field, lease, lease_ms)? {
+            ttl = match self.attempt(field, lease, lease_ms, queue())? {
                 Ok(guard) => return Ok(Some(guard)),
                 Err(ttl) => ttl,
             };
             // A key without a TTL: wait for a message, but poll now and then.
             let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
+            if let Some(backoff) = &mut backoff {
+                wait = wait.min(backoff.next());
+            }
             if let Some(deadline) = deadline {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -322,7 +357,12 @@ impl Lock {
                 }
                 wait = wait.min(left);
             }
-            subscription.wait(wait)?;
+            match &subscription {
+                Some(subscription) => {
+                    subscription.wait(wait)?;
+                }
+                None => std::thread::sleep(wait),
+            }
         }
     }
 
@@ -332,45 +372,60 @@ impl Lock {
         field: &str,
         lease: Duration,
         lease_ms: u64,
-    ) -> Result<Result<LockGuard, Option<Duration>>> {
+        queue: Option<Queue>,
+    ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
         let inner = &self.client.inner;
         let registry = &inner.registry;
         // This thread's own count is the truth about its field: whatever else
         // Redis has there was left by an acquire whose reply was lost.
         let live = registry.live(&self.name, field);
-        let known = live
-            .as_ref()
-            .map_or(0, |hold| crate::holds::Registry::count(hold));
+        let known = live.as_ref().map_or(0, |hold| Registry::count(hold));
+        if known > 0 && !self.kind.reentrant() {
+            return Err(Error::NotReentrant {
+                name: self.name.to_string(),
+            });
+        }
         // A reentry sets the TTL of a hold that a renewal may be setting too.
         let ticket = live.as_ref().map(|hold| hold.begin_lease(lease));
         let marker = live.as_ref().map(|_| {
             let id = self.client.next_request_id();
-            keys::replaced_marker(&self.name, id.as_str())
+            names::replaced_marker(&self.name, id.as_str())
         });
         let marker = marker
             .as_deref()
             .map(|key| (key, inner.config.latch_ttl_ms()));
         let sent = Instant::now();
         let acquired = self.client.with_connection("lock", |con, resend| {
-            scripts::acquire(con, &self.name, lease_ms, field, known, marker, resend)
+            let request = AcquireRequest {
+                name: &self.name,
+                lease_ms,
+                field,
+                known,
+                marker,
+                resend,
+                queue,
+            };
+            self.kind.acquire(con, &request)
         });
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
-                Ok(Acquire::Acquired { replaced: false }) => LeaseOutcome::Set,
+                Ok(Acquired::Yes {
+                    replaced: false, ..
+                }) => LeaseOutcome::Set,
                 Err(e) => LeaseOutcome::of_error(e),
                 _ => LeaseOutcome::Untouched,
             };
             hold.end_lease(ticket, outcome);
         }
-        let replaced = match acquired? {
-            Acquire::Held { ttl } => {
+        let (replaced, token) = match acquired? {
+            Acquired::No { ttl } => {
                 if let Some(hold) = &live {
                     // Someone else holds what this thread counted as its own.
                     registry.lose(hold, LostReason::KeyGone);
                 }
                 return Ok(Err(ttl));
             }
-            Acquire::Acquired { replaced } => replaced,
+            Acquired::Yes { replaced, token } => (replaced, token),
         };
         if replaced && let Some(hold) = &live {
             registry.lose(hold, LostReason::Replaced);
@@ -378,13 +433,7 @@ impl Lock {
         let renew = self.lease.is_none();
         let reentered = live.as_ref().filter(|_| !replaced);
         let hold = registry.acquired(&self.name, field, lease, renew, sent, reentered);
-        Ok(Ok(LockGuard {
-            lock: self.clone(),
-            hold,
-            renew,
-            released: false,
-            _not_send: PhantomData,
-        }))
+        Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
     }
 
     /// Sends an unlock, retrying transport failures (never when no
@@ -397,27 +446,34 @@ impl Lock {
     ///   what the thread keeps: a retry sets the same count or finds the
     ///   field gone, so it needs no latch. When an earlier attempt may have
     ///   run, a field found gone means that attempt freed the lock.
-    fn unlock_raw(&self, field: &str, unlock: Unlock<'_>) -> Result<Option<UnlockOutcome>> {
+    pub(crate) fn unlock_raw(
+        &self,
+        field: &str,
+        unlock: Unlock<'_>,
+    ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let config = &inner.config;
         let (_, lease_ms) = self.lease()?;
         let latch = match unlock {
-            Unlock::Latched(request_id) => keys::unlock_latch(&self.name, request_id.as_str()),
+            Unlock::Latched(request_id) => names::unlock_latch(&self.name, request_id.as_str()),
             Unlock::Release { .. } => String::new(),
         };
-        let args = UnlockArgs {
+        let latch_ttl_ms = config.latch_ttl_ms();
+        let remaining = match unlock {
+            Unlock::Release { remaining } => remaining,
+            Unlock::Latched(_) => 0,
+        };
+        let request = ReleaseRequest {
             name: &self.name,
-            channel: &self.channel,
-            latch: &latch,
             lease_ms,
             field,
             publish: inner.publish,
-            latch_ttl_ms: config.latch_ttl_ms(),
+            remaining,
         };
         // A latched retry must reach Redis while the first attempt's latch
         // lives, or it could release a second hold.
         let retry_window = match unlock {
-            Unlock::Latched(_) => Duration::from_millis(args.latch_ttl_ms)
+            Unlock::Latched(_) => Duration::from_millis(latch_ttl_ms)
                 .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
             Unlock::Release { .. } => Duration::MAX,
         };
@@ -426,8 +482,11 @@ impl Lock {
         loop {
             let result = self.client.with_connection("unlock", |con, resend| {
                 let outcome = match unlock {
-                    Unlock::Latched(_) => scripts::unlock(con, &args)?,
-                    Unlock::Release { remaining } => scripts::release(con, &args, remaining)?,
+                    Unlock::Latched(_) => {
+                        self.kind
+                            .unlock_latched(con, &request, &latch, latch_ttl_ms)?
+                    }
+                    Unlock::Release { .. } => self.kind.release(con, &request)?,
                 };
                 // A resend of a release that finds the field gone: the
                 // first one freed it (its reply was lost).
@@ -462,7 +521,7 @@ impl Lock {
         }
     }
 
-    fn lease(&self) -> Result<(Duration, u64)> {
+    pub(crate) fn lease(&self) -> Result<(Duration, u64)> {
         self.check()?;
         let lease = self
             .lease
@@ -472,7 +531,7 @@ impl Lock {
 
     /// The checks every operation starts with: a usable name, and a client
     /// built in this process.
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         self.client.check_process()?;
         if self.name.is_empty() {
             return Err(Error::invalid("lock name must not be empty"));
@@ -481,17 +540,20 @@ impl Lock {
     }
 
     fn owner_field(&self) -> String {
-        owner::owner_field(self.client.id(), owner::current_thread_id())
+        self.kind.owner_field(owner::owner_field(
+            self.client.id(),
+            owner::current_thread_id(),
+        ))
     }
 
-    fn lost(&self, reason: LostReason) -> Error {
+    pub(crate) fn lost(&self, reason: LostReason) -> Error {
         Error::Lost {
             name: self.name.to_string(),
             reason,
         }
     }
 
-    fn not_held(&self) -> Error {
+    pub(crate) fn not_held(&self) -> Error {
         Error::NotHeld {
             name: self.name.to_string(),
             client_id: self.client.id().to_owned(),
@@ -502,16 +564,17 @@ impl Lock {
 
 /// Which unlock [`Lock::unlock_raw`] sends.
 #[derive(Clone, Copy)]
-enum Unlock<'a> {
+pub(crate) enum Unlock<'a> {
     /// Redisson's, with the caller's request id and its latch.
     Latched(&'a RequestId),
     /// The guards' own: `remaining` holds are kept (0: free the lock).
     Release { remaining: u32 },
 }
 
-impl fmt::Debug for Lock {
+impl<K: Kind> fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
+            .field("type", &K::REDISSON)
             .field("name", &self.name)
             .field("lease", &self.lease)
             .field("client", &self.client.id())
@@ -519,123 +582,47 @@ impl fmt::Debug for Lock {
     }
 }
 
-impl LockGuard {
-    /// Releases this hold and reports how that went.
-    ///
-    /// `Ok` when the hold was released (the lock is free if it was the last
-    /// one). [`Error::Lost`] when the lock was already known to be lost (see
-    /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`] when Redis says this
-    /// thread does not hold it, which also means it was lost. Either way, the
-    /// hold is gone from the watchdog and nothing else's lock is touched.
-    pub fn unlock(mut self) -> Result<()> {
-        self.release()
-    }
-
-    /// `true` when the lock is known to be no longer ours: a renewal found
-    /// our field gone, the lease ran out by the local monotonic clock before a
-    /// renewal succeeded, or this client force-unlocked it. Once `true`, it
-    /// stays `true`. For a lock taken with an explicit lease, this turns `true`
-    /// when that lease has run out. No round trip.
-    pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    /// Why the lock is known to be lost; `None` while [`is_lost`](Self::is_lost)
-    /// is `false`. No round trip.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.hold.lost_reason()
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock {
-        &self.lock
-    }
-
-    fn release(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.released, true) {
-            return Ok(());
-        }
-        let lock = &self.lock;
-        // Before anything else: a forked child must not touch the parent's
-        // bookkeeping, whose mutexes may have been held at the fork.
-        lock.client.check_process()?;
-        let registry = &lock.client.inner.registry;
-        let hold = &self.hold;
-        // Unregister first so that a renewal racing with this unlock does not
-        // report a lock we are giving up as lost.
-        let remaining = Registry::count(hold).saturating_sub(1);
-        let last = registry.released(hold, self.renew);
-        if let Some(reason) = hold.lost_reason() {
-            // Clean up what may be left (a renewal that landed late) once the
-            // last guard of the lost hold goes, unless this thread has taken
-            // the lock again since.
-            if last && registry.live(&hold.name, &hold.field).is_none() {
-                let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
-            }
-            return Err(lock.lost(reason));
-        }
-        // A partial unlock resets the TTL: a command the hold must count.
-        let ticket = (!last)
-            .then(|| lock.lease().ok())
-            .flatten()
-            .map(|(lease, _)| hold.begin_lease(lease));
-        let remaining = if last { 0 } else { remaining.max(1) };
-        let result = lock.unlock_raw(&hold.field, Unlock::Release { remaining });
-        if let Some(ticket) = ticket {
-            let outcome = match &result {
-                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
-                Err(e) => LeaseOutcome::of_error(e),
-                _ => LeaseOutcome::Untouched,
-            };
-            hold.end_lease(ticket, outcome);
-        }
-        match result {
-            Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
-            Ok(Some(UnlockOutcome::Released)) => {
-                if !last {
-                    // Redis had fewer holds than this thread counts: the
-                    // other guards of this hold hold nothing any more.
-                    registry.lose(hold, LostReason::Released);
-                }
-                // A thread of this client is waiting for this lock and is being
-                // woken by the unlock message, one hop (the subscriber thread)
-                // behind our reply. Give it the CPU before this thread can
-                // come back for the lock, or on a busy CPU it nearly always
-                // finds the lock taken again and waits for the next release.
-                // With a free core this returns at once.
-                let subscriber = &lock.client.inner.subscriber;
-                if subscriber.has_waiters(&lock.channel, &lock.name) {
-                    std::thread::yield_now();
-                }
-                Ok(())
-            }
-            Ok(None) => {
-                registry.lose(hold, LostReason::KeyGone);
-                Err(lock.not_held())
-            }
-            Err(e) if e.code() == Some("WRONGTYPE") => {
-                registry.lose(hold, LostReason::Overwritten);
-                Err(lock.lost(LostReason::Overwritten))
-            }
-            Err(e) => Err(e),
-        }
-    }
+/// The client's wall clock in ms since the Unix epoch: a fair lock's queue
+/// scores (PROTOCOL §3), which is why fair locks need roughly synchronised
+/// clocks across hosts.
+fn epoch_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if let Err(e) = self.release() {
-            log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
-        }
-    }
+/// Where a spinning waiter is in Redisson's exponential backoff: the
+/// initial sleep, doubled after each failure plus a jitter of 0 to
+/// (failures − 1) ms, up to the cap.
+struct Spin {
+    backoff: Backoff,
+    next: Duration,
+    failures: u64,
 }
 
-impl fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.name)
-            .field("owner", &self.hold.field)
-            .field("lost", &self.hold.is_lost())
-            .finish()
+impl Spin {
+    fn new(backoff: Backoff) -> Self {
+        Spin {
+            next: backoff.initial,
+            backoff,
+            failures: 0,
+        }
+    }
+
+    fn next(&mut self) -> Duration {
+        let now = self.next;
+        self.failures = self.failures.saturating_add(1);
+        // The clock's low bits are jitter enough for a few milliseconds.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| u64::from(since.subsec_nanos()));
+        let jitter = Duration::from_millis(nanos % self.failures);
+        self.next = now
+            .saturating_mul(2)
+            .saturating_add(jitter)
+            .min(self.backoff.max);
+        now
     }
 }

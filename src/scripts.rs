@@ -9,40 +9,10 @@ use std::time::Duration;
 use redis::{ConnectionLike, Script, ServerErrorKind, Value};
 
 use crate::error::{Error, Result};
+use crate::locks::Acquired;
 
-struct Scripts {
-    acquire: Script,
-    unlock: Script,
-    release: Script,
-    force_unlock: Script,
-    renew_batch: Script,
-}
-
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(include_str!("../lua/rlock_acquire.lua")),
-    unlock: Script::new(include_str!("../lua/rlock_unlock.lua")),
-    release: Script::new(include_str!("../lua/rlock_release.lua")),
-    force_unlock: Script::new(include_str!("../lua/rlock_force_unlock.lua")),
-    renew_batch: Script::new(include_str!("../lua/rlock_renew_batch.lua")),
-});
-
-/// Redisson's UNLOCK_MESSAGE: wakes one waiter (PROTOCOL §1.6).
-pub(crate) const UNLOCK_MESSAGE: &str = "0";
-
-/// Redisson's READ_UNLOCK_MESSAGE: wakes every waiter (PROTOCOL §1.6). This
-/// crate never sends it, but honours it from other clients.
-pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
-
-/// The outcome of one acquire attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Acquire {
-    /// This owner now holds the lock (first hold or reentry). `replaced`:
-    /// the holds it counted on were gone, this is a new hold.
-    Acquired { replaced: bool },
-    /// Someone else holds it; `ttl` is their remaining lease, `None` when the
-    /// key has no expiry at all.
-    Held { ttl: Option<Duration> },
-}
+static RENEW_BATCH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rlock_renew_batch.lua")));
 
 /// The outcome of one unlock attempt (PROTOCOL §2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,91 +23,29 @@ pub enum UnlockOutcome {
     StillHeld,
 }
 
-/// Everything one unlock call sends.
-pub(crate) struct UnlockArgs<'a> {
-    pub name: &'a str,
-    pub channel: &'a str,
-    pub latch: &'a str,
-    pub lease_ms: u64,
-    pub field: &'a str,
-    pub publish: &'a str,
-    pub latch_ttl_ms: u64,
-}
-
-/// One acquire attempt by `field`, which knows it already has `known` holds
-/// on the lock (see `lua/rlock_acquire.lua`). With `known > 0`, `marker` is
-/// the attempt's "replaced" marker key and its TTL, and `resend` says that
-/// the same attempt was sent before and its reply was lost.
-pub(crate) fn acquire(
-    con: &mut dyn ConnectionLike,
-    name: &str,
-    lease_ms: u64,
-    field: &str,
-    known: u32,
-    marker: Option<(&str, u64)>,
-    resend: bool,
-) -> Result<Acquire> {
-    let mut invocation = SCRIPTS.acquire.key(name);
-    invocation.arg(lease_ms).arg(field).arg(known);
-    if let Some((key, ttl_ms)) = marker {
-        invocation
-            .key(key)
-            .arg(if resend { "1" } else { "0" })
-            .arg(ttl_ms);
-    }
-    let reply: Option<i64> = invocation.invoke(con)?;
-    Ok(match reply {
-        None => Acquire::Acquired { replaced: false },
-        Some(-3) => Acquire::Acquired { replaced: true },
-        Some(ttl) if ttl >= 0 => Acquire::Held {
+/// Reads an acquire script's reply the way every RLock-like script
+/// answers (PROTOCOL §2.1): nil acquired, `-3` acquired afresh (the crate's
+/// own), otherwise the holder's TTL (`-1`: no TTL).
+pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
+    match reply {
+        None => Acquired::Yes {
+            replaced: false,
+            token: None,
+        },
+        Some(-3) => Acquired::Yes {
+            replaced: true,
+            token: None,
+        },
+        Some(ttl) if ttl >= 0 => Acquired::No {
             ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
         },
         // -1: the key exists without a TTL. (-2 cannot happen: the key exists.)
-        Some(_) => Acquire::Held { ttl: None },
-    })
+        Some(_) => Acquired::No { ttl: None },
+    }
 }
 
-/// Runs the unlock script; `Ok(None)` means the owner does not hold the lock.
-pub(crate) fn unlock(
-    con: &mut dyn ConnectionLike,
-    args: &UnlockArgs<'_>,
-) -> Result<Option<UnlockOutcome>> {
-    let reply: Option<i64> = SCRIPTS
-        .unlock
-        .key(args.name)
-        .key(args.channel)
-        .key(args.latch)
-        .arg(UNLOCK_MESSAGE)
-        .arg(args.lease_ms)
-        .arg(args.field)
-        .arg(args.publish)
-        .arg(args.latch_ttl_ms)
-        .invoke(con)?;
-    unlock_outcome(reply)
-}
-
-/// Releases one hold of `field`, which keeps `remaining` holds after it
-/// (0: the lock is freed); `Ok(None)` means the owner does not hold the lock
-/// (see `lua/rlock_release.lua`).
-pub(crate) fn release(
-    con: &mut dyn ConnectionLike,
-    args: &UnlockArgs<'_>,
-    remaining: u32,
-) -> Result<Option<UnlockOutcome>> {
-    let reply: Option<i64> = SCRIPTS
-        .release
-        .key(args.name)
-        .key(args.channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(args.lease_ms)
-        .arg(args.field)
-        .arg(args.publish)
-        .arg(remaining)
-        .invoke(con)?;
-    unlock_outcome(reply)
-}
-
-fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
+/// Reads an unlock script's reply: 1 freed, 0 holds remain, nil not held.
+pub(crate) fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
     match reply {
         None => Ok(None),
         Some(1) => Ok(Some(UnlockOutcome::Released)),
@@ -146,23 +54,6 @@ fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
             "unlock script returned {other}"
         ))),
     }
-}
-
-/// Deletes the lock whoever holds it; `true` if there was one.
-pub(crate) fn force_unlock(
-    con: &mut dyn ConnectionLike,
-    name: &str,
-    channel: &str,
-    publish: &str,
-) -> Result<bool> {
-    let deleted: i64 = SCRIPTS
-        .force_unlock
-        .key(name)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(deleted == 1)
 }
 
 /// What a renewal found for one `(name, owner field)` pair.
@@ -186,7 +77,7 @@ pub(crate) fn renew_chunks(
     chunks: &[Vec<(&str, &str)>],
     lease_ms: u64,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
-    let script = &SCRIPTS.renew_batch;
+    let script = &*RENEW_BATCH;
     let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();

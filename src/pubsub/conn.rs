@@ -20,7 +20,7 @@ use redis::{RedisError, ServerError, Value};
 
 use super::Shared;
 use super::stream::Stream;
-use crate::scripts::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:

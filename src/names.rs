@@ -1,4 +1,5 @@
-//! Redisson's key and channel names (PROTOCOL §1.1, §1.6, §1.7).
+//! Redisson's protocol constants and name derivation, in one place
+//! (PROTOCOL §1.1, §1.6, §1.7): key prefixes, channels, messages.
 //!
 //! The rule is Redisson's, quirks included: a name that contains `{` anywhere
 //! is used verbatim, otherwise it is wrapped in braces so that every derived
@@ -8,6 +9,16 @@
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Redisson's unlock latch prefix (since 3.24.0).
 pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
+
+/// Redisson's UNLOCK_MESSAGE: wakes one waiter (PROTOCOL §1.6).
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// Redisson's READ_UNLOCK_MESSAGE: wakes every waiter (PROTOCOL §1.6); sent
+/// by write unlocks.
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+/// A fenced lock's token counter (PROTOCOL §5).
+pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
 
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {

@@ -1,0 +1,178 @@
+//! [`LockGuard`], one hold on a lock of any type: released on drop, with
+//! the latch-free release retry every type shares.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::error::{LostReason, Result};
+use crate::holds::{Hold, LeaseOutcome, Registry};
+use crate::lock::{Lock, Unlock};
+use crate::locks::{Kind, Reentrant, Wake};
+use crate::scripts::UnlockOutcome;
+
+/// One hold on a [`Lock`] by the thread that took it; dropping it releases
+/// that hold.
+///
+/// A guard is `!Send`: a lock belongs to the thread that took it (Redisson
+/// enforces the same at run time with `IllegalMonitorStateException`). Dropping
+/// the guard logs an unlock error instead of panicking; call
+/// [`unlock`](LockGuard::unlock) to see the error.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>(_: T) {}
+/// # fn f(lock: redisson_lock::Lock) -> redisson_lock::Result<()> {
+/// let guard = lock.lock()?;
+/// assert_send(guard); // error: a guard cannot cross threads
+/// # Ok(()) }
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard<K: Kind = Reentrant> {
+    lock: Lock<K>,
+    hold: Arc<Hold>,
+    /// A fenced lock's token.
+    token: Option<u64>,
+    /// Taken without an explicit lease: one of the hold's watchdog renewers.
+    renew: bool,
+    released: bool,
+    /// `MutexGuard` is `!Send` and `Sync`, which is exactly what a guard is.
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+impl<K: Kind> LockGuard<K> {
+    pub(crate) fn new(lock: Lock<K>, hold: Arc<Hold>, renew: bool, token: Option<u64>) -> Self {
+        LockGuard {
+            lock,
+            hold,
+            token,
+            renew,
+            released: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Releases this hold and reports how that went.
+    ///
+    /// `Ok` when the hold was released (the lock is free if it was the last
+    /// one). [`Error::Lost`] when the lock was already known to be lost (see
+    /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`] when Redis says this
+    /// thread does not hold it, which also means it was lost. Either way, the
+    /// hold is gone from the watchdog and nothing else's lock is touched.
+    pub fn unlock(mut self) -> Result<()> {
+        self.release()
+    }
+
+    /// `true` when the lock is known to be no longer ours: a renewal found
+    /// our field gone, the lease ran out by the local monotonic clock before a
+    /// renewal succeeded, or this client force-unlocked it. Once `true`, it
+    /// stays `true`. For a lock taken with an explicit lease, this turns `true`
+    /// when that lease has run out. No round trip.
+    pub fn is_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// Why the lock is known to be lost; `None` while [`is_lost`](Self::is_lost)
+    /// is `false`. No round trip.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold.lost_reason()
+    }
+
+    /// The token the acquisition got, for the lock types that hand out one.
+    pub(crate) fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
+        let lock = &self.lock;
+        // Before anything else: a forked child must not touch the parent's
+        // bookkeeping, whose mutexes may have been held at the fork.
+        lock.client.check_process()?;
+        let registry = &lock.client.inner.registry;
+        let hold = &self.hold;
+        // Unregister first so that a renewal racing with this unlock does not
+        // report a lock we are giving up as lost.
+        let remaining = Registry::count(hold).saturating_sub(1);
+        let last = registry.released(hold, self.renew);
+        if let Some(reason) = hold.lost_reason() {
+            // Clean up what may be left (a renewal that landed late) once the
+            // last guard of the lost hold goes, unless this thread has taken
+            // the lock again since.
+            if last && registry.live(&hold.name, &hold.field).is_none() {
+                let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
+            }
+            return Err(lock.lost(reason));
+        }
+        // A partial unlock resets the TTL: a command the hold must count.
+        let ticket = (!last)
+            .then(|| lock.lease().ok())
+            .flatten()
+            .map(|(lease, _)| hold.begin_lease(lease));
+        let remaining = if last { 0 } else { remaining.max(1) };
+        let result = lock.unlock_raw(&hold.field, Unlock::Release { remaining });
+        if let Some(ticket) = ticket {
+            let outcome = match &result {
+                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
+                Err(e) => LeaseOutcome::of_error(e),
+                _ => LeaseOutcome::Untouched,
+            };
+            hold.end_lease(ticket, outcome);
+        }
+        match result {
+            Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
+            Ok(Some(UnlockOutcome::Released)) => {
+                if !last {
+                    // Redis had fewer holds than this thread counts: the
+                    // other guards of this hold hold nothing any more.
+                    registry.lose(hold, LostReason::Released);
+                }
+                // A thread of this client is waiting for this lock and is being
+                // woken by the unlock message, one hop (the subscriber thread)
+                // behind our reply. Give it the CPU before this thread can
+                // come back for the lock, or on a busy CPU it nearly always
+                // finds the lock taken again and waits for the next release.
+                // With a free core this returns at once.
+                if let Wake::Channel { channel, entry } = lock.kind.wake(&lock.name, &hold.field)
+                    && lock.client.inner.subscriber.has_waiters(&channel, &entry)
+                {
+                    std::thread::yield_now();
+                }
+                Ok(())
+            }
+            Ok(None) => {
+                registry.lose(hold, LostReason::KeyGone);
+                Err(lock.not_held())
+            }
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                registry.lose(hold, LostReason::Overwritten);
+                Err(lock.lost(LostReason::Overwritten))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl<K: Kind> Drop for LockGuard<K> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+        }
+    }
+}
+
+impl<K: Kind> fmt::Debug for LockGuard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.name)
+            .field("owner", &self.hold.field)
+            .field("lost", &self.hold.is_lost())
+            .finish()
+    }
+}

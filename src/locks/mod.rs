@@ -1,0 +1,172 @@
+//! The lock types of the Redisson family, each one file here: its keys, its
+//! scripts and how its replies read, how a waiter is woken, how a hold is
+//! renewed. Everything else (the waiting loop, guards, the registry of holds,
+//! the watchdog, the subscriber) is written once, in the engine, for every
+//! type, and never names one.
+//!
+//! A type is a [`Kind`]: a sealed trait, so that the set of types is the
+//! crate's to grow; its protocol methods live on a supertrait no one outside
+//! the crate can name. [`crate::Lock`] and [`crate::LockGuard`] are generic
+//! over it, the way `lock_api`'s `Mutex<R, T>` is over `RawMutex`.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use redis::ConnectionLike;
+
+use crate::error::Result;
+pub use crate::scripts::UnlockOutcome;
+
+mod fenced;
+mod reentrant;
+
+pub use fenced::{Fenced, FencedLock};
+pub use reentrant::Reentrant;
+
+/// A lock type of the Redisson family (sealed: implemented by this crate's
+/// types only). The type parameter of [`crate::Lock`] and
+/// [`crate::LockGuard`].
+pub trait Kind: protocol::Protocol {}
+
+impl<P: protocol::Protocol> Kind for P {}
+
+pub(crate) mod protocol {
+    use super::*;
+
+    /// What a lock type tells the engine. Not nameable outside the crate.
+    pub trait Protocol: Send + Sync + Sized + 'static {
+        /// The Redisson class this type speaks for, e.g. `RedissonLock`.
+        const REDISSON: &'static str;
+
+        /// The type's view of the lock named `name`: its derived keys.
+        fn new(name: &str) -> Self;
+
+        /// The hash field of a thread whose base field is
+        /// `<client id>:<thread>` (a write lock adds `:write`).
+        fn owner_field(&self, base: String) -> String {
+            base
+        }
+
+        /// How a thread waiting for the lock is woken.
+        fn wake<'a>(&'a self, name: &'a str, field: &'a str) -> Wake<'a>;
+
+        /// One acquire attempt.
+        fn acquire(
+            &self,
+            con: &mut dyn ConnectionLike,
+            request: &AcquireRequest<'_>,
+        ) -> Result<Acquired>;
+
+        /// One release by a guard: the thread keeps `request.remaining`
+        /// holds (0 frees the lock for it). Must be idempotent: it may be
+        /// sent again after a lost reply.
+        fn release(
+            &self,
+            con: &mut dyn ConnectionLike,
+            request: &ReleaseRequest<'_>,
+        ) -> Result<Option<UnlockOutcome>>;
+
+        /// Redisson's unlock with an unlock latch (`unlock_with_request_id`).
+        fn unlock_latched(
+            &self,
+            con: &mut dyn ConnectionLike,
+            request: &ReleaseRequest<'_>,
+            latch: &str,
+            latch_ttl_ms: u64,
+        ) -> Result<Option<UnlockOutcome>>;
+
+        /// Deletes the lock whoever holds it; `true` if there was one.
+        fn force_unlock(
+            &self,
+            con: &mut dyn ConnectionLike,
+            name: &str,
+            publish: &str,
+        ) -> Result<bool>;
+
+        /// Redisson's `isLocked` for this type.
+        fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
+            Ok(redis::cmd("EXISTS").arg(name).query(con)?)
+        }
+
+        /// Called when a timed wait gives up (the fair queue's give-up
+        /// script); `wait_ms` is the wait the thread queued with.
+        fn give_up(
+            &self,
+            _con: &mut dyn ConnectionLike,
+            _field: &str,
+            _wait_ms: u64,
+        ) -> Result<()> {
+            Ok(())
+        }
+
+        /// Whether this type's lock is taken by the thread's first acquire
+        /// only (a non-reentrant lock refuses a second one).
+        fn reentrant(&self) -> bool {
+            true
+        }
+    }
+}
+
+/// How a waiting thread learns that it may try again.
+pub enum Wake<'a> {
+    /// A release publishes on `channel`; the subscriber's parking lot keeps
+    /// the thread's permits under `entry` (one per lock sharing a channel).
+    Channel {
+        channel: Cow<'a, str>,
+        entry: Cow<'a, str>,
+    },
+    /// No message: sleep by this backoff between attempts.
+    Backoff(Backoff),
+}
+
+/// Redisson's exponential spin backoff (PROTOCOL §6).
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+/// One acquire attempt, as the engine asks for it.
+pub struct AcquireRequest<'a> {
+    pub name: &'a str,
+    pub lease_ms: u64,
+    pub field: &'a str,
+    /// Holds the thread counts on this lock (its own account, 0 for none).
+    pub known: u32,
+    /// With `known > 0`: the attempt's "replaced" marker key and its TTL.
+    pub marker: Option<(&'a str, u64)>,
+    /// The same attempt is sent again after its reply was lost.
+    pub resend: bool,
+    /// `Some` when the thread is willing to wait (a fair lock queues it),
+    /// with the time it will wait in ms and the client's clock.
+    pub queue: Option<Queue>,
+}
+
+/// A waiting thread's place in a fair queue (PROTOCOL §3.1).
+#[derive(Clone, Copy, Debug)]
+pub struct Queue {
+    pub wait_ms: u64,
+    pub now_ms: u64,
+}
+
+/// The outcome of one acquire attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// This owner now holds the lock (first hold or reentry). `replaced`:
+    /// the holds it counted on were gone, this is a new hold. `token`: a
+    /// fenced lock's token.
+    Yes { replaced: bool, token: Option<u64> },
+    /// Someone else holds it; `ttl` is their remaining lease, `None` when
+    /// the key has no expiry at all.
+    No { ttl: Option<Duration> },
+}
+
+/// One release, as the engine asks for it.
+pub struct ReleaseRequest<'a> {
+    pub name: &'a str,
+    pub lease_ms: u64,
+    pub field: &'a str,
+    pub publish: &'a str,
+    /// Holds the thread keeps after this one (guards' releases only).
+    pub remaining: u32,
+}

@@ -1,0 +1,156 @@
+//! Redisson's `RLock` (`getLock`, PROTOCOL §2): a hash named after the lock,
+//! one field per owner holding its reentrancy count, the lease as its TTL,
+//! released on `redisson_lock__channel:{<name>}` with message `0`.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use redis::{ConnectionLike, Script};
+
+use super::protocol::Protocol;
+use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use crate::error::Result;
+use crate::names::{self, UNLOCK_MESSAGE};
+use crate::scripts::{acquire_reply, unlock_outcome};
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_release.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_unlock.lua")));
+static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_force_unlock.lua")));
+
+/// The reentrant lock, Redisson's `RLock`: the type of [`crate::Lock`] by
+/// default.
+#[derive(Debug)]
+pub struct Reentrant {
+    channel: String,
+}
+
+impl Reentrant {
+    /// The unlock channel, for the lock types that share RLock's layout.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
+impl Protocol for Reentrant {
+    const REDISSON: &'static str = "RedissonLock";
+
+    fn new(name: &str) -> Self {
+        Reentrant {
+            channel: names::lock_channel(name),
+        }
+    }
+
+    fn wake<'a>(&'a self, name: &'a str, _field: &'a str) -> Wake<'a> {
+        Wake::Channel {
+            channel: Cow::Borrowed(&self.channel),
+            entry: Cow::Borrowed(name),
+        }
+    }
+
+    fn acquire(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &AcquireRequest<'_>,
+    ) -> Result<Acquired> {
+        acquire(&ACQUIRE, con, request)
+    }
+
+    fn release(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+    ) -> Result<Option<UnlockOutcome>> {
+        release(&self.channel, con, request)
+    }
+
+    fn unlock_latched(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> Result<Option<UnlockOutcome>> {
+        let reply: Option<i64> = UNLOCK
+            .key(request.name)
+            .key(&self.channel)
+            .key(latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(request.lease_ms)
+            .arg(request.field)
+            .arg(request.publish)
+            .arg(latch_ttl_ms)
+            .invoke(con)?;
+        unlock_outcome(reply)
+    }
+
+    fn force_unlock(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        force_unlock(&self.channel, con, name, publish)
+    }
+}
+
+/// An RLock-layout acquire script (`lua/rlock_acquire.lua` and its
+/// variants): KEYS `[name, marker?]`, ARGV `[lease, field, known, resend?,
+/// marker TTL?]`.
+pub(crate) fn acquire(
+    script: &Script,
+    con: &mut dyn ConnectionLike,
+    request: &AcquireRequest<'_>,
+) -> Result<Acquired> {
+    let mut invocation = script.key(request.name);
+    invocation
+        .arg(request.lease_ms)
+        .arg(request.field)
+        .arg(request.known);
+    if let Some((key, ttl_ms)) = request.marker {
+        invocation
+            .key(key)
+            .arg(if request.resend { "1" } else { "0" })
+            .arg(ttl_ms);
+    }
+    let reply: Option<i64> = invocation.invoke(con)?;
+    Ok(acquire_reply(reply))
+}
+
+/// A guard's release of an RLock-layout lock (`lua/rlock_release.lua`).
+pub(crate) fn release(
+    channel: &str,
+    con: &mut dyn ConnectionLike,
+    request: &ReleaseRequest<'_>,
+) -> Result<Option<UnlockOutcome>> {
+    let reply: Option<i64> = RELEASE
+        .key(request.name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(request.lease_ms)
+        .arg(request.field)
+        .arg(request.publish)
+        .arg(request.remaining)
+        .invoke(con)?;
+    unlock_outcome(reply)
+}
+
+/// Force unlock of an RLock-layout lock (`lua/rlock_force_unlock.lua`).
+pub(crate) fn force_unlock(
+    channel: &str,
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    publish: &str,
+) -> Result<bool> {
+    let deleted: i64 = FORCE_UNLOCK
+        .key(name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(deleted == 1)
+}
