@@ -220,6 +220,21 @@ public final class Driver {
                 case "holdCount":
                     args(op, a, 1);
                     return String.valueOf(lock(a[0]).getHoldCount());
+                case "lockToken": {
+                    // fenced/<name>: lockAndGetToken, the token after OK
+                    args(op, a, 1);
+                    return String.valueOf(((org.redisson.api.RFencedLock) lock(a[0])).lockAndGetToken());
+                }
+                case "tryLockToken": {
+                    // fenced/<name> <wait ms>: tryLockAndGetToken, the token or null
+                    args(op, a, 2);
+                    Long token = ((org.redisson.api.RFencedLock) lock(a[0]))
+                            .tryLockAndGetToken(num(a[1]), TimeUnit.MILLISECONDS);
+                    return String.valueOf(token);
+                }
+                case "token":
+                    args(op, a, 1);
+                    return String.valueOf(((org.redisson.api.RFencedLock) lock(a[0])).getToken());
                 case "threadId":
                     args(op, a, 0);
                     return String.valueOf(Thread.currentThread().getId());
@@ -264,8 +279,50 @@ public final class Driver {
             return done + " " + maxOcc;
         }
 
+        /**
+         * The lock a command names. A plain name is {@code getLock(name)}; a
+         * {@code <type>/<name>} picks another type of the family:
+         * {@code fair/}, {@code fenced/}, {@code spin/}, {@code read/} and
+         * {@code write/} (of {@code getReadWriteLock}), {@code nonreentrant/}
+         * and {@code nonreentrantfair/} (4.4.0+, looked up by reflection so the
+         * driver also builds against older Redisson).
+         */
         private static RLock lock(String name) {
-            return client.getLock(name);
+            int slash = name.indexOf('/');
+            if (slash < 0) {
+                return client.getLock(name);
+            }
+            String type = name.substring(0, slash);
+            String raw = name.substring(slash + 1);
+            switch (type) {
+                case "fair":
+                    return client.getFairLock(raw);
+                case "fenced":
+                    return client.getFencedLock(raw);
+                case "spin":
+                    return client.getSpinLock(raw);
+                case "read":
+                    return client.getReadWriteLock(raw).readLock();
+                case "write":
+                    return client.getReadWriteLock(raw).writeLock();
+                case "nonreentrant":
+                    return byReflection("getNonReentrantLock", raw);
+                case "nonreentrantfair":
+                    return byReflection("getNonReentrantFairLock", raw);
+                default:
+                    throw new BadCommand("unknown lock type " + type);
+            }
+        }
+
+        private static RLock byReflection(String method, String raw) {
+            try {
+                return (RLock) client.getClass().getMethod(method, String.class).invoke(client, raw);
+            } catch (NoSuchMethodException e) {
+                throw new BadCommand(method + " is not in this Redisson version");
+            } catch (ReflectiveOperationException e) {
+                Throwable cause = e.getCause() == null ? e : e.getCause();
+                throw new RuntimeException(cause);
+            }
         }
     }
 
