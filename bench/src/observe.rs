@@ -1,17 +1,21 @@
 //! Watches the server while a holder keeps its locks (scenario 4): polls
 //! `INFO commandstats` every few milliseconds between the holder's `holding`
 //! and `done` marks, and cuts the EVAL/EVALSHA calls it sees into renewal
-//! ticks (bursts separated by quiet time).
+//! ticks (bursts separated by quiet time). Each poll is stamped with the
+//! server's own clock (`TIME`, sent in the same pipeline, so executed right
+//! after the `INFO`): a tick's duration is what the server saw, whatever the
+//! poller's own scheduling.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use serde_json::json;
 
-use crate::common::{Args, mono_ns};
+use crate::common::Args;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Sample {
+    /// Server time (`TIME`), in ns.
     at: u64,
     calls: u64,
     usec: u64,
@@ -59,15 +63,21 @@ pub fn run(args: &Args) -> Result<()> {
         if Instant::now() > give_up {
             bail!("observer: the holder never finished");
         }
-        let (info, holding, done): (String, Option<String>, Option<String>) = redis::pipe()
+        let (info, (secs, micros), holding, done): (
+            String,
+            (u64, u64),
+            Option<String>,
+            Option<String>,
+        ) = redis::pipe()
             .cmd("INFO")
             .arg("commandstats")
+            .cmd("TIME")
             .cmd("GET")
             .arg(&holding_key)
             .cmd("GET")
             .arg(&done_key)
             .query(&mut con)?;
-        let at = mono_ns();
+        let at = secs * 1_000_000_000 + micros * 1_000;
         let (calls, usec) = script_stats(&info);
         if holding.is_some() {
             samples.push(Sample { at, calls, usec });
@@ -83,7 +93,42 @@ pub fn run(args: &Args) -> Result<()> {
     let first = samples[0];
     let last = samples[samples.len() - 1];
 
-    // Bursts: runs of samples where the count moved, closed by `quiet`.
+    let ticks = bursts(&samples, quiet.as_nanos() as u64);
+    let tick_json: Vec<_> = ticks
+        .iter()
+        .map(|(start, end)| {
+            json!({
+                "at_ms": start.at.saturating_sub(first.at) as f64 / 1e6,
+                "dur_ms": end.at.saturating_sub(start.at) as f64 / 1e6,
+                "calls": end.calls - start.calls,
+                "server_ms": (end.usec - start.usec) as f64 / 1e3,
+            })
+        })
+        .collect();
+    let window_s = last.at.saturating_sub(first.at) as f64 / 1e9;
+    let out = json!({
+        "kind": "observer",
+        "scenario": "watchdog",
+        "contender": args.str("contender")?,
+        "rep": args.num_or("rep", 0)?,
+        "run_id": run_id,
+        "observed_s": window_s,
+        "polls": samples.len(),
+        "poll_ms": poll.as_secs_f64() * 1e3,
+        "calls": last.calls - first.calls,
+        "server_ms": (last.usec - first.usec) as f64 / 1e3,
+        "calls_per_s": (last.calls - first.calls) as f64 / window_s,
+        "ticks": tick_json,
+    });
+    println!("{out}");
+    Ok(())
+}
+
+/// Cuts the samples into bursts: runs of samples where the script call count
+/// moved, each closed by `quiet_ns` without a call. A burst is
+/// `(the sample before its first call, the first sample after its last call)`,
+/// so its duration overstates the true one by less than two poll intervals.
+fn bursts(samples: &[Sample], quiet_ns: u64) -> Vec<(Sample, Sample)> {
     let mut ticks = Vec::new();
     let mut current: Option<(Sample, Sample)> = None; // (before the burst, last moving sample)
     for pair in samples.windows(2) {
@@ -94,7 +139,7 @@ pub fn run(args: &Args) -> Result<()> {
                 None => Some((prev, next)),
             };
         } else if let Some((start, end)) = current
-            && next.at - end.at >= quiet.as_nanos() as u64
+            && next.at.saturating_sub(end.at) >= quiet_ns
         {
             ticks.push((start, end));
             current = None;
@@ -103,31 +148,47 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(burst) = current {
         ticks.push(burst);
     }
-    let tick_json: Vec<_> = ticks
-        .iter()
-        .map(|(start, end)| {
-            json!({
-                "at_ms": (start.at - first.at) as f64 / 1e6,
-                "dur_ms": (end.at - start.at) as f64 / 1e6,
-                "calls": end.calls - start.calls,
-                "server_ms": (end.usec - start.usec) as f64 / 1e3,
-            })
-        })
-        .collect();
-    let window_s = (last.at - first.at) as f64 / 1e9;
-    let out = json!({
-        "kind": "observer",
-        "scenario": "watchdog",
-        "contender": args.str("contender")?,
-        "rep": args.num_or("rep", 0)?,
-        "run_id": run_id,
-        "observed_s": window_s,
-        "polls": samples.len(),
-        "calls": last.calls - first.calls,
-        "server_ms": (last.usec - first.usec) as f64 / 1e3,
-        "calls_per_s": (last.calls - first.calls) as f64 / window_s,
-        "ticks": tick_json,
-    });
-    println!("{out}");
-    Ok(())
+    ticks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(at_ms: u64, calls: u64, usec: u64) -> Sample {
+        Sample {
+            at: at_ms * 1_000_000,
+            calls,
+            usec,
+        }
+    }
+
+    #[test]
+    fn script_stats_count_successful_script_calls() {
+        let info = "# Commandstats\r\n\
+                    cmdstat_evalsha:calls=12,usec=300,usec_per_call=25.00,rejected_calls=0,failed_calls=2\r\n\
+                    cmdstat_eval:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_get:calls=99,usec=99,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(script_stats(info), (13, 330));
+    }
+
+    #[test]
+    fn bursts_are_split_by_quiet_time() {
+        let samples = [
+            s(0, 0, 0),
+            s(5, 0, 0),
+            s(10, 40, 100),
+            s(15, 100, 250),
+            s(20, 100, 250),
+            s(200, 100, 250),
+            s(205, 160, 400),
+            s(210, 200, 500),
+        ];
+        let b = bursts(&samples, 100_000_000);
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[0].0.at, b[0].1.at), (5_000_000, 15_000_000));
+        assert_eq!((b[0].1.calls - b[0].0.calls, b[0].1.usec - b[0].0.usec), (100, 250));
+        // The last burst is still open when the window ends.
+        assert_eq!((b[1].0.at, b[1].1.at, b[1].1.calls - b[1].0.calls), (200_000_000, 210_000_000, 100));
+    }
 }
