@@ -115,9 +115,7 @@ impl Factory {
     /// floor's owner field). `contended` makes the floor subscribe up front.
     pub fn session(&self, name: &str, thread: u64, contended: bool) -> Result<Box<dyn Session>> {
         Ok(match self.kind {
-            Kind::Floor | Kind::Raw => {
-                Box::new(FloorSession::new(self, name, thread, contended)?)
-            }
+            Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
             Kind::Crate => {
                 let client = self.client.as_ref().expect("crate contender has a client");
                 Box::new(CrateSession {
@@ -244,7 +242,11 @@ impl Session for FloorSession {
                 .invoke(&mut self.con)?
         };
         if reply.is_none() {
-            bail!("{}: unlock of {} found it not held", self.kind_name(), self.name);
+            bail!(
+                "{}: unlock of {} found it not held",
+                self.kind_name(),
+                self.name
+            );
         }
         Ok(())
     }

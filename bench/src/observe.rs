@@ -96,12 +96,13 @@ pub fn run(args: &Args) -> Result<()> {
     let ticks = bursts(&samples, quiet.as_nanos() as u64);
     let tick_json: Vec<_> = ticks
         .iter()
-        .map(|(start, end)| {
+        .map(|b| {
             json!({
-                "at_ms": start.at.saturating_sub(first.at) as f64 / 1e6,
-                "dur_ms": end.at.saturating_sub(start.at) as f64 / 1e6,
-                "calls": end.calls - start.calls,
-                "server_ms": (end.usec - start.usec) as f64 / 1e3,
+                "at_ms": b.start.at.saturating_sub(first.at) as f64 / 1e6,
+                "dur_ms": b.end.at.saturating_sub(b.start.at) as f64 / 1e6,
+                "calls": b.end.calls - b.start.calls,
+                "server_ms": (b.end.usec - b.start.usec) as f64 / 1e3,
+                "complete": b.complete,
             })
         })
         .collect();
@@ -124,29 +125,49 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// One burst of script calls: from the sample before its first call to the
+/// first sample after its last call, so its duration overstates the true one
+/// by less than two poll intervals.
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    start: Sample,
+    end: Sample,
+    /// Seen whole: quiet before it inside the window, and closed by quiet
+    /// time before the window ended. A tick cut by either edge of the window
+    /// is counted but not timed.
+    complete: bool,
+}
+
 /// Cuts the samples into bursts: runs of samples where the script call count
-/// moved, each closed by `quiet_ns` without a call. A burst is
-/// `(the sample before its first call, the first sample after its last call)`,
-/// so its duration overstates the true one by less than two poll intervals.
-fn bursts(samples: &[Sample], quiet_ns: u64) -> Vec<(Sample, Sample)> {
+/// moved, each closed by `quiet_ns` without a call.
+fn bursts(samples: &[Sample], quiet_ns: u64) -> Vec<Burst> {
     let mut ticks = Vec::new();
-    let mut current: Option<(Sample, Sample)> = None; // (before the burst, last moving sample)
-    for pair in samples.windows(2) {
+    // (index of the sample before the burst, last moving sample)
+    let mut current: Option<(usize, Sample)> = None;
+    for (i, pair) in samples.windows(2).enumerate() {
         let (prev, next) = (pair[0], pair[1]);
         if next.calls > prev.calls {
             current = match current {
                 Some((start, _)) => Some((start, next)),
-                None => Some((prev, next)),
+                None => Some((i, next)),
             };
         } else if let Some((start, end)) = current
             && next.at.saturating_sub(end.at) >= quiet_ns
         {
-            ticks.push((start, end));
+            ticks.push(Burst {
+                start: samples[start],
+                end,
+                complete: start > 0,
+            });
             current = None;
         }
     }
-    if let Some(burst) = current {
-        ticks.push(burst);
+    if let Some((start, end)) = current {
+        ticks.push(Burst {
+            start: samples[start],
+            end,
+            complete: false,
+        });
     }
     ticks
 }
@@ -186,9 +207,32 @@ mod tests {
         ];
         let b = bursts(&samples, 100_000_000);
         assert_eq!(b.len(), 2);
-        assert_eq!((b[0].0.at, b[0].1.at), (5_000_000, 15_000_000));
-        assert_eq!((b[0].1.calls - b[0].0.calls, b[0].1.usec - b[0].0.usec), (100, 250));
-        // The last burst is still open when the window ends.
-        assert_eq!((b[1].0.at, b[1].1.at, b[1].1.calls - b[1].0.calls), (200_000_000, 210_000_000, 100));
+        assert_eq!((b[0].start.at, b[0].end.at), (5_000_000, 15_000_000));
+        assert_eq!(
+            (
+                b[0].end.calls - b[0].start.calls,
+                b[0].end.usec - b[0].start.usec
+            ),
+            (100, 250)
+        );
+        assert!(b[0].complete);
+        // The last burst is still open when the window ends: counted, not timed.
+        assert_eq!(
+            (
+                b[1].start.at,
+                b[1].end.at,
+                b[1].end.calls - b[1].start.calls
+            ),
+            (200_000_000, 210_000_000, 100)
+        );
+        assert!(!b[1].complete);
+    }
+
+    #[test]
+    fn a_burst_in_flight_when_the_window_opens_is_not_timed() {
+        let samples = [s(0, 10, 0), s(5, 50, 100), s(10, 50, 100), s(200, 50, 100)];
+        let b = bursts(&samples, 100_000_000);
+        assert_eq!(b.len(), 1);
+        assert!(!b[0].complete);
     }
 }
