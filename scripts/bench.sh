@@ -232,10 +232,31 @@ failed() {
   echo "FAILED: $*" >>"$log"
 }
 
+# Commands each contender sends itself besides its scripts, for the server's
+# time per pair in scenario 1 (INFO commandstats counts a script's own
+# commands on their own lines too, so only these are added to the scripts').
+direct_commands() {
+  case "$1" in
+    crate) echo unlink ;;     # the batched unlock-latch flush
+    rslock) echo set ;;       # SET NX PX; its release is a script
+    redisson) echo del ;;     # the latch DEL after each unlock (its unlock script's own DEL counts too)
+    *) echo "" ;;
+  esac
+}
+
 simple() {  # simple CONTENDER SCENARIO ARGS...
-  local c=$1 s=$2; shift 2
+  local c=$1 s=$2 id; shift 2
+  id=$(run_id "$s" "$c")
   flush
-  run_one "$c" --scenario "$s" --run-id "$(run_id "$s" "$c")" "$@" || failed "rep $rep $s $c $*"
+  [ "$s" = uncontended ] && "$B" cmd --url "$url" CONFIG RESETSTAT >/dev/null
+  if run_one "$c" --scenario "$s" --run-id "$id" "$@"; then
+    if [ "$s" = uncontended ]; then
+      "$B" server-cost --url "$url" --contender "$c" --rep "$rep" --run-id "$id" \
+        --direct "$(direct_commands "$c")" >>"$raw" 2>>"$log" || failed "rep $rep server cost of $c"
+    fi
+  else
+    failed "rep $rep $s $c $*"
+  fi
 }
 
 contended() {  # contended CONTENDER PROCS

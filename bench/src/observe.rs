@@ -13,6 +13,71 @@ use serde_json::json;
 
 use crate::common::Args;
 
+/// `rlock-bench server-cost`: what the server spent on one contender's
+/// commands since the last `CONFIG RESETSTAT` (scenario 1 resets before each
+/// process), from `INFO commandstats`. Commands that scripts run are counted
+/// both on their own lines and in their script's time, so the total is the
+/// scripts (`EVAL`/`EVALSHA`) plus the commands named by `--direct`, the ones
+/// this contender sends itself (e.g. `unlink` for the crate's latch flush).
+pub fn server_cost(args: &Args) -> Result<()> {
+    let mut con = redis::Client::open(args.str("url")?)?.get_connection()?;
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut con)?;
+    let (script_calls, script_usec) = script_stats(&info);
+    let by_command = command_stats(&info);
+    let direct: Vec<&str> = args
+        .str_or("direct", "")
+        .split(',')
+        .filter(|c| !c.is_empty())
+        .collect();
+    let mut usec = script_usec;
+    let mut calls = script_calls;
+    for (name, (c, u)) in &by_command {
+        if direct.contains(&name.as_str()) {
+            calls += c;
+            usec += u;
+        }
+    }
+    let out = json!({
+        "kind": "server_cost",
+        "scenario": "server_cost",
+        "of_scenario": args.str_or("of", "uncontended"),
+        "contender": args.str("contender")?,
+        "rep": args.num_or("rep", 0)?,
+        "run_id": args.str_or("run-id", "0"),
+        "calls": calls,
+        "usec": usec,
+        "script_calls": script_calls,
+        "script_usec": script_usec,
+        "by_command": by_command
+            .iter()
+            .map(|(k, (c, u))| (k.clone(), json!({"calls": c, "usec": u})))
+            .collect::<serde_json::Map<_, _>>(),
+    });
+    println!("{out}");
+    Ok(())
+}
+
+/// Every `cmdstat_` line: command -> (calls, usec).
+fn command_stats(info: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in info.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.trim().split_once(':'))
+        else {
+            continue;
+        };
+        let field = |key: &str| {
+            rest.split(',')
+                .find_map(|f| f.strip_prefix(key))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        out.insert(name.to_owned(), (field("calls="), field("usec=")));
+    }
+    out
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     /// Server time (`TIME`), in ns.
@@ -191,6 +256,9 @@ mod tests {
                     cmdstat_eval:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
                     cmdstat_get:calls=99,usec=99,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n";
         assert_eq!(script_stats(info), (13, 330));
+        let all = command_stats(info);
+        assert_eq!(all.get("get"), Some(&(99, 99)));
+        assert_eq!(all.get("evalsha"), Some(&(12, 300)));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::stats::{cell, fmt, ratio, ratio_cell, stat};
-use super::{Data, contended, is, label, present, scaled, watchdog};
+use super::{Data, contended, is, label, present, scaled, server_us_per_pair, watchdog};
 
 pub fn markdown(
     d: &Data,
@@ -98,20 +98,33 @@ pub fn markdown(
     let p50 = d.series(is("uncontended"), "p50_us");
     let p99 = d.series(is("uncontended"), "p99_us");
     let cpu = d.series(is("uncontended"), "cpu_us_per_pair");
+    let server = server_us_per_pair(d);
     let _ = writeln!(
         w,
-        "| contender | pairs/s | × floor | pair p50 (µs) | pair p99 (µs) | client CPU per pair (µs) |\n|---|---|---|---|---|---|"
+        "| contender | pairs/s | × floor | pair p50 (µs) | pair p99 (µs) | client CPU per pair (µs) | server time per pair (µs) |\n|---|---|---|---|---|---|---|"
     );
     for c in present(&pairs) {
         let _ = writeln!(
             w,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             label(d, c),
             cell(stat(&pairs, c)),
             ratio_cell(ratio(&pairs, c, "floor")),
             cell(stat(&p50, c)),
             cell(stat(&p99, c)),
             cell(stat(&cpu, c)),
+            cell(stat(&server, c)),
+        );
+    }
+    if !server.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n*Server time per pair* is Redis' own execution time (`INFO commandstats`, reset \
+             before each process) for the process's scripts plus the commands it sends itself \
+             (redisson-lock: the batched `UNLINK` of spent unlock latches; rslock: `SET NX PX`; \
+             Redisson: the `DEL` of each unlock latch, a figure that also counts its unlock \
+             script's own `DEL` twice), over every pair it ran, warm-up included. The rest of a \
+             pair is round trips and client time."
         );
     }
 

@@ -164,6 +164,40 @@ fn contended(procs: u64) -> impl Fn(&Value) -> bool {
     move |r: &Value| r["scenario"] == "contended" && r["procs"].as_u64() == Some(procs)
 }
 
+/// Scenario 1: the server's own time per lock + unlock pair (µs), from each
+/// process's `server-cost` record: its scripts and the commands it sends
+/// itself, over every pair it ran, warm-up included.
+fn server_us_per_pair(d: &Data) -> Series {
+    let warmup: f64 = d.m("s1_warmup").parse().unwrap_or(0.0);
+    let mut out = Series::new();
+    for cost in d
+        .records
+        .iter()
+        .filter(|r| r["kind"] == "server_cost" && r["of_scenario"] == "uncontended")
+    {
+        let Some(run) = d
+            .records
+            .iter()
+            .find(|r| r["scenario"] == "uncontended" && r["run_id"] == cost["run_id"])
+        else {
+            continue;
+        };
+        let (Some(c), Some(usec), Some(pairs)) = (
+            cost["contender"].as_str(),
+            cost["usec"].as_f64(),
+            run["pairs"].as_f64(),
+        ) else {
+            continue;
+        };
+        if pairs + warmup > 0.0 {
+            out.entry(c.to_owned())
+                .or_default()
+                .insert(cost["rep"].as_u64().unwrap_or(0), usec / (pairs + warmup));
+        }
+    }
+    out
+}
+
 fn summary_series(d: &Data) -> Vec<(String, Series)> {
     let mut out = vec![
         (
@@ -177,6 +211,10 @@ fn summary_series(d: &Data) -> Vec<(String, Series)> {
         (
             "uncontended.p99_us".into(),
             d.series(is("uncontended"), "p99_us"),
+        ),
+        (
+            "uncontended.server_us_per_pair".into(),
+            server_us_per_pair(d),
         ),
     ];
     for t in [4, 16] {
