@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
-#   scripts/bench.sh --quick   reduced run (~100 s once built; 2 min 58 s from a cold build); writes
+#   scripts/bench.sh --quick   reduced run (~140 s once built, 2 min 21 s with the build up to date); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
@@ -37,7 +37,8 @@ done
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=11   # rough wall time of a full run on the 2-vCPU machine
+FULL_MINUTES=13   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4; an estimate from --quick until the next full run)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick

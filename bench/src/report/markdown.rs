@@ -271,7 +271,7 @@ pub fn markdown(
     }
     let _ = writeln!(
         w,
-        "\n## Reproduce\n\n```sh\nscripts/bench.sh          # full run: {} repetitions, ~{} min; writes BENCHMARKS.md, docs/benchmarks.svg, target/bench/results.json\nscripts/bench.sh --quick  # reduced run, under 3 min; writes target/bench/quick/\n```\n\n\
+        "\n## Reproduce\n\n```sh\nscripts/bench.sh          # full run: {} repetitions, ~{} min; writes BENCHMARKS.md, docs/benchmarks.svg, target/bench/results.json\nscripts/bench.sh --quick  # reduced run, under 3 min once built; writes target/bench/quick/\n```\n\n\
          It needs `redis-server`, a Rust toolchain, and for Redisson a JDK 17+ and Maven \
          (installed with apt-get when run as root; Redisson is skipped with a note otherwise). \
          Raw per-process records: `target/bench/raw.jsonl`; everything summarised: \
