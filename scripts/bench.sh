@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Benchmarks redisson-lock side by side with the raw-script floor, rslock and
-# Redisson, on one throwaway redis-server, in one run (see BENCHMARKS.md).
+# Benchmarks redisson-lock side by side with the true floor (Redisson's RLock
+# scripts less the unlock latch, sent raw), the crate's own scripts sent raw,
+# rslock and Redisson, on one throwaway redis-server, in one run (see
+# BENCHMARKS.md).
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
-#   scripts/bench.sh --quick   reduced run (~100 s once built; 2 min 58 s from a cold build); writes
+#   scripts/bench.sh --quick   reduced run (~140 s once built, 2 min 21 s with the build up to date); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
@@ -28,14 +30,15 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only]" >&2; exit 2 ;;
   esac
 done
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=11   # rough wall time of a full run on the 2-vCPU machine
+FULL_MINUTES=13   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4; an estimate from --quick until the next full run)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick
@@ -43,7 +46,7 @@ if [ "$quick" = 1 ]; then
   s1_ms=1000; s1_warmup=500
   s2_ms=700; s2_warmup=200
   s3_iter=150; s3_warmup=5; s3_hold_us=100
-  s4_locks=10000; s4_reps=1
+  s4_reps=1
   soak_cycles=100000
   out_md=$out/BENCHMARKS.md
   out_svg=$out/benchmarks.svg
@@ -56,15 +59,23 @@ else
   s1_ms=3000; s1_warmup=5000
   s2_ms=3000; s2_warmup=500
   s3_iter=500; s3_warmup=20; s3_hold_us=100
-  s4_locks=10000; s4_reps=$reps
+  s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   soak_cycles=1000000
   out_md=BENCHMARKS.md
   out_svg=docs/benchmarks.svg
   svg_link=docs/benchmarks.svg
   command="scripts/bench.sh"
 fi
-s4_watchdog_ms=3000
-s4_window_permille=3500   # hold for 3.5 renewal periods
+# Scenario 4: the crate and Redisson hold 100,000 locks; rslock, which renews
+# each lock on its own timer, holds 10,000 (at 100,000 it cannot keep them on
+# one vCPU). A 6 s watchdog timeout (2 s periods) leaves Redisson's 2,000
+# sequential renewal calls per tick well inside the lease.
+s4_locks=100000
+s4_locks_rslock=10000
+s4_watchdog_ms=6000
+s4_window_permille=3500   # hold for 3.5 renewal periods: 2 or 3 whole ticks
+s4_acquire_threads=4      # redisson-lock: threads taking (and holding) the locks
+s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstanding
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
@@ -109,7 +120,7 @@ if [ "$java_ok" = 1 ]; then
     java_ok=0
   fi
 fi
-contenders="floor crate rslock"
+contenders="floor raw crate rslock"
 [ "$java_ok" = 1 ] && contenders="$contenders redisson"
 
 # ---------------------------------------------------------------- pinning
@@ -192,6 +203,9 @@ machine=$out/machine.txt
   printf 's3_iterations\t%s\ns3_warmup\t%s\ns3_hold_us\t%s\n' "$s3_iter" "$s3_warmup" "$s3_hold_us"
   printf 's4_locks\t%s\ns4_watchdog_ms\t%s\ns4_period_ms\t%s\ns4_window_ms\t%s\n' \
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
+  printf 's4_locks_rslock\t%s\ns4_reps\t%s\ns4_acquire_threads\t%s\ns4_java_in_flight\t%s\n' \
+    "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
+  printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
 note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
 [ -n "${BENCH_NOTE:-}" ] && note="$note ${BENCH_NOTE}"
@@ -219,10 +233,31 @@ failed() {
   echo "FAILED: $*" >>"$log"
 }
 
+# Commands each contender sends itself besides its scripts, for the server's
+# time per pair in scenario 1 (INFO commandstats counts a script's own
+# commands on their own lines too, so only these are added to the scripts').
+direct_commands() {
+  case "$1" in
+    crate) echo unlink ;;     # the batched unlock-latch flush
+    rslock) echo set ;;       # SET NX PX; its release is a script
+    redisson) echo del ;;     # the latch DEL after each unlock (its unlock script's own DEL counts too)
+    *) echo "" ;;
+  esac
+}
+
 simple() {  # simple CONTENDER SCENARIO ARGS...
-  local c=$1 s=$2; shift 2
+  local c=$1 s=$2 id; shift 2
+  id=$(run_id "$s" "$c")
   flush
-  run_one "$c" --scenario "$s" --run-id "$(run_id "$s" "$c")" "$@" || failed "rep $rep $s $c $*"
+  [ "$s" = uncontended ] && "$B" cmd --url "$url" CONFIG RESETSTAT >/dev/null
+  if run_one "$c" --scenario "$s" --run-id "$id" "$@"; then
+    if [ "$s" = uncontended ]; then
+      "$B" server-cost --url "$url" --contender "$c" --rep "$rep" --run-id "$id" \
+        --direct "$(direct_commands "$c")" >>"$raw" 2>>"$log" || failed "rep $rep server cost of $c"
+    fi
+  else
+    failed "rep $rep $s $c $*"
+  fi
 }
 
 contended() {  # contended CONTENDER PROCS
@@ -247,14 +282,19 @@ contended() {  # contended CONTENDER PROCS
 }
 
 watchdog() {  # watchdog CONTENDER
-  local c=$1 id obs
+  local c=$1 id obs locks=$s4_locks extra=()
+  case "$c" in
+    crate) extra=(--acquire-threads "$s4_acquire_threads") ;;
+    redisson) extra=(--in-flight "$s4_java_in_flight") ;;
+    rslock) locks=$s4_locks_rslock ;;
+  esac
   id=$(run_id watchdog "$c")
   flush
   "${on_server[@]}" "$B" observe --url "$url" --run-id "$id" --contender "$c" --rep "$rep" \
     --timeout-s 180 >>"$raw" 2>>"$log" &
   obs=$!
-  if run_one "$c" --scenario watchdog --locks "$s4_locks" --watchdog-ms "$s4_watchdog_ms" \
-      --window-permille "$s4_window_permille" --run-id "$id"; then
+  if run_one "$c" --scenario watchdog --locks "$locks" --watchdog-ms "$s4_watchdog_ms" \
+      --window-permille "$s4_window_permille" --run-id "$id" "${extra[@]}"; then
     wait "$obs" || failed "rep $rep watchdog observer for $c"
   else
     kill "$obs" 2>/dev/null || true
@@ -279,7 +319,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
   if [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do
-      [ "$c" = floor ] && continue   # no watchdog to measure
+      case "$c" in floor|raw) continue ;; esac   # no watchdog to measure
       watchdog "$c"
     done
   fi

@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: unit tests, integration tests against throwaway
-# redis-server processes, doc tests (including the compile-fail ones), the
-# Java interop tests against real Redisson, and two quick torture runs.
+# Runs the whole test suite: first the fast checks (rustfmt, clippy and
+# rustdoc, where any warning fails, and the benchmark crate's unit tests),
+# then unit tests, integration tests against throwaway redis-server
+# processes, doc tests (including the compile-fail ones), the Java interop
+# tests against real Redisson, and two quick torture runs.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 ensure_cargo
+
+# Cheap checks first, so that a formatting slip or a warning fails in seconds,
+# not after the Maven builds and the fault tests. bench/ is its own crate
+# (outside any workspace, with its own Cargo.lock): checked the same way, in
+# the library's target directory so that the dependencies they share are
+# built once.
+bench_target=${CARGO_TARGET_DIR:-$PWD/target}
+echo "==> cargo fmt --check"
+cargo fmt --check
+cargo fmt --check --manifest-path bench/Cargo.toml
+echo "==> cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
+echo "==> cargo doc --no-deps (warnings are errors)"
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
+echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
+CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
+
 ensure_redis_server
 trap reap_test_servers EXIT
 ensure_java_maven

@@ -1,11 +1,17 @@
 //! The Rust contenders behind one small interface: a [`Session`] is one
 //! thread's handle on one lock name.
 //!
-//! - `floor`: the crate's own acquire/unlock Lua, sent with plain redis-rs
-//!   `Script` calls on one connection per thread. No pool, no registry, no
-//!   watchdog, no shared subscriber. When contended, each thread keeps its own
-//!   subscription to the lock's channel and waits for a message (or the TTL)
-//!   before retrying: the least a pub/sub hand-off can cost.
+//! - `floor`, the true floor: Redisson's acquire and unlock exactly as
+//!   PROTOCOL §2.1 and §2.2 describe them, without the unlock latch (§1.7),
+//!   in the benchmark's own Lua (`bench/lua/floor_*.lua`), sent with plain
+//!   redis-rs `Script` calls on one connection per thread. No pool, no
+//!   registry, no watchdog, no shared subscriber. When contended, each thread
+//!   keeps its own subscription to the lock's channel and waits for a message
+//!   (or the TTL) before retrying: the least a pub/sub hand-off can cost.
+//! - `raw`: the same harness sending the crate's own scripts
+//!   (`lua/rlock_acquire.lua` with its known-holds argument,
+//!   `lua/rlock_unlock.lua` with its latch): what the crate's script
+//!   extensions cost on the server, without the crate's client code.
 //! - `crate`: redisson-lock as a user would call it (`Client::lock`, guard).
 //! - `rslock`: rslock's `LockManager::acquire` / `LockGuard::release`, each
 //!   thread with its own current-thread tokio runtime and manager (rslock's
@@ -22,14 +28,23 @@ use redis::Script;
 /// The lease every contender takes (Redisson's default watchdog timeout).
 pub const LEASE: Duration = Duration::from_secs(30);
 
-static ACQUIRE: LazyLock<Script> =
+/// The true floor's scripts (PROTOCOL §2.1, §2.2 without the latch).
+pub const FLOOR_ACQUIRE_LUA: &str = include_str!("../lua/floor_acquire.lua");
+pub const FLOOR_UNLOCK_LUA: &str = include_str!("../lua/floor_unlock.lua");
+
+static FLOOR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_ACQUIRE_LUA));
+static FLOOR_UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_UNLOCK_LUA));
+static CRATE_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
-static UNLOCK: LazyLock<Script> =
+static CRATE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_unlock.lua")));
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// The true floor: Redisson's protocol minimum, no latch.
     Floor,
+    /// The crate's own scripts, sent raw by the floor's harness.
+    Raw,
     Crate,
     Rslock,
 }
@@ -38,15 +53,19 @@ impl Kind {
     pub fn parse(s: &str) -> Result<Kind> {
         Ok(match s {
             "floor" => Kind::Floor,
+            "raw" => Kind::Raw,
             "crate" => Kind::Crate,
             "rslock" => Kind::Rslock,
-            other => bail!("unknown contender {other} (floor, crate, rslock; redisson is Java)"),
+            other => {
+                bail!("unknown contender {other} (floor, raw, crate, rslock; redisson is Java)")
+            }
         })
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Floor => "floor",
+            Kind::Raw => "raw",
             Kind::Crate => "crate",
             Kind::Rslock => "rslock",
         }
@@ -96,7 +115,7 @@ impl Factory {
     /// floor's owner field). `contended` makes the floor subscribe up front.
     pub fn session(&self, name: &str, thread: u64, contended: bool) -> Result<Box<dyn Session>> {
         Ok(match self.kind {
-            Kind::Floor => Box::new(FloorSession::new(self, name, thread, contended)?),
+            Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
             Kind::Crate => {
                 let client = self.client.as_ref().expect("crate contender has a client");
                 Box::new(CrateSession {
@@ -111,8 +130,12 @@ impl Factory {
 
 // ---------------------------------------------------------------- floor
 
+/// The floor's harness: one plain connection, one `Script` call per
+/// operation. `latch` selects the crate's own scripts (`raw`) over the true
+/// floor's.
 struct FloorSession {
     con: redis::Connection,
+    latch: bool,
     name: String,
     channel: String,
     field: String,
@@ -137,6 +160,7 @@ impl FloorSession {
         };
         Ok(FloorSession {
             con: factory.redis.get_connection()?,
+            latch: factory.kind == Kind::Raw,
             name: name.to_owned(),
             latch_prefix: braced("redisson_unlock_latch", name),
             channel,
@@ -149,14 +173,23 @@ impl FloorSession {
 
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
-        // Same arguments as src/scripts.rs sends: lease, owner field, and the
-        // holds the caller knows it has (the floor never re-enters: 0).
-        let reply: Option<i64> = ACQUIRE
-            .key(&self.name)
-            .arg(LEASE.as_millis() as u64)
-            .arg(&self.field)
-            .arg(0)
-            .invoke(&mut self.con)?;
+        let reply: Option<i64> = if self.latch {
+            // Same arguments as src/scripts.rs sends: lease, owner field, and
+            // the holds the caller knows it has (the harness never re-enters: 0).
+            CRATE_ACQUIRE
+                .key(&self.name)
+                .arg(LEASE.as_millis() as u64)
+                .arg(&self.field)
+                .arg(0)
+                .invoke(&mut self.con)?
+        } else {
+            // PROTOCOL §2.1: lease, owner field.
+            FLOOR_ACQUIRE
+                .key(&self.name)
+                .arg(LEASE.as_millis() as u64)
+                .arg(&self.field)
+                .invoke(&mut self.con)?
+        };
         Ok(reply.map(|ttl| Duration::from_millis(ttl.max(1) as u64)))
     }
 }
@@ -179,26 +212,49 @@ impl Session for FloorSession {
     }
 
     fn unlock(&mut self) -> Result<()> {
-        self.unlocks += 1;
-        let latch = format!(
-            "{}:{:016x}{:016x}",
-            self.latch_prefix, self.tag, self.unlocks
-        );
-        let reply: Option<i64> = UNLOCK
-            .key(&self.name)
-            .key(&self.channel)
-            .key(latch)
-            .arg("0")
-            .arg(LEASE.as_millis() as u64)
-            .arg(&self.field)
-            .arg("publish")
-            .arg(LATCH_TTL_MS)
-            .arg("1") // the caller's last hold
-            .invoke(&mut self.con)?;
+        let reply: Option<i64> = if self.latch {
+            self.unlocks += 1;
+            let latch = format!(
+                "{}:{:016x}{:016x}",
+                self.latch_prefix, self.tag, self.unlocks
+            );
+            CRATE_UNLOCK
+                .key(&self.name)
+                .key(&self.channel)
+                .key(latch)
+                .arg("0")
+                .arg(LEASE.as_millis() as u64)
+                .arg(&self.field)
+                .arg("publish")
+                .arg(LATCH_TTL_MS)
+                .arg("1") // the caller's last hold
+                .invoke(&mut self.con)?
+        } else {
+            // PROTOCOL §2.2 less the latch: message, lease, owner field,
+            // publish command.
+            FLOOR_UNLOCK
+                .key(&self.name)
+                .key(&self.channel)
+                .arg("0")
+                .arg(LEASE.as_millis() as u64)
+                .arg(&self.field)
+                .arg("publish")
+                .invoke(&mut self.con)?
+        };
         if reply.is_none() {
-            bail!("floor: unlock of {} found it not held", self.name);
+            bail!(
+                "{}: unlock of {} found it not held",
+                self.kind_name(),
+                self.name
+            );
         }
         Ok(())
+    }
+}
+
+impl FloorSession {
+    fn kind_name(&self) -> &'static str {
+        if self.latch { "raw" } else { "floor" }
     }
 }
 

@@ -4,6 +4,7 @@
 //! rlock-bench run --contender floor|crate|rslock --scenario S --url U [--key value ...]
 //! rlock-bench analyze --contender C [--rep N ...] EVENT_FILES...
 //! rlock-bench observe --url U --run-id ID --contender C [--rep N]
+//! rlock-bench server-cost --url U --contender C [--rep N --run-id ID]   (INFO commandstats since the last reset)
 //! rlock-bench report --raw RAW.jsonl --json OUT.json --md OUT.md --svg OUT.svg [--machine M.json]
 //! rlock-bench cmd --url U [--wait-s N] WORDS...   (one command, e.g. PING or FLUSHALL)
 //! rlock-bench free-port
@@ -26,6 +27,7 @@ fn main() {
             Some("run") => scenarios::run(&args),
             Some("analyze") => analyze::run(&args),
             Some("observe") => observe::run(&args),
+            Some("server-cost") => observe::server_cost(&args),
             Some("report") => report::run(&args),
             Some("cmd") => redis_cmd(&args),
             Some("free-port") => {
@@ -33,7 +35,7 @@ fn main() {
                 Ok(())
             }
             _ => Err(anyhow::anyhow!(
-                "usage: rlock-bench run|analyze|observe|report|free-port [--key value ...]"
+                "usage: rlock-bench run|analyze|observe|server-cost|report|cmd|free-port [--key value ...]"
             )),
         }
     });

@@ -255,10 +255,14 @@ fn count_existing(con: &mut redis::Connection, names: &[String]) -> Result<u64> 
 }
 
 /// Scenario 4 for the crate: hold `locks` locks in watchdog mode for
-/// `periods` renewal periods, while `observe` counts the renewal round trips.
+/// `window-permille`/1000 renewal periods, while `observe` times the renewal
+/// ticks on the server. `acquire-threads` threads take the locks (a guard
+/// stays on the thread that took it), hold them through the window, and
+/// release them; the main thread measures.
 fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
     let run_id = args.str_or("run-id", "0");
     let n = args.num_or("locks", 10_000)?;
+    let threads = args.num_or("acquire-threads", 4)?.max(1) as usize;
     let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 3_000)?);
     let window = watchdog.mul_f64(args.num_or("window-permille", 3_500)? as f64 / 3_000.0);
     let client = redisson_lock::Client::builder(url)
@@ -266,47 +270,135 @@ fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
         .build()?;
     let mut con = redis::Client::open(url)?.get_connection()?;
     let names = watchdog_names(run_id, n);
-    // Warm the pool and the allocator before the baseline.
-    drop(client.lock("bench:s4:warm").lock()?);
+    // Warm the pool (one connection per acquiring thread) and the allocator
+    // before the baseline.
+    std::thread::scope(|scope| -> Result<()> {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let client = &client;
+                scope.spawn(move || -> Result<()> {
+                    drop(client.lock(format!("bench:s4:warm:{t}")).lock()?);
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("warm-up thread panicked")?;
+        }
+        Ok(())
+    })?;
     let rss0 = rss_bytes();
+    // From here on the allocator counts what Rust code holds: the guards,
+    // the client's registry and whatever a renewal tick allocates.
+    count_live_bytes();
+    let acquired = Barrier::new(threads + 1);
+    let window_over = Barrier::new(threads + 1);
+    let counted = Barrier::new(threads + 1);
+    let shares: Vec<&[String]> = names.chunks(names.len().div_ceil(threads).max(1)).collect();
+    let shares = &shares;
     let t_acquire = Instant::now();
-    let mut guards = Vec::with_capacity(n as usize);
-    for name in &names {
-        guards.push(client.lock(name.as_str()).lock()?);
-    }
-    let acquire_s = t_acquire.elapsed().as_secs_f64();
-    let rss1 = rss_bytes();
-    let cpu1 = cpu_ns();
-    mark(&mut con, run_id, "holding")?;
-    std::thread::sleep(window);
-    let cpu2 = cpu_ns();
-    let rss2 = rss_bytes();
-    mark(&mut con, run_id, "done")?;
-    let lost = guards.iter().filter(|g| g.is_lost()).count();
-    let existing = count_existing(&mut con, &names)?;
-    let registered = client.diagnostics().registered_holds;
-    let t_release = Instant::now();
-    drop(guards);
-    let release_s = t_release.elapsed().as_secs_f64();
+    let (measured, lost, release_s) = std::thread::scope(|scope| -> Result<_> {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (client, acquired, window_over, counted) =
+                    (&client, &acquired, &window_over, &counted);
+                scope.spawn(move || -> Result<(usize, Duration)> {
+                    let mut guards = Vec::with_capacity(shares.get(t).map_or(0, |s| s.len()));
+                    let taken = (|| -> Result<()> {
+                        for name in shares.get(t).copied().unwrap_or_default() {
+                            guards.push(client.lock(name.as_str()).lock()?);
+                        }
+                        Ok(())
+                    })();
+                    acquired.wait();
+                    window_over.wait();
+                    let lost = guards.iter().filter(|g| g.is_lost()).count();
+                    counted.wait();
+                    let t_release = Instant::now();
+                    drop(guards);
+                    taken?;
+                    Ok((lost, t_release.elapsed()))
+                })
+            })
+            .collect();
+        acquired.wait();
+        let acquire_s = t_acquire.elapsed().as_secs_f64();
+        let rss1 = rss_bytes();
+        let heap1 = live_bytes();
+        let cpu1 = cpu_ns();
+        let window_result = (|| -> Result<(i64, i64)> {
+            mark(&mut con, run_id, "holding")?;
+            // Live heap through the window: its low point is what the held
+            // locks cost at rest, its high point adds a renewal tick's buffers.
+            let (mut heap_min, mut heap_max) = (heap1, heap1);
+            let end = Instant::now() + window;
+            while Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10).min(end - Instant::now()));
+                let h = live_bytes();
+                heap_min = heap_min.min(h);
+                heap_max = heap_max.max(h);
+            }
+            Ok((heap_min, heap_max))
+        })();
+        let cpu2 = cpu_ns();
+        let rss2 = rss_bytes();
+        let done = mark(&mut con, run_id, "done");
+        window_over.wait();
+        let registered = client.diagnostics().registered_holds;
+        let existing = count_existing(&mut con, &names);
+        counted.wait();
+        let mut lost = 0;
+        let mut release = Duration::ZERO;
+        let mut first_error = None;
+        for h in handles {
+            match h.join().expect("watchdog bench thread panicked") {
+                Ok((l, r)) => {
+                    lost += l;
+                    release = release.max(r);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let (heap_min, heap_max) = window_result?;
+        done?;
+        Ok((
+            json!({
+                "acquire_s": acquire_s,
+                "cpu_ms_window": ms(cpu2 - cpu1),
+                "rss_holding_mb": rss1 as f64 / 1048576.0,
+                "rss_end_mb": rss2 as f64 / 1048576.0,
+                "bytes_per_lock": (rss1.saturating_sub(rss0)) as f64 / n as f64,
+                "heap_bytes_per_lock": heap_min.max(0) as f64 / n as f64,
+                "heap_tick_peak_mb": (heap_max - heap_min) as f64 / 1048576.0,
+                "keys_alive": existing?,
+                "registered_while_holding": registered,
+            }),
+            lost,
+            release.as_secs_f64(),
+        ))
+    })?;
     let after = client.diagnostics();
-    Ok(json!({
+    let mut out = json!({
         "kind": "holder",
         "locks": n,
+        "acquire_threads": threads,
         "watchdog_ms": watchdog.as_millis() as u64,
         "window_ms": window.as_millis() as u64,
-        "acquire_s": acquire_s,
         "release_s": release_s,
-        "cpu_ms_window": ms(cpu2 - cpu1),
         "rss_before_mb": rss0 as f64 / 1048576.0,
-        "rss_holding_mb": rss1 as f64 / 1048576.0,
-        "rss_end_mb": rss2 as f64 / 1048576.0,
-        "bytes_per_lock": (rss1.saturating_sub(rss0)) as f64 / n as f64,
         "lost_flagged": lost,
-        "keys_alive": existing,
-        "registered_while_holding": registered,
         "registered_after_release": after.registered_holds,
         "renewal": "shared watchdog thread, batches of 100 per EVALSHA",
-    }))
+    });
+    if let (Some(o), Some(m)) = (out.as_object_mut(), measured.as_object()) {
+        o.extend(m.clone());
+    }
+    Ok(out)
 }
 
 /// Scenario 4 for rslock, which has no watchdog: its closest feature is
