@@ -68,7 +68,7 @@ pub(crate) enum Renewed {
 }
 
 /// Renews chunks of `(name, owner field)` pairs to `lease_ms`, one script
-/// call per chunk, all chunks pipelined: one write, one wait for the replies
+/// call per chunk, the chunks pipelined: one write, one wait for the replies
 /// however many chunks there are. Per chunk, what each pair was found to be,
 /// or the error that chunk got (the others still count). A `NOSCRIPT` reply
 /// proves the chunk did not run: those are sent again after `SCRIPT LOAD`.

@@ -1,7 +1,7 @@
 //! The shared renewal thread: renews every watchdog-mode hold of the
 //! client's [`Registry`] at a third of the watchdog timeout (PROTOCOL §10),
-//! in chunks of 100 locks per script call, all chunks of a run pipelined on
-//! one connection (one round trip per run, not one per chunk).
+//! in chunks of 100 locks per script call, 20 chunks pipelined per round trip
+//! on one connection (not one round trip per chunk).
 //!
 //! The connection is opened when the client is built, so a server that
 //! later refuses new clients (`maxclients`) does not cost the locks their
@@ -22,6 +22,11 @@ use crate::scripts::{self, Renewed};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
+
+/// Renewal script calls written at once, before their replies are read: one
+/// round trip renews this many chunks. Bounded so that the commands and
+/// replies of a run over 100,000 locks are not all in memory at once.
+const PIPELINED_CHUNKS: usize = 20;
 
 /// After a failed renewal run, the next one comes a tenth of the lease later,
 /// within these bounds (and never later than the next regular tick): a server
@@ -153,9 +158,25 @@ impl Worker {
             return true;
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
+        let started = Instant::now();
+        for round in due.chunks(RENEWAL_BATCH_SIZE * PIPELINED_CHUNKS) {
+            if !self.renew_round(round, lease_ms) {
+                return false;
+            }
+        }
+        log::debug!(
+            "redisson-lock: renewed {} lock(s) in {:?}",
+            due.len(),
+            started.elapsed()
+        );
+        true
+    }
+
+    /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined; `false`
+    /// if some locks could not be renewed.
+    fn renew_round(&mut self, round: &[Arc<Hold>], lease_ms: u64) -> bool {
         let lease = self.lease;
-        let tickets: Vec<_> = due.iter().map(|hold| hold.begin_lease(lease)).collect();
-        let chunks: Vec<Vec<(&str, &str)>> = due
+        let chunks: Vec<Vec<(&str, &str)>> = round
             .chunks(RENEWAL_BATCH_SIZE)
             .map(|chunk| {
                 chunk
@@ -164,31 +185,25 @@ impl Worker {
                     .collect()
             })
             .collect();
-        let started = Instant::now();
+        let tickets: Vec<_> = round.iter().map(|hold| hold.begin_lease(lease)).collect();
         let result = self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms));
-        log::debug!(
-            "redisson-lock: renewed {} lock(s) in {} chunk(s) in {:?}",
-            due.len(),
-            chunks.len(),
-            started.elapsed()
-        );
         let mut tickets = tickets.into_iter();
         let replies = match result {
             Ok(replies) => replies,
             Err(e) => {
                 log::warn!(
                     "redisson-lock: can't renew {} lock(s), will retry: {e}",
-                    due.len()
+                    round.len()
                 );
                 let outcome = LeaseOutcome::of_error(&e);
-                for (hold, ticket) in due.iter().zip(tickets) {
+                for (hold, ticket) in round.iter().zip(tickets) {
                     hold.end_lease(ticket, outcome);
                 }
                 return false;
             }
         };
         let mut complete = true;
-        for (chunk, reply) in due.chunks(RENEWAL_BATCH_SIZE).zip(replies) {
+        for (chunk, reply) in round.chunks(RENEWAL_BATCH_SIZE).zip(replies) {
             let states = match reply {
                 Ok(states) => states,
                 Err(e) => {

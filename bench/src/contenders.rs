@@ -10,8 +10,9 @@
 //!   (or the TTL) before retrying: the least a pub/sub hand-off can cost.
 //! - `raw`: the same harness sending the crate's own scripts
 //!   (`lua/rlock_acquire.lua` with its known-holds argument,
-//!   `lua/rlock_unlock.lua` with its latch): what the crate's script
-//!   extensions cost on the server, without the crate's client code.
+//!   `lua/rlock_release.lua`, which sets the count the thread keeps): what
+//!   the crate's script extensions cost on the server, without the crate's
+//!   client code.
 //! - `crate`: redisson-lock as a user would call it (`Client::lock`, guard).
 //! - `rslock`: rslock's `LockManager::acquire` / `LockGuard::release`, each
 //!   thread with its own current-thread tokio runtime and manager (rslock's
@@ -36,8 +37,8 @@ static FLOOR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_ACQU
 static FLOOR_UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_UNLOCK_LUA));
 static CRATE_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
-static CRATE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_unlock.lua")));
+static CRATE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_release.lua")));
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -131,24 +132,16 @@ impl Factory {
 // ---------------------------------------------------------------- floor
 
 /// The floor's harness: one plain connection, one `Script` call per
-/// operation. `latch` selects the crate's own scripts (`raw`) over the true
+/// operation. `own` selects the crate's own scripts (`raw`) over the true
 /// floor's.
 struct FloorSession {
     con: redis::Connection,
-    latch: bool,
+    own: bool,
     name: String,
     channel: String,
     field: String,
-    latch_prefix: String,
-    /// Request ids are this session's random tag and a counter: unique
-    /// across threads and processes, like the crate's random ones.
-    tag: u64,
-    unlocks: u64,
     sub: Option<FloorSubscription>,
 }
-
-/// Latch TTL the crate sends with its defaults ((3 s + 0.5 s) x 4).
-const LATCH_TTL_MS: u64 = 14_000;
 
 impl FloorSession {
     fn new(factory: &Factory, name: &str, thread: u64, contended: bool) -> Result<Self> {
@@ -160,21 +153,18 @@ impl FloorSession {
         };
         Ok(FloorSession {
             con: factory.redis.get_connection()?,
-            latch: factory.kind == Kind::Raw,
+            own: factory.kind == Kind::Raw,
             name: name.to_owned(),
-            latch_prefix: braced("redisson_unlock_latch", name),
             channel,
             field: format!("{}:{thread}", factory.floor_id),
-            tag: uuid::Uuid::new_v4().as_u64_pair().0,
-            unlocks: 0,
             sub,
         })
     }
 
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
-        let reply: Option<i64> = if self.latch {
-            // Same arguments as src/scripts.rs sends: lease, owner field, and
+        let reply: Option<i64> = if self.own {
+            // Same arguments as src/locks/reentrant.rs sends: lease, owner field, and
             // the holds the caller knows it has (the harness never re-enters: 0).
             CRATE_ACQUIRE
                 .key(&self.name)
@@ -212,22 +202,15 @@ impl Session for FloorSession {
     }
 
     fn unlock(&mut self) -> Result<()> {
-        let reply: Option<i64> = if self.latch {
-            self.unlocks += 1;
-            let latch = format!(
-                "{}:{:016x}{:016x}",
-                self.latch_prefix, self.tag, self.unlocks
-            );
-            CRATE_UNLOCK
+        let reply: Option<i64> = if self.own {
+            CRATE_RELEASE
                 .key(&self.name)
                 .key(&self.channel)
-                .key(latch)
                 .arg("0")
                 .arg(LEASE.as_millis() as u64)
                 .arg(&self.field)
                 .arg("publish")
-                .arg(LATCH_TTL_MS)
-                .arg("1") // the caller's last hold
+                .arg(0) // the holds the thread keeps: its last one goes
                 .invoke(&mut self.con)?
         } else {
             // PROTOCOL §2.2 less the latch: message, lease, owner field,
@@ -254,7 +237,7 @@ impl Session for FloorSession {
 
 impl FloorSession {
     fn kind_name(&self) -> &'static str {
-        if self.latch { "raw" } else { "floor" }
+        if self.own { "raw" } else { "floor" }
     }
 }
 

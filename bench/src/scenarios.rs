@@ -536,7 +536,7 @@ fn soak(url: &str, args: &Args) -> Result<Value> {
         Ok(())
     })?;
     let secs = start.elapsed().as_secs_f64();
-    // Let the watchdog's 100 ms latch flush run, then count what is left.
+    // Count any unlock latch left behind (a guard's release writes none).
     std::thread::sleep(Duration::from_millis(300));
     let diag = client.diagnostics();
     let mut con = redis::Client::open(url)?.get_connection()?;

@@ -121,7 +121,7 @@ pub fn markdown(
             w,
             "\n*Server time per pair* is Redis' own execution time (`INFO commandstats`, reset \
              before each process) for the process's scripts plus the commands it sends itself \
-             (redisson-lock: the batched `UNLINK` of spent unlock latches; rslock: `SET NX PX`; \
+             (rslock: `SET NX PX`; \
              Redisson: the `DEL` of each unlock latch, a figure that also counts its unlock \
              script's own `DEL` twice), over every pair it ran, warm-up included. The rest of a \
              pair is round trips and client time."
@@ -294,7 +294,7 @@ fn floor_text(d: &Data) -> &'static str {
          and retries after a message or the TTL. It is the least any Redisson-compatible RLock \
          can send, and every *× floor* ratio is against it. *crate scripts, raw* is the same \
          harness sending the crate's own `lua/rlock_acquire.lua` (with its known-holds argument) \
-         and `lua/rlock_unlock.lua` (with its unlock latch): the gap between these two rows is \
+         and `lua/rlock_release.lua` (which sets the count the thread keeps, no latch): the gap between these two rows is \
          what the crate's script extensions cost on the server, and the gap between it and \
          redisson-lock what the crate's client code costs."
     } else {
