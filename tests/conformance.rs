@@ -1,0 +1,286 @@
+//! The same named cases, stamped on every lock type of the family by
+//! `conformance!` (the way crossbeam-channel repeats its tests per flavour).
+//! Each type's own behaviour is tested in its own file; this is what they all
+//! share: exclusion, reentry or its refusal, prompt wake-ups, the wait budget,
+//! the watchdog, force unlock, a lost acquire reply, bad input.
+//!
+//! One `redis-server` per test binary would be cheaper, but every case here
+//! needs its own clean server (key counts, proxies, PTTLs), and the cases run
+//! in parallel; each starts its own.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Error, Kind, Lock, LostReason};
+use support::RedisServer;
+use support::proxy::{Fault, Proxy};
+
+/// How a type's waiters are woken: by a message, or by a spin backoff that
+/// may sleep up to its cap before it notices a release.
+#[derive(Clone, Copy)]
+pub enum Wake {
+    Message,
+    Spin { cap: Duration },
+}
+
+/// What the shared cases need to know of a type.
+pub struct Spec<K: Kind> {
+    pub make: fn(&Client, &str) -> Lock<K>,
+    pub reentrant: bool,
+    pub wake: Wake,
+}
+
+fn client(server: &RedisServer) -> Client {
+    Client::open(server.url()).expect("client")
+}
+
+/// Threads of two clients increment a counter in a critical section that is
+/// not atomic, and count how many are inside at once.
+pub fn exclusion_under_contention_between_clients<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let clients = [client(&server), client(&server)];
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::new(AtomicI64::new(0));
+    let mut threads = Vec::new();
+    for client in &clients {
+        for _ in 0..3 {
+            let lock = (spec.make)(client, "contended");
+            let (inside, overlaps, counter) = (inside.clone(), overlaps.clone(), counter.clone());
+            threads.push(thread::spawn(move || {
+                for _ in 0..15 {
+                    let guard = lock.lock().expect("lock");
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let seen = counter.load(Ordering::SeqCst);
+                    thread::sleep(Duration::from_micros(300));
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().expect("unlock");
+                }
+            }));
+        }
+    }
+    for thread in threads {
+        thread.join().expect("worker");
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(counter.load(Ordering::SeqCst), 6 * 15, "lost updates");
+    let lock = (spec.make)(&clients[0], "contended");
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// A second acquisition by the holder: one more hold, or a typed refusal at
+/// once for a non-reentrant type.
+pub fn reentry_or_its_refusal<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let lock = (spec.make)(&client, "again");
+    let first = lock.lock().expect("lock");
+    let started = Instant::now();
+    let second = lock.try_lock_for(Duration::from_secs(5));
+    if spec.reentrant {
+        let second = second.expect("reentry").expect("reentry granted");
+        assert_eq!(lock.hold_count().expect("count"), 2);
+        drop(second);
+        assert_eq!(lock.hold_count().expect("count"), 1);
+    } else {
+        assert!(
+            matches!(second, Err(Error::NotReentrant { ref name }) if name == "again"),
+            "{second:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "refused at once"
+        );
+        assert_eq!(lock.hold_count().expect("count"), 1);
+    }
+    first.unlock().expect("unlock");
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// A waiter on another client gets the lock soon after the release: within
+/// 200 ms when woken by a message, within its backoff cap when spinning.
+pub fn waiter_woken_promptly_by_a_release<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let waiter = client(&server);
+    let guard = (spec.make)(&holder, "woken").lock().expect("lock");
+    let lock = (spec.make)(&waiter, "woken");
+    let waiting = thread::spawn(move || {
+        let got = lock.try_lock_for(Duration::from_secs(20)).expect("wait");
+        let at = Instant::now();
+        (got.map(|guard| guard.unlock()), at)
+    });
+    // Long enough for the waiter to park (or to back off to its cap).
+    thread::sleep(Duration::from_millis(600));
+    let released = Instant::now();
+    guard.unlock().expect("unlock");
+    let (got, at) = waiting.join().expect("waiter");
+    assert!(matches!(got, Some(Ok(()))), "{got:?}");
+    let bound = match spec.wake {
+        Wake::Message => Duration::from_millis(200),
+        Wake::Spin { cap } => cap + Duration::from_millis(100),
+    };
+    let took = at.saturating_duration_since(released);
+    assert!(took < bound, "woken {took:?} after the release");
+}
+
+/// `try_lock_for` gives up when its budget is spent, not before, not long after.
+pub fn try_lock_for_keeps_to_its_budget<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let other = client(&server);
+    let guard = (spec.make)(&holder, "budget").lock().expect("lock");
+    let lock = (spec.make)(&other, "budget");
+    let budget = Duration::from_millis(400);
+    let started = Instant::now();
+    let got = lock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    assert!(got.is_none(), "acquired a held lock");
+    assert!(took >= budget, "gave up after {took:?}");
+    assert!(
+        took < budget + Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    assert!(lock.try_lock().expect("try_lock").is_none());
+    guard.unlock().expect("unlock");
+}
+
+/// Held without an explicit lease past several leases: renewed.
+pub fn watchdog_keeps_a_short_lease_alive<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .watchdog_timeout(lease)
+        .build()
+        .expect("client");
+    let lock = (spec.make)(&client, "renewed");
+    let guard = lock.lock().expect("lock");
+    thread::sleep(lease * 4);
+    assert!(!guard.is_lost(), "lost despite the watchdog");
+    assert!(lock.is_locked().expect("is_locked"));
+    guard.unlock().expect("unlock");
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// Force unlock deletes the lock and marks this client's holder lost.
+pub fn force_unlock_marks_the_holder_lost<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let lock = (spec.make)(&client, "forced");
+    let guard = lock.lock().expect("lock");
+    assert!(lock.force_unlock().expect("force_unlock"));
+    assert!(!lock.is_locked().expect("is_locked"));
+    assert_eq!(guard.lost_reason(), Some(LostReason::ForceUnlocked));
+    assert!(matches!(guard.unlock(), Err(Error::Lost { .. })));
+    assert!(!lock.force_unlock().expect("force_unlock of nothing"));
+}
+
+/// An acquire whose reply is lost with its connection is sent again and
+/// counts once: the last unlock frees the lock.
+pub fn a_lost_acquire_reply_counts_once<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let client = Client::open(proxy.url()).expect("client");
+    let lock = (spec.make)(&client, "lost-reply");
+    // Load the scripts first, so that the dropped reply is the acquire's.
+    lock.lock()
+        .expect("warm-up")
+        .unlock()
+        .expect("warm-up unlock");
+    proxy.arm("lost-reply", Fault::DropReplyAndClose);
+    let guard = lock.lock().expect("lock");
+    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    assert_eq!(lock.hold_count().expect("count"), 1);
+    guard.unlock().expect("unlock");
+    assert!(
+        !lock.is_locked().expect("is_locked"),
+        "a phantom hold kept it"
+    );
+}
+
+/// Bad input is a typed error, never a panic.
+pub fn bad_input_is_a_typed_error<K: Kind>(spec: Spec<K>) {
+    let server = RedisServer::start();
+    let client = client(&server);
+    let empty = (spec.make)(&client, "");
+    assert!(matches!(empty.lock(), Err(Error::InvalidArgument(_))));
+    assert!(matches!(empty.is_locked(), Err(Error::InvalidArgument(_))));
+    let lock = (spec.make)(&client, "bad-lease");
+    let zero = lock.with_lease(Duration::ZERO);
+    assert!(matches!(zero.try_lock(), Err(Error::InvalidArgument(_))));
+    let huge = lock.with_lease(Duration::MAX);
+    assert!(matches!(huge.lock(), Err(Error::InvalidArgument(_))));
+}
+
+/// Stamps every shared case on one type: `conformance!(module, spec)`.
+macro_rules! conformance {
+    ($module:ident, $spec:expr) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn exclusion_under_contention_between_clients() {
+                super::exclusion_under_contention_between_clients($spec);
+            }
+
+            #[test]
+            fn reentry_or_its_refusal() {
+                super::reentry_or_its_refusal($spec);
+            }
+
+            #[test]
+            fn waiter_woken_promptly_by_a_release() {
+                super::waiter_woken_promptly_by_a_release($spec);
+            }
+
+            #[test]
+            fn try_lock_for_keeps_to_its_budget() {
+                super::try_lock_for_keeps_to_its_budget($spec);
+            }
+
+            #[test]
+            fn watchdog_keeps_a_short_lease_alive() {
+                super::watchdog_keeps_a_short_lease_alive($spec);
+            }
+
+            #[test]
+            fn force_unlock_marks_the_holder_lost() {
+                super::force_unlock_marks_the_holder_lost($spec);
+            }
+
+            #[test]
+            fn a_lost_acquire_reply_counts_once() {
+                super::a_lost_acquire_reply_counts_once($spec);
+            }
+
+            #[test]
+            fn bad_input_is_a_typed_error() {
+                super::bad_input_is_a_typed_error($spec);
+            }
+        }
+    };
+}
+
+conformance!(
+    reentrant,
+    Spec {
+        make: |c, n| c.lock(n),
+        reentrant: true,
+        wake: Wake::Message
+    }
+);
+conformance!(
+    fenced,
+    Spec {
+        make: |c, n| c.fenced_lock(n),
+        reentrant: true,
+        wake: Wake::Message
+    }
+);
