@@ -213,13 +213,13 @@ impl Client {
     /// guard's release sets the count it keeps, an unlock with a request id
     /// replays its latch, a force unlock then reports `false` for a lock it
     /// did delete.) A reply that does not come within the response
-    /// timeout is [`Error::Timeout`] for `operation`.
+    /// timeout is [`Error::Timeout`] for `operation`. Callers have checked
+    /// the process ([`Client::check_process`]) before.
     pub(crate) fn with_connection<T>(
         &self,
         operation: &'static str,
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
-        self.check_process()?;
         let pool = &self.inner.pool;
         let mut con = pool.get_within(RECONNECT_GRACE)?;
         let result = match command(&mut con, false) {

@@ -158,6 +158,7 @@ impl<K: Kind> Lock<K> {
     /// attempt, one round trip, never waits for the holder. (It may wait up to
     /// the connect timeout for a pooled connection.)
     pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.check()?;
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
         Ok(self.attempt(&field, lease, lease_ms, None)?.ok())
@@ -280,6 +281,7 @@ impl<K: Kind> Lock<K> {
     /// backoff), then attempt again after every wake-up or TTL slice until
     /// `deadline`. A timed wait that gives up runs the type's give-up hook.
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<K>>> {
+        self.check()?;
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
         let config = &self.client.inner.config;
@@ -521,16 +523,17 @@ impl<K: Kind> Lock<K> {
         }
     }
 
+    /// The lease an acquisition through this handle sets. (The caller has
+    /// run [`Lock::check`].)
     pub(crate) fn lease(&self) -> Result<(Duration, u64)> {
-        self.check()?;
         let lease = self
             .lease
             .unwrap_or(self.client.inner.config.watchdog_timeout);
         Ok((lease, lease_millis("lease", lease)?))
     }
 
-    /// The checks every operation starts with: a usable name, and a client
-    /// built in this process.
+    /// The checks every public operation starts with, once: a usable name,
+    /// and a client built in this process (one `getpid`).
     pub(crate) fn check(&self) -> Result<()> {
         self.client.check_process()?;
         if self.name.is_empty() {
