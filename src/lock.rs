@@ -295,7 +295,7 @@ impl<K: Kind> Lock<K> {
             Ok(found) => found.is_none(),
             Err(e) => matches!(e, Error::Timeout { .. }),
         };
-        if gave_up && deadline.is_some() {
+        if K::GIVES_UP && gave_up && deadline.is_some() {
             let give_up = self
                 .client
                 .with_connection("give up", |con, _| self.kind.give_up(con, &field, wait_ms));

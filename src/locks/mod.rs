@@ -88,6 +88,10 @@ pub(crate) mod protocol {
             Ok(redis::cmd("EXISTS").arg(name).query(con)?)
         }
 
+        /// Whether [`Protocol::give_up`] does anything: the engine takes a
+        /// connection for it only then.
+        const GIVES_UP: bool = false;
+
         /// Called when a timed wait gives up (the fair queue's give-up
         /// script); `wait_ms` is the wait the thread queued with.
         fn give_up(
