@@ -81,8 +81,7 @@ pub(crate) fn renew_chunks(
     let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        for &i in which {
-            let chunk = &chunks[i];
+        for chunk in which.iter().filter_map(|&i| chunks.get(i)) {
             let cmd = pipe.cmd("EVALSHA").arg(script.get_hash()).arg(chunk.len());
             for (name, _) in chunk {
                 cmd.arg(*name);
@@ -96,17 +95,27 @@ pub(crate) fn renew_chunks(
     };
     let all: Vec<usize> = (0..chunks.len()).collect();
     let mut replies = send(con, &all)?;
-    let missing: Vec<usize> = all
+    if replies.len() != chunks.len() {
+        return Err(Error::UnexpectedReply(format!(
+            "{} renewal calls got {} replies",
+            chunks.len(),
+            replies.len()
+        )));
+    }
+    let missing: Vec<usize> = replies
         .iter()
-        .copied()
-        .filter(|&i| {
-            matches!(&replies[i], Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+        .enumerate()
+        .filter(|(_, reply)| {
+            matches!(reply, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
         })
+        .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {
         script.load(con)?;
         for (i, reply) in missing.iter().zip(send(con, &missing)?) {
-            replies[*i] = reply;
+            if let Some(slot) = replies.get_mut(*i) {
+                *slot = reply;
+            }
         }
     }
     Ok(chunks
