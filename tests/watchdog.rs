@@ -242,3 +242,29 @@ fn a_thread_that_dies_of_a_panic_releases_its_lock() {
     // And another thread gets it at once.
     assert!(lock.try_lock().expect("try_lock").is_some());
 }
+
+#[test]
+fn renewal_survives_a_script_cache_flush() {
+    // The pipelined renewal meets NOSCRIPT for every chunk: it loads the
+    // script and sends those chunks again, in the same run.
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .watchdog_timeout(lease)
+        .build()
+        .expect("client");
+    let guards: Vec<_> = (0..250)
+        .map(|i| client.lock(format!("flushed-{i}")).lock().expect("lock"))
+        .collect();
+    for _ in 0..3 {
+        let _: () = server.cmd(&["SCRIPT", "FLUSH"]);
+        std::thread::sleep(lease / 2);
+    }
+    std::thread::sleep(lease);
+    assert!(guards.iter().all(|guard| !guard.is_lost()), "a lease was lost");
+    let held: i64 = server.cmd(&["DBSIZE"]);
+    assert_eq!(held, 250);
+    for guard in guards {
+        guard.unlock().expect("unlock");
+    }
+}
