@@ -26,8 +26,7 @@ pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
 pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Redisson's `fairLockWaitTimeout` default: the wait a fair lock queues a
 /// thread with when it has no wait budget of its own (PROTOCOL §1.9).
-pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: std::time::Duration =
-    std::time::Duration::from_secs(300);
+pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
 pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 

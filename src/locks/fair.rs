@@ -271,7 +271,12 @@ macro_rules! fair_protocol {
                 self.core.force_unlock(con, name, publish)
             }
 
-            fn give_up(&self, con: &mut dyn ConnectionLike, field: &str, wait_ms: u64) -> Result<()> {
+            fn give_up(
+                &self,
+                con: &mut dyn ConnectionLike,
+                field: &str,
+                wait_ms: u64,
+            ) -> Result<()> {
                 self.core.give_up(con, field, wait_ms)
             }
 
