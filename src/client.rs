@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
 use crate::locks::FencedLock;
+use crate::locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
+use crate::names;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
@@ -125,7 +127,7 @@ impl Client {
                 retry_attempts: 3,
                 retry_delay: Duration::from_millis(500),
                 subscription_timeout: Duration::from_millis(7500),
-                fair_lock_wait_timeout: Duration::from_secs(300),
+                fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
             },
             pool_size: 32,
         }
@@ -167,6 +169,25 @@ impl Client {
     /// This does not talk to Redis.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the fair lock called `name` (Redisson's `getFairLock`):
+    /// waiters are served in arrival order, Java and Rust alike. This does
+    /// not talk to Redis.
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        let name = name.into();
+        let kind = Fair::with_wait_timeout(&name, self.inner.config.fair_lock_wait_timeout);
+        Lock::with_kind(self.clone(), name, kind)
+    }
+
+    /// A handle on the non-reentrant fair lock called `name` (Redisson's
+    /// `getNonReentrantFairLock`, 4.4.0+): a fair lock its holder cannot
+    /// take again. This does not talk to Redis.
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        let name = name.into();
+        let kind =
+            NonReentrantFair::with_wait_timeout(&name, self.inner.config.fair_lock_wait_timeout);
+        Lock::with_kind(self.clone(), name, kind)
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
@@ -321,6 +342,18 @@ impl ClientBuilder {
         self
     }
 
+    /// The wait a fair lock queues a thread with when the thread has no wait
+    /// budget of its own ([`Lock::lock`]): a queued waiter that has not
+    /// taken the lock this long after it joined is dropped from the queue
+    /// (and joins again at the tail on its next attempt). Redisson's
+    /// `fairLockWaitTimeout`; default 300 s. Every client of a fair lock, Java
+    /// or Rust, should use the same value: queue deadlines are shifted by each
+    /// acquirer's own. Checked by [`build`](Self::build): 1 ms to 100 years.
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.config.fair_lock_wait_timeout = timeout;
+        self
+    }
+
     /// Checks the settings, connects, and starts the watchdog thread.
     pub fn build(self) -> Result<Client> {
         let info = self
@@ -328,6 +361,7 @@ impl ClientBuilder {
             .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
         let config = self.config;
         lease_millis("watchdog timeout", config.watchdog_timeout)?;
+        lease_millis("fair lock wait timeout", config.fair_lock_wait_timeout)?;
         if config.watchdog_timeout < Duration::from_millis(30) {
             return Err(Error::invalid(format!(
                 "watchdog timeout must be at least 30 ms, got {:?}",

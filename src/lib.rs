@@ -89,6 +89,7 @@ pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
 pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use lock::{Lock, RequestId};
+pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
 pub use scripts::UnlockOutcome;
 

@@ -117,8 +117,15 @@ impl fmt::Debug for RequestId {
 
 impl<K: Kind> Lock<K> {
     pub(crate) fn new(client: Client, name: String) -> Lock<K> {
+        let kind = K::new(&name);
+        Lock::with_kind(client, name, kind)
+    }
+
+    /// A handle whose type needs more than the name (a setting of the
+    /// client, say) to derive its view of the lock.
+    pub(crate) fn with_kind(client: Client, name: String, kind: K) -> Lock<K> {
         Lock {
-            kind: Arc::new(K::new(&name)),
+            kind: Arc::new(kind),
             client,
             name: name.into(),
             lease: None,
@@ -588,7 +595,7 @@ impl<K: Kind> fmt::Debug for Lock<K> {
 /// The client's wall clock in ms since the Unix epoch: a fair lock's queue
 /// scores (PROTOCOL §3), which is why fair locks need roughly synchronised
 /// clocks across hosts.
-fn epoch_millis() -> u64 {
+pub(crate) fn epoch_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| {

@@ -20,6 +20,16 @@ pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 /// A fenced lock's token counter (PROTOCOL §5).
 pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
 
+/// A fair lock's queue of waiting owner fields, a LIST (PROTOCOL §3).
+pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
+/// A fair lock's waiters' deadlines (client epoch ms), a ZSET (PROTOCOL §3).
+pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
+/// Redisson's `fairLockWaitTimeout` default: the wait a fair lock queues a
+/// thread with when it has no wait budget of its own (PROTOCOL §1.9).
+pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
+pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
+
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {

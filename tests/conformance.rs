@@ -284,3 +284,19 @@ conformance!(
         wake: Wake::Message
     }
 );
+conformance!(
+    fair,
+    Spec {
+        make: |c, n| c.fair_lock(n),
+        reentrant: true,
+        wake: Wake::Message
+    }
+);
+conformance!(
+    non_reentrant_fair,
+    Spec {
+        make: |c, n| c.non_reentrant_fair_lock(n),
+        reentrant: false,
+        wake: Wake::Message
+    }
+);

@@ -17,10 +17,14 @@ use redis::ConnectionLike;
 use crate::error::Result;
 pub use crate::scripts::UnlockOutcome;
 
+mod fair;
 mod fenced;
+mod non_reentrant_fair;
 mod reentrant;
 
+pub use fair::{Fair, FairLock};
 pub use fenced::{Fenced, FencedLock};
+pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairLock};
 pub use reentrant::Reentrant;
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's

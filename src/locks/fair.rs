@@ -1,0 +1,327 @@
+//! Redisson's `FairLock` (`getFairLock`, PROTOCOL §3): RLock's hash and
+//! renewal, plus a queue of waiting owner fields
+//! `redisson_lock_queue:{<name>}` in arrival order and a zset
+//! `redisson_lock_timeout:{<name>}` of their deadlines (client epoch ms). A
+//! release wakes only the queue head, on its own channel
+//! `redisson_lock__channel:{<name>}:<head field>`.
+//!
+//! The non-reentrant fair lock (PROTOCOL §7) speaks the same scripts with a
+//! reentry error text; both types share [`FairCore`].
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::{ConnectionLike, Script};
+
+use super::protocol::Protocol;
+use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use crate::error::{Error, Result};
+use crate::lock::epoch_millis;
+use crate::names::{self, UNLOCK_MESSAGE};
+use crate::scripts::unlock_outcome;
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_acquire.lua")));
+static TRY_ONCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_try_acquire_once.lua")));
+static GIVE_UP: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_acquire_failed.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_release.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_unlock.lua")));
+static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fair_force_unlock.lua")));
+
+/// How long a queued waiter that found the lock free (the head has not
+/// taken it yet, or is a dead waiter not yet past its deadline) waits before
+/// it asks again. Redisson asks again at once; this spares the server a
+/// busy loop. Only the head is woken by a release, and this waiter is not it.
+const FREE_BUT_NOT_YOURS: Duration = Duration::from_millis(50);
+
+/// What both fair lock types know of one lock: its derived keys, the wait
+/// a try-once sends, and the reentry error text (empty: reentrant).
+#[derive(Debug)]
+pub(crate) struct FairCore {
+    channel: String,
+    queue: String,
+    timeout: String,
+    /// Redisson's `fairLockWaitTimeout` in ms: the wait a try-once sends.
+    wait_timeout_ms: u64,
+    reentry_error: &'static str,
+}
+
+impl FairCore {
+    pub(crate) fn new(name: &str, wait_timeout: Duration, reentry_error: &'static str) -> Self {
+        FairCore {
+            channel: names::lock_channel(name),
+            queue: names::prefix_name(names::FAIR_QUEUE_PREFIX, name),
+            timeout: names::prefix_name(names::FAIR_TIMEOUT_PREFIX, name),
+            wait_timeout_ms: u64::try_from(wait_timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+            reentry_error,
+        }
+    }
+
+    pub(crate) fn wake<'a>(&'a self, field: &'a str) -> Wake<'a> {
+        let own = format!("{}:{field}", self.channel);
+        Wake::Channel {
+            channel: Cow::Owned(own.clone()),
+            entry: Cow::Owned(own),
+        }
+    }
+
+    pub(crate) fn acquire(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &AcquireRequest<'_>,
+    ) -> Result<Acquired> {
+        let (script, third, fourth) = match request.queue {
+            Some(queue) => (&*ACQUIRE, queue.wait_ms, queue.now_ms),
+            // Redisson's try-once sends `now` before the wait.
+            None => (&*TRY_ONCE, epoch_millis(), self.wait_timeout_ms),
+        };
+        let mut invocation = script.key(request.name);
+        invocation
+            .key(&self.queue)
+            .key(&self.timeout)
+            .arg(request.lease_ms)
+            .arg(request.field)
+            .arg(third)
+            .arg(fourth)
+            .arg(request.known)
+            .arg(self.reentry_error);
+        if let Some((key, ttl_ms)) = request.marker {
+            invocation
+                .key(key)
+                .arg(if request.resend { "1" } else { "0" })
+                .arg(ttl_ms);
+        }
+        let reply: Option<i64> = invocation.invoke(con).map_err(|e| {
+            if !self.reentry_error.is_empty()
+                && e.to_string().contains(names::NON_REENTRANT_REACQUIRE)
+            {
+                Error::NotReentrant {
+                    name: request.name.to_owned(),
+                }
+            } else {
+                Error::Redis(e)
+            }
+        })?;
+        Ok(match (reply, request.queue) {
+            (None, _) => Acquired::Yes {
+                replaced: false,
+                token: None,
+            },
+            (Some(-3), _) => Acquired::Yes {
+                replaced: true,
+                token: None,
+            },
+            // Try-once answers 1 for "not acquired", with no TTL.
+            (Some(_), None) => Acquired::No { ttl: None },
+            (Some(0), Some(_)) => Acquired::No {
+                ttl: Some(FREE_BUT_NOT_YOURS),
+            },
+            (Some(ttl), Some(_)) => Acquired::No {
+                ttl: u64::try_from(ttl).ok().map(Duration::from_millis),
+            },
+        })
+    }
+
+    pub(crate) fn release(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+    ) -> Result<Option<UnlockOutcome>> {
+        let reply: Option<i64> = RELEASE
+            .key(request.name)
+            .key(&self.queue)
+            .key(&self.timeout)
+            .key(&self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(request.lease_ms)
+            .arg(request.field)
+            .arg(epoch_millis())
+            .arg(request.publish)
+            .arg(request.remaining)
+            .invoke(con)?;
+        unlock_outcome(reply)
+    }
+
+    pub(crate) fn unlock_latched(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> Result<Option<UnlockOutcome>> {
+        let reply: Option<i64> = UNLOCK
+            .key(request.name)
+            .key(&self.queue)
+            .key(&self.timeout)
+            .key(&self.channel)
+            .key(latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(request.lease_ms)
+            .arg(request.field)
+            .arg(epoch_millis())
+            .arg(request.publish)
+            .arg(latch_ttl_ms)
+            .invoke(con)?;
+        unlock_outcome(reply)
+    }
+
+    pub(crate) fn force_unlock(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        let deleted: i64 = FORCE_UNLOCK
+            .key(name)
+            .key(&self.queue)
+            .key(&self.timeout)
+            .key(&self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(epoch_millis())
+            .arg(publish)
+            .invoke(con)?;
+        Ok(deleted == 1)
+    }
+
+    pub(crate) fn give_up(
+        &self,
+        con: &mut dyn ConnectionLike,
+        field: &str,
+        wait_ms: u64,
+    ) -> Result<()> {
+        let _: () = GIVE_UP
+            .key(&self.queue)
+            .key(&self.timeout)
+            .arg(field)
+            .arg(wait_ms)
+            .invoke(con)?;
+        Ok(())
+    }
+}
+
+/// The fair lock, Redisson's `FairLock`: see [`crate::FairLock`].
+#[derive(Debug)]
+pub struct Fair {
+    core: FairCore,
+}
+
+impl Fair {
+    pub(crate) fn with_wait_timeout(name: &str, wait_timeout: Duration) -> Self {
+        Fair {
+            core: FairCore::new(name, wait_timeout, ""),
+        }
+    }
+}
+
+/// Implements the protocol of a fair type by handing every call to its
+/// `core` ([`FairCore`]).
+macro_rules! fair_protocol {
+    ($type:ty, $redisson:literal, $reentrant:literal) => {
+        impl Protocol for $type {
+            const REDISSON: &'static str = $redisson;
+            const GIVES_UP: bool = true;
+
+            fn new(name: &str) -> Self {
+                Self::with_wait_timeout(name, crate::names::FAIR_LOCK_WAIT_TIMEOUT)
+            }
+
+            fn wake<'a>(&'a self, _name: &'a str, field: &'a str) -> Wake<'a> {
+                self.core.wake(field)
+            }
+
+            fn acquire(
+                &self,
+                con: &mut dyn ConnectionLike,
+                request: &AcquireRequest<'_>,
+            ) -> Result<Acquired> {
+                self.core.acquire(con, request)
+            }
+
+            fn release(
+                &self,
+                con: &mut dyn ConnectionLike,
+                request: &ReleaseRequest<'_>,
+            ) -> Result<Option<UnlockOutcome>> {
+                self.core.release(con, request)
+            }
+
+            fn unlock_latched(
+                &self,
+                con: &mut dyn ConnectionLike,
+                request: &ReleaseRequest<'_>,
+                latch: &str,
+                latch_ttl_ms: u64,
+            ) -> Result<Option<UnlockOutcome>> {
+                self.core.unlock_latched(con, request, latch, latch_ttl_ms)
+            }
+
+            fn force_unlock(
+                &self,
+                con: &mut dyn ConnectionLike,
+                name: &str,
+                publish: &str,
+            ) -> Result<bool> {
+                self.core.force_unlock(con, name, publish)
+            }
+
+            fn give_up(
+                &self,
+                con: &mut dyn ConnectionLike,
+                field: &str,
+                wait_ms: u64,
+            ) -> Result<()> {
+                self.core.give_up(con, field, wait_ms)
+            }
+
+            fn reentrant(&self) -> bool {
+                $reentrant
+            }
+        }
+    };
+}
+pub(crate) use fair_protocol;
+
+fair_protocol!(Fair, "RedissonFairLock", true);
+
+/// A fair lock: byte-for-byte a Redisson `FairLock` (`getFairLock`).
+///
+/// The reentrant lock's hash (so it excludes an `RLock` of the same name)
+/// and renewal, with waiters served in arrival order: a thread that must wait
+/// joins the list `redisson_lock_queue:{<name>}` and gets a deadline in the
+/// zset `redisson_lock_timeout:{<name>}`; the lock goes to the queue head only,
+/// and a release wakes only the head, on its own channel
+/// `redisson_lock__channel:{<name>}:<its field>`. Java and Rust waiters share
+/// one queue.
+///
+/// # How it differs from [`crate::Lock`]
+///
+/// - [`try_lock`](crate::Lock::try_lock) never queues; the waiting methods
+///   queue the thread, and a timed wait that gives up leaves the queue (one
+///   more round trip). An abandoned [`lock`](crate::Lock::lock) never gives
+///   up: its entry ages out after the wait timeout.
+/// - Deadlines are epoch ms of the *client's* wall clock, shifted by each
+///   acquirer's wait: every client of a lock, Java or Rust, needs a roughly
+///   synchronised clock and the same `fairLockWaitTimeout`
+///   ([`ClientBuilder::fair_lock_wait_timeout`](crate::ClientBuilder::fair_lock_wait_timeout),
+///   300 s by default).
+/// - A waiter that is not the head polls at the holder's TTL (Redisson's
+///   behaviour); one that finds the lock free but is not the head polls
+///   every 50 ms.
+///
+/// ```no_run
+/// # fn main() -> redisson_lock::Result<()> {
+/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
+/// let lock = client.fair_lock("printer");
+/// let guard = lock.lock()?; // served after everyone queued before us
+/// guard.unlock()?;          // wakes the next in line
+/// # Ok(()) }
+/// ```
+pub type FairLock = crate::Lock<Fair>;
