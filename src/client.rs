@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
 use crate::locks::FencedLock;
+use crate::locks::ReadWriteLock;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
@@ -167,6 +168,13 @@ impl Client {
     /// This does not talk to Redis.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the read/write lock called `name` (Redisson's
+    /// `getReadWriteLock`): a read lock and a write lock over one hash.
+    /// This does not talk to Redis.
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
