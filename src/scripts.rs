@@ -132,7 +132,10 @@ pub(crate) fn renew_chunks(
         .collect();
     if !missing.is_empty() {
         for read_markers in [false, true] {
-            if missing.iter().any(|&i| chunks[i].read_markers == read_markers) {
+            if missing
+                .iter()
+                .any(|&i| chunks[i].read_markers == read_markers)
+            {
                 let chunk = RenewChunk {
                     read_markers,
                     items: Vec::new(),

@@ -232,8 +232,12 @@ pub fn readers_share_and_exclude_writers_under_contention(spec: Spec<Read>) {
     for client in &clients {
         for _ in 0..3 {
             let lock = (spec.make)(client, "contended");
-            let (readers, writers, overlaps, shared) =
-                (readers.clone(), writers.clone(), overlaps.clone(), shared.clone());
+            let (readers, writers, overlaps, shared) = (
+                readers.clone(),
+                writers.clone(),
+                overlaps.clone(),
+                shared.clone(),
+            );
             threads.push(thread::spawn(move || {
                 for _ in 0..15 {
                     let guard = lock.lock().expect("read lock");
@@ -318,7 +322,10 @@ pub fn read_try_lock_for_keeps_to_its_budget_against_a_writer(spec: Spec<Read>) 
     let took = started.elapsed();
     assert!(got.is_none(), "read a write-locked lock");
     assert!(took >= budget, "gave up after {took:?}");
-    assert!(took < budget + Duration::from_secs(1), "gave up after {took:?}");
+    assert!(
+        took < budget + Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
     assert!(lock.try_lock().expect("try_lock").is_none());
     guard.unlock().expect("unlock");
 }

@@ -73,11 +73,17 @@ fn readers_of_two_clients_share_and_the_last_one_wakes_a_waiting_writer() {
         guard.unlock().expect("write unlock");
         at
     });
-    assert!(eventually(Duration::from_secs(5), || c.diagnostics().waiters == 1));
+    assert!(eventually(Duration::from_secs(5), || c
+        .diagnostics()
+        .waiters
+        == 1));
     first.unlock();
     thread::sleep(Duration::from_millis(300));
     assert!(!writer.is_finished(), "the writer got in past a reader");
-    assert!(pttl(&server, "rw") > 20_000, "the lease is the 30 s watchdog's");
+    assert!(
+        pttl(&server, "rw") > 20_000,
+        "the lease is the 30 s watchdog's"
+    );
     let released = Instant::now();
     second.unlock();
     let got = writer.join().expect("writer");
@@ -91,7 +97,11 @@ fn a_write_release_publishes_1_and_wakes_every_waiting_reader() {
     let server = RedisServer::start();
     let (holder, readers) = (client(&server), client(&server));
     let mut published = server.subscriber(&["redisson_rwlock:{rw}"]);
-    let guard = holder.read_write_lock("rw").write_lock().lock().expect("write");
+    let guard = holder
+        .read_write_lock("rw")
+        .write_lock()
+        .lock()
+        .expect("write");
     let (tx, rx) = mpsc::channel();
     let waiting: Vec<_> = (0..3)
         .map(|_| {
@@ -105,19 +115,32 @@ fn a_write_release_publishes_1_and_wakes_every_waiting_reader() {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(5), || readers.diagnostics().waiters == 3));
-    assert!(!holder.read_write_lock("rw").read_lock().is_locked().expect("is_locked"));
+    assert!(eventually(Duration::from_secs(5), || readers
+        .diagnostics()
+        .waiters
+        == 3));
+    assert!(
+        !holder
+            .read_write_lock("rw")
+            .read_lock()
+            .is_locked()
+            .expect("is_locked")
+    );
     let released = Instant::now();
     guard.unlock().expect("write unlock");
     for _ in 0..3 {
-        let at = rx.recv_timeout(Duration::from_secs(10)).expect("a reader woke");
+        let at = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a reader woke");
         let took = at.saturating_duration_since(released);
         assert!(took < HANDOFF, "a reader got in {took:?} after the release");
     }
     for reader in waiting {
         reader.join().expect("reader");
     }
-    let message = published.next_message(Duration::from_secs(2)).expect("published");
+    let message = published
+        .next_message(Duration::from_secs(2))
+        .expect("published");
     assert_eq!(message.payload, "1", "a write release wakes all");
     let rest = published.messages_within(Duration::from_millis(300));
     assert_eq!(rest.len(), 1, "one `0` from the last reader: {rest:?}");
@@ -139,7 +162,10 @@ fn reentrant_write_adds_the_lease_to_the_remaining_ttl() {
     let ttl = pttl(&server, "rw");
     assert!((19_000..=20_000).contains(&ttl), "lease added: {ttl}");
     let field = format!("{}:write", client.owner_field());
-    assert_eq!(hgetall(&server, "rw").get(&field).map(String::as_str), Some("2"));
+    assert_eq!(
+        hgetall(&server, "rw").get(&field).map(String::as_str),
+        Some("2")
+    );
     assert_eq!(write.hold_count().expect("count"), 2);
     drop(second);
     drop(first);
@@ -154,18 +180,31 @@ fn a_write_release_with_read_holds_downgrades_without_a_message() {
     let mut published = server.subscriber(&["redisson_rwlock:{rw}"]);
     let write = rw.write_lock().lock().expect("write");
     let read = rw.read_lock().lock().expect("the writer reads");
-    assert!(rw.read_lock().is_locked().expect("read is_locked: 3 fields"));
+    assert!(
+        rw.read_lock()
+            .is_locked()
+            .expect("read is_locked: 3 fields")
+    );
     write.unlock().expect("write unlock");
     let state = hgetall(&server, "rw");
     assert_eq!(state.get("mode").map(String::as_str), Some("read"));
-    assert_eq!(state.get(&client.owner_field()).map(String::as_str), Some("1"));
+    assert_eq!(
+        state.get(&client.owner_field()).map(String::as_str),
+        Some("1")
+    );
     assert_eq!(state.len(), 2, "{state:?}");
-    assert!(published.messages_within(Duration::from_millis(300)).is_empty());
+    assert!(
+        published
+            .messages_within(Duration::from_millis(300))
+            .is_empty()
+    );
     assert!(!rw.write_lock().is_locked().expect("write is_locked"));
     assert!(!read.is_lost());
     read.unlock().expect("read unlock");
     assert_eq!(server.cmd::<i64>(&["EXISTS", "rw"]), 0);
-    let message = published.next_message(Duration::from_secs(2)).expect("published");
+    let message = published
+        .next_message(Duration::from_secs(2))
+        .expect("published");
     assert_eq!(message.payload, "0");
 }
 
@@ -177,8 +216,14 @@ fn every_read_hold_has_its_own_marker_with_its_own_lease() {
         let read = client.read_write_lock(name).read_lock();
         let field = client.owner_field();
         let marker = |n: u32| format!("{prefix}:{field}:rwlock_timeout:{n}");
-        let short = read.with_lease(Duration::from_secs(10)).lock().expect("read");
-        let long = read.with_lease(Duration::from_secs(20)).lock().expect("reentry");
+        let short = read
+            .with_lease(Duration::from_secs(10))
+            .lock()
+            .expect("read");
+        let long = read
+            .with_lease(Duration::from_secs(20))
+            .lock()
+            .expect("reentry");
         let one = pttl(&server, &marker(1));
         let two = pttl(&server, &marker(2));
         assert!((9_000..=10_000).contains(&one), "{name}: marker 1 {one}");
@@ -188,7 +233,10 @@ fn every_read_hold_has_its_own_marker_with_its_own_lease() {
         drop(long);
         assert_eq!(pttl(&server, &marker(2)), -2, "the released hold's marker");
         let ttl = pttl(&server, name);
-        assert!(ttl <= 10_000, "{name}: the hash lives as long as marker 1: {ttl}");
+        assert!(
+            ttl <= 10_000,
+            "{name}: the hash lives as long as marker 1: {ttl}"
+        );
         drop(short);
         assert_eq!(pttl(&server, &marker(1)), -2);
         assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
@@ -209,7 +257,10 @@ fn a_read_unlock_keeps_the_hash_while_another_readers_marker_lives() {
     long.unlock();
     assert_eq!(server.cmd::<i64>(&["EXISTS", "rw"]), 1, "b still reads");
     let ttl = pttl(&server, "rw");
-    assert!((4_000..=5_000).contains(&ttl), "the max over b's markers: {ttl}");
+    assert!(
+        (4_000..=5_000).contains(&ttl),
+        "the max over b's markers: {ttl}"
+    );
     // A reader without any live marker does not keep the hash.
     let _: i64 = server.cmd(&["HSET", "rw", "ghost:1", "1"]);
     short.unlock().expect("read unlock");
@@ -241,7 +292,11 @@ fn a_lost_reentry_reply_counts_once_for_readers_and_writers() {
     assert!(pttl(&server, &marker(2)) > 0);
     assert_eq!(pttl(&server, &marker(3)), -2, "no phantom marker");
     drop((second, first, r2, r1));
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "lost-reply"]), 0, "a phantom hold kept it");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "lost-reply"]),
+        0,
+        "a phantom hold kept it"
+    );
 }
 
 #[test]
@@ -262,7 +317,10 @@ fn the_watchdog_renews_only_its_own_read_markers_while_others_come_and_go() {
     let started = Instant::now();
     let others = other.read_write_lock("rw").read_lock();
     while started.elapsed() < lease * 5 {
-        let short = others.with_lease(Duration::from_millis(300)).lock().expect("read");
+        let short = others
+            .with_lease(Duration::from_millis(300))
+            .lock()
+            .expect("read");
         thread::sleep(Duration::from_millis(100));
         short.unlock().expect("read unlock");
         thread::sleep(Duration::from_millis(100));

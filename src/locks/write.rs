@@ -115,7 +115,14 @@ impl Protocol for Write {
         name: &str,
         publish: &str,
     ) -> Result<bool> {
-        read::force_unlock(con, name, &self.channel, READ_UNLOCK_MESSAGE, publish, "write")
+        read::force_unlock(
+            con,
+            name,
+            &self.channel,
+            READ_UNLOCK_MESSAGE,
+            publish,
+            "write",
+        )
     }
 
     fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
