@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
 use crate::locks::FencedLock;
+use crate::locks::ReadWriteLock;
 use crate::locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 use crate::names;
 use crate::owner;
@@ -188,6 +189,13 @@ impl Client {
         let kind =
             NonReentrantFair::with_wait_timeout(&name, self.inner.config.fair_lock_wait_timeout);
         Lock::with_kind(self.clone(), name, kind)
+    }
+
+    /// A handle on the read/write lock called `name` (Redisson's
+    /// `getReadWriteLock`): a read lock and a write lock over one hash.
+    /// This does not talk to Redis.
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

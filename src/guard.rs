@@ -111,7 +111,7 @@ impl<K: Kind> LockGuard<K> {
             return Err(lock.lost(reason));
         }
         // A partial unlock resets the TTL: a command the hold must count.
-        let ticket = (!last)
+        let ticket = (!last && lock.kind.release_sets_lease())
             .then(|| lock.lease().ok())
             .flatten()
             .map(|(lease, _)| hold.begin_lease(lease));

@@ -42,10 +42,22 @@ fn deadline_after(sent: Instant, lease: Duration) -> u64 {
     nanos_since_epoch(sent).saturating_add(lease)
 }
 
+/// How the watchdog renews a hold; each kind has its own script, and a
+/// renewal run sends each kind's holds in chunks of their own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The owner field still exists: the key gets the lease (PROTOCOL §10.2).
+    Field,
+    /// A reader: its own markers `<prefix>:1..count` and the hash get the
+    /// lease, never another holder's markers (PROTOCOL §10.3).
+    ReadMarkers { prefix: Arc<str> },
+}
+
 /// One thread's hold on one lock, shared by all its guards.
 pub(crate) struct Hold {
     pub name: Arc<str>,
     pub field: Arc<str>,
+    pub renewal: Renewal,
     /// Local acquisitions not yet released.
     count: AtomicU32,
     /// Of those, how many were taken without an explicit lease: the
@@ -109,11 +121,19 @@ impl LeaseOutcome {
 }
 
 impl Hold {
-    fn new(name: &Arc<str>, field: &str, renew: bool, sent: Instant, lease: Duration) -> Hold {
+    fn new(
+        name: &Arc<str>,
+        field: &str,
+        renewal: Renewal,
+        renew: bool,
+        sent: Instant,
+        lease: Duration,
+    ) -> Hold {
         let expires = deadline_after(sent, lease);
         Hold {
             name: Arc::clone(name),
             field: field.into(),
+            renewal,
             count: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(renew)),
             lost: AtomicU8::new(0),
@@ -232,11 +252,14 @@ impl Registry {
     /// is the live hold the acquire was sent for (its lease command already
     /// ended by the caller), joined by this acquisition; without it a new
     /// hold starts, and any earlier hold of this owner is lost: `replaced`
-    /// says Redis reported it gone.
+    /// says Redis reported it gone. `renewal` is how the watchdog renews a
+    /// new hold.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquired(
         &self,
         name: &Arc<str>,
         field: &str,
+        renewal: Renewal,
         lease: Duration,
         renew: bool,
         sent: Instant,
@@ -247,7 +270,7 @@ impl Registry {
             hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
             return Arc::clone(hold);
         }
-        let hold = Arc::new(Hold::new(name, field, renew, sent, lease));
+        let hold = Arc::new(Hold::new(name, field, renewal, renew, sent, lease));
         let mut holds = self.holds.lock();
         let entry = match holds.get_mut(&**name) {
             Some(entry) => entry,
@@ -337,7 +360,7 @@ mod tests {
 
     fn hold(lease: Duration) -> Hold {
         let name: Arc<str> = "l".into();
-        Hold::new(&name, "f", true, Instant::now(), lease)
+        Hold::new(&name, "f", Renewal::Field, true, Instant::now(), lease)
     }
 
     fn deadline_in(hold: &Hold) -> Duration {

@@ -91,6 +91,7 @@ pub use guard::LockGuard;
 pub use lock::{Lock, RequestId};
 pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
+pub use locks::{Read, ReadLock, ReadWriteLock, Write, WriteLock};
 pub use scripts::UnlockOutcome;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

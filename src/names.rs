@@ -30,6 +30,48 @@ pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: std::time::Duration = std::time::Durati
 /// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
 pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
+/// The read/write lock channel prefix, shared by readers and writers
+/// (PROTOCOL §4).
+pub(crate) const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
+
+/// The hash field holding a read/write lock's mode (`read` or `write`).
+pub(crate) const RWLOCK_MODE_FIELD: &str = "mode";
+
+/// The suffix of a write hold's owner field (PROTOCOL §1.2).
+pub(crate) const WRITE_FIELD_SUFFIX: &str = ":write";
+
+/// `suffixName(name, suffix)`.
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The read/write lock's channel, `redisson_rwlock:{<name>}`.
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefix_name(RWLOCK_CHANNEL_PREFIX, name)
+}
+
+/// The prefix every reader's marker keys share: `{<name>}`, or `<name>`
+/// when it contains `{` (so `<prefix>:<field>` is `suffixName(name, field)`).
+pub(crate) fn rwlock_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// A reader's marker key prefix: `suffixName(name, field) +
+/// ":rwlock_timeout"`; hold `n` owns `<this>:<n>`.
+pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
+    let mut key = suffix_name(name, field);
+    key.push_str(":rwlock_timeout");
+    key
+}
+
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {
@@ -71,6 +113,21 @@ mod tests {
             unlock_latch("orders", "00ff"),
             "redisson_unlock_latch:{orders}:00ff"
         );
+    }
+
+    #[test]
+    fn rwlock_markers_follow_suffix_name() {
+        assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
+        assert_eq!(
+            rwlock_timeout_prefix("rw", "u:1"),
+            "{rw}:u:1:rwlock_timeout"
+        );
+        assert_eq!(
+            rwlock_timeout_prefix("{t}rw", "u:1"),
+            "{t}rw:u:1:rwlock_timeout"
+        );
+        assert_eq!(rwlock_key_prefix("rw"), "{rw}");
+        assert_eq!(rwlock_key_prefix("a{b"), "a{b");
     }
 
     #[test]

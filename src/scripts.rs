@@ -13,6 +13,8 @@ use crate::locks::Acquired;
 
 static RENEW_BATCH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rlock_renew_batch.lua")));
+static RENEW_READ_BATCH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/read_renew_batch.lua")));
 
 /// The outcome of one unlock attempt (PROTOCOL §2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,28 +69,53 @@ pub(crate) enum Renewed {
     WrongType,
 }
 
-/// Renews chunks of `(name, owner field)` pairs to `lease_ms`, one script
-/// call per chunk, the chunks pipelined: one write, one wait for the replies
-/// however many chunks there are. Per chunk, what each pair was found to be,
-/// or the error that chunk got (the others still count). A `NOSCRIPT` reply
-/// proves the chunk did not run: those are sent again after `SCRIPT LOAD`.
+/// One renewal script call: holds of one renewal kind.
+pub(crate) struct RenewChunk<'a> {
+    /// `false`: `(name, owner field)` pairs, each renewed if its field exists
+    /// (`lua/rlock_renew_batch.lua`); `true`: readers, each renewing its own
+    /// markers under `prefix` and the hash (`lua/read_renew_batch.lua`).
+    pub read_markers: bool,
+    /// `(name, field, marker prefix)`; the prefix is unused for fields.
+    pub items: Vec<(&'a str, &'a str, &'a str)>,
+}
+
+impl RenewChunk<'_> {
+    fn script(&self) -> &'static Script {
+        if self.read_markers {
+            &RENEW_READ_BATCH
+        } else {
+            &RENEW_BATCH
+        }
+    }
+}
+
+/// Renews chunks of holds to `lease_ms`, one script call per chunk, the
+/// chunks pipelined: one write, one wait for the replies however many chunks
+/// there are. Per chunk, what each hold was found to be, or the error that
+/// chunk got (the others still count). A `NOSCRIPT` reply proves the chunk
+/// did not run: those are sent again after `SCRIPT LOAD`.
 pub(crate) fn renew_chunks(
     con: &mut dyn ConnectionLike,
-    chunks: &[Vec<(&str, &str)>],
+    chunks: &[RenewChunk<'_>],
     lease_ms: u64,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
-    let script = &*RENEW_BATCH;
     let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for chunk in which.iter().filter_map(|&i| chunks.get(i)) {
-            let cmd = pipe.cmd("EVALSHA").arg(script.get_hash()).arg(chunk.len());
-            for (name, _) in chunk {
+            let cmd = pipe
+                .cmd("EVALSHA")
+                .arg(chunk.script().get_hash())
+                .arg(chunk.items.len());
+            for (name, _, _) in &chunk.items {
                 cmd.arg(*name);
             }
             cmd.arg(lease_ms);
-            for (_, field) in chunk {
+            for (_, field, prefix) in &chunk.items {
                 cmd.arg(*field);
+                if chunk.read_markers {
+                    cmd.arg(*prefix);
+                }
             }
         }
         Ok(pipe.query(con)?)
@@ -111,7 +138,18 @@ pub(crate) fn renew_chunks(
         .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {
-        script.load(con)?;
+        for read_markers in [false, true] {
+            if missing
+                .iter()
+                .any(|&i| chunks[i].read_markers == read_markers)
+            {
+                let chunk = RenewChunk {
+                    read_markers,
+                    items: Vec::new(),
+                };
+                chunk.script().load(con)?;
+            }
+        }
         for (i, reply) in missing.iter().zip(send(con, &missing)?) {
             if let Some(slot) = replies.get_mut(*i) {
                 *slot = reply;
@@ -121,7 +159,7 @@ pub(crate) fn renew_chunks(
     Ok(chunks
         .iter()
         .zip(replies)
-        .map(|(chunk, reply)| decode_renewal(chunk.len(), reply))
+        .map(|(chunk, reply)| decode_renewal(chunk.items.len(), reply))
         .collect())
 }
 

@@ -16,9 +16,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redis::ConnectionLike;
 
 use crate::error::{Error, LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome, Registry};
+use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
 use crate::pool::Pool;
-use crate::scripts::{self, Renewed};
+use crate::scripts::{self, RenewChunk, Renewed};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
@@ -159,7 +159,16 @@ impl Worker {
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
-        for round in due.chunks(RENEWAL_BATCH_SIZE * PIPELINED_CHUNKS) {
+        // Each renewal kind has its own script: a chunk holds one kind only.
+        let (fields, readers): (Vec<_>, Vec<_>) = due
+            .iter()
+            .cloned()
+            .partition(|hold| hold.renewal == Renewal::Field);
+        let chunks: Vec<&[Arc<Hold>]> = fields
+            .chunks(RENEWAL_BATCH_SIZE)
+            .chain(readers.chunks(RENEWAL_BATCH_SIZE))
+            .collect();
+        for round in chunks.chunks(PIPELINED_CHUNKS) {
             if !self.renew_round(round, lease_ms) {
                 return false;
             }
@@ -172,38 +181,49 @@ impl Worker {
         true
     }
 
-    /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined; `false`
-    /// if some locks could not be renewed.
-    fn renew_round(&mut self, round: &[Arc<Hold>], lease_ms: u64) -> bool {
+    /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined, each of
+    /// one renewal kind; `false` if some locks could not be renewed.
+    fn renew_round(&mut self, round: &[&[Arc<Hold>]], lease_ms: u64) -> bool {
         let lease = self.lease;
-        let chunks: Vec<Vec<(&str, &str)>> = round
-            .chunks(RENEWAL_BATCH_SIZE)
-            .map(|chunk| {
-                chunk
+        let chunks: Vec<RenewChunk<'_>> = round
+            .iter()
+            .map(|chunk| RenewChunk {
+                read_markers: chunk
+                    .first()
+                    .is_some_and(|hold| hold.renewal != Renewal::Field),
+                items: chunk
                     .iter()
-                    .map(|hold| (&*hold.name, &*hold.field))
-                    .collect()
+                    .map(|hold| {
+                        let prefix = match &hold.renewal {
+                            Renewal::Field => "",
+                            Renewal::ReadMarkers { prefix } => &**prefix,
+                        };
+                        (&*hold.name, &*hold.field, prefix)
+                    })
+                    .collect(),
             })
             .collect();
-        let tickets: Vec<_> = round.iter().map(|hold| hold.begin_lease(lease)).collect();
+        let holds = round.iter().flat_map(|chunk| chunk.iter());
+        let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
         let result = self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms));
         let mut tickets = tickets.into_iter();
         let replies = match result {
             Ok(replies) => replies,
             Err(e) => {
+                let holds = round.iter().flat_map(|chunk| chunk.iter());
                 log::warn!(
                     "redisson-lock: can't renew {} lock(s), will retry: {e}",
-                    round.len()
+                    tickets.len()
                 );
                 let outcome = LeaseOutcome::of_error(&e);
-                for (hold, ticket) in round.iter().zip(tickets) {
+                for (hold, ticket) in holds.zip(tickets) {
                     hold.end_lease(ticket, outcome);
                 }
                 return false;
             }
         };
         let mut complete = true;
-        for (chunk, reply) in round.chunks(RENEWAL_BATCH_SIZE).zip(replies) {
+        for (chunk, reply) in round.iter().zip(replies) {
             let states = match reply {
                 Ok(states) => states,
                 Err(e) => {

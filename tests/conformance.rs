@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, Kind, Lock, LostReason};
+use redisson_lock::{Client, Error, Kind, Lock, LostReason, Read};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
 
@@ -219,15 +219,144 @@ pub fn bad_input_is_a_typed_error<K: Kind>(spec: Spec<K>) {
     assert!(matches!(huge.lock(), Err(Error::InvalidArgument(_))));
 }
 
+/// Readers of two clients and writers of both share a section: a writer is
+/// always alone in it, and several readers are inside at once at some point.
+pub fn readers_share_and_exclude_writers_under_contention(spec: Spec<Read>) {
+    let server = RedisServer::start();
+    let clients = [client(&server), client(&server)];
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writers = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for client in &clients {
+        for _ in 0..3 {
+            let lock = (spec.make)(client, "contended");
+            let (readers, writers, overlaps, shared) = (
+                readers.clone(),
+                writers.clone(),
+                overlaps.clone(),
+                shared.clone(),
+            );
+            threads.push(thread::spawn(move || {
+                for _ in 0..15 {
+                    let guard = lock.lock().expect("read lock");
+                    if readers.fetch_add(1, Ordering::SeqCst) > 0 {
+                        shared.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if writers.load(Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().expect("read unlock");
+                }
+            }));
+        }
+        let write = client.read_write_lock("contended").write_lock();
+        let (readers, writers, overlaps) = (readers.clone(), writers.clone(), overlaps.clone());
+        threads.push(thread::spawn(move || {
+            for _ in 0..10 {
+                let guard = write.lock().expect("write lock");
+                if writers.fetch_add(1, Ordering::SeqCst) != 0
+                    || readers.load(Ordering::SeqCst) != 0
+                {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                thread::sleep(Duration::from_micros(300));
+                writers.fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().expect("write unlock");
+            }
+        }));
+    }
+    for thread in threads {
+        thread.join().expect("worker");
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "a writer was not alone");
+    assert!(shared.load(Ordering::SeqCst) > 0, "readers never shared");
+    let lock = (spec.make)(&clients[0], "contended");
+    assert!(!lock.is_locked().expect("is_locked"));
+}
+
+/// A reader on another client gets the lock within 200 ms of a writer's
+/// release (message `1`).
+pub fn reader_woken_promptly_by_a_write_release(spec: Spec<Read>) {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let waiter = client(&server);
+    let guard = holder
+        .read_write_lock("woken")
+        .write_lock()
+        .lock()
+        .expect("write lock");
+    let lock = (spec.make)(&waiter, "woken");
+    let waiting = thread::spawn(move || {
+        let got = lock.try_lock_for(Duration::from_secs(20)).expect("wait");
+        let at = Instant::now();
+        (got.map(|guard| guard.unlock()), at)
+    });
+    thread::sleep(Duration::from_millis(600));
+    let released = Instant::now();
+    guard.unlock().expect("unlock");
+    let (got, at) = waiting.join().expect("waiter");
+    assert!(matches!(got, Some(Ok(()))), "{got:?}");
+    let took = at.saturating_duration_since(released);
+    assert!(took < Duration::from_millis(200), "woken {took:?} after");
+}
+
+/// A reader's `try_lock_for` against a writer gives up when its budget is
+/// spent, not before, not long after.
+pub fn read_try_lock_for_keeps_to_its_budget_against_a_writer(spec: Spec<Read>) {
+    let server = RedisServer::start();
+    let holder = client(&server);
+    let other = client(&server);
+    let guard = holder
+        .read_write_lock("budget")
+        .write_lock()
+        .lock()
+        .expect("write lock");
+    let lock = (spec.make)(&other, "budget");
+    let budget = Duration::from_millis(400);
+    let started = Instant::now();
+    let got = lock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    assert!(got.is_none(), "read a write-locked lock");
+    assert!(took >= budget, "gave up after {took:?}");
+    assert!(
+        took < budget + Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    assert!(lock.try_lock().expect("try_lock").is_none());
+    guard.unlock().expect("unlock");
+}
+
 /// Stamps every shared case on one type: `conformance!(module, spec)`.
+/// A type whose holders share (the read lock) passes `readers_share`: its
+/// exclusion, wake-up and budget cases are stamped against a writer instead.
 macro_rules! conformance {
     ($module:ident, $spec:expr) => {
+        conformance!(
+            @stamp $module, $spec,
+            exclusion_under_contention_between_clients,
+            waiter_woken_promptly_by_a_release,
+            try_lock_for_keeps_to_its_budget
+        );
+    };
+    ($module:ident, $spec:expr, readers_share) => {
+        conformance!(
+            @stamp $module, $spec,
+            readers_share_and_exclude_writers_under_contention,
+            reader_woken_promptly_by_a_write_release,
+            read_try_lock_for_keeps_to_its_budget_against_a_writer
+        );
+    };
+    (@stamp $module:ident, $spec:expr, $exclusion:ident, $woken:ident, $budget:ident) => {
         mod $module {
             use super::*;
 
             #[test]
             fn exclusion_under_contention_between_clients() {
-                super::exclusion_under_contention_between_clients($spec);
+                super::$exclusion($spec);
             }
 
             #[test]
@@ -237,12 +366,12 @@ macro_rules! conformance {
 
             #[test]
             fn waiter_woken_promptly_by_a_release() {
-                super::waiter_woken_promptly_by_a_release($spec);
+                super::$woken($spec);
             }
 
             #[test]
             fn try_lock_for_keeps_to_its_budget() {
-                super::try_lock_for_keeps_to_its_budget($spec);
+                super::$budget($spec);
             }
 
             #[test]
@@ -293,10 +422,27 @@ conformance!(
     }
 );
 conformance!(
+    write,
+    Spec {
+        make: |c, n| c.read_write_lock(n).write_lock(),
+        reentrant: true,
+        wake: Wake::Message
+    }
+);
+conformance!(
     non_reentrant_fair,
     Spec {
         make: |c, n| c.non_reentrant_fair_lock(n),
         reentrant: false,
         wake: Wake::Message
     }
+);
+conformance!(
+    read,
+    Spec {
+        make: |c, n| c.read_write_lock(n).read_lock(),
+        reentrant: true,
+        wake: Wake::Message
+    },
+    readers_share
 );

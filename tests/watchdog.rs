@@ -261,7 +261,10 @@ fn renewal_survives_a_script_cache_flush() {
         std::thread::sleep(lease / 2);
     }
     std::thread::sleep(lease);
-    assert!(guards.iter().all(|guard| !guard.is_lost()), "a lease was lost");
+    assert!(
+        guards.iter().all(|guard| !guard.is_lost()),
+        "a lease was lost"
+    );
     let held: i64 = server.cmd(&["DBSIZE"]);
     assert_eq!(held, 250);
     for guard in guards {

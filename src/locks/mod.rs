@@ -15,17 +15,24 @@ use std::time::Duration;
 use redis::ConnectionLike;
 
 use crate::error::Result;
+pub(crate) use crate::holds::Renewal;
 pub use crate::scripts::UnlockOutcome;
 
 mod fair;
 mod fenced;
 mod non_reentrant_fair;
+mod read;
 mod reentrant;
+mod rwlock;
+mod write;
 
 pub use fair::{Fair, FairLock};
 pub use fenced::{Fenced, FencedLock};
 pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairLock};
+pub use read::{Read, ReadLock};
 pub use reentrant::Reentrant;
+pub use rwlock::ReadWriteLock;
+pub use write::{Write, WriteLock};
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's
 /// types only). The type parameter of [`crate::Lock`] and
@@ -110,6 +117,18 @@ pub(crate) mod protocol {
         /// Whether this type's lock is taken by the thread's first acquire
         /// only (a non-reentrant lock refuses a second one).
         fn reentrant(&self) -> bool {
+            true
+        }
+
+        /// How the watchdog renews `field`'s hold: by default, the field's
+        /// existence guards a PEXPIRE of the key.
+        fn renewal(&self, _field: &str) -> Renewal {
+            Renewal::Field
+        }
+
+        /// Whether a guard's partial release sets the key's TTL to the lease
+        /// (a read release sets it from the markers instead).
+        fn release_sets_lease(&self) -> bool {
             true
         }
     }

@@ -1,0 +1,197 @@
+//! The read side of Redisson's `RReadWriteLock` (`RedissonReadLock`,
+//! PROTOCOL §4): readers share the hash `<name>` (`mode` = `read`, one field
+//! `<client id>:<thread>` per reading thread holding its count), and each
+//! read hold has a marker key `{<name>}:<field>:rwlock_timeout:<n>` with that
+//! hold's lease. Whether the hash outlives a reader's unlock is decided by
+//! the markers of every holder, Java's included.
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
+
+use redis::{ConnectionLike, Script};
+
+use super::protocol::Protocol;
+use super::{AcquireRequest, Acquired, ReleaseRequest, Renewal, UnlockOutcome, Wake};
+use crate::error::Result;
+use crate::names::{self, UNLOCK_MESSAGE, WRITE_FIELD_SUFFIX};
+use crate::scripts::{acquire_reply, unlock_outcome};
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/read_acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/read_release.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/read_unlock.lua")));
+static IS_LOCKED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/read_is_locked.lua")));
+pub(super) static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock_force_unlock.lua")));
+
+/// The read lock of a read/write lock, Redisson's `RedissonReadLock`: see
+/// [`crate::ReadLock`].
+#[derive(Debug)]
+pub struct Read {
+    channel: String,
+    key_prefix: String,
+    entry: String,
+}
+
+impl Protocol for Read {
+    const REDISSON: &'static str = "RedissonReadLock";
+
+    fn new(name: &str) -> Self {
+        Read {
+            channel: names::rwlock_channel(name),
+            key_prefix: names::rwlock_key_prefix(name),
+            // Readers and writers share the channel, not their permits: a
+            // `0` wakes one reader and one writer, a `1` every one of both.
+            entry: format!("{name}:read"),
+        }
+    }
+
+    fn wake<'a>(&'a self, _name: &'a str, _field: &'a str) -> Wake<'a> {
+        Wake::Channel {
+            channel: Cow::Borrowed(&self.channel),
+            entry: Cow::Borrowed(&self.entry),
+        }
+    }
+
+    fn acquire(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &AcquireRequest<'_>,
+    ) -> Result<Acquired> {
+        let mut invocation = ACQUIRE.key(request.name);
+        invocation
+            .key(names::rwlock_timeout_prefix(request.name, request.field))
+            .arg(request.lease_ms)
+            .arg(request.field)
+            .arg(format!("{}{WRITE_FIELD_SUFFIX}", request.field))
+            .arg(request.known)
+            .arg(if request.resend { "1" } else { "0" });
+        match request.marker {
+            Some((key, ttl_ms)) => invocation.key(key).arg(ttl_ms),
+            None => invocation.arg(0),
+        };
+        let reply: Option<i64> = invocation.invoke(con)?;
+        Ok(acquire_reply(reply))
+    }
+
+    fn release(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+    ) -> Result<Option<UnlockOutcome>> {
+        let reply: Option<i64> = RELEASE
+            .key(request.name)
+            .key(&self.channel)
+            .key(names::rwlock_timeout_prefix(request.name, request.field))
+            .key(&self.key_prefix)
+            .arg(UNLOCK_MESSAGE)
+            .arg(request.field)
+            .arg(request.publish)
+            .arg(request.remaining)
+            .invoke(con)?;
+        unlock_outcome(reply)
+    }
+
+    fn unlock_latched(
+        &self,
+        con: &mut dyn ConnectionLike,
+        request: &ReleaseRequest<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> Result<Option<UnlockOutcome>> {
+        let reply: Option<i64> = UNLOCK
+            .key(request.name)
+            .key(&self.channel)
+            .key(names::rwlock_timeout_prefix(request.name, request.field))
+            .key(&self.key_prefix)
+            .key(latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(request.field)
+            .arg(request.publish)
+            .arg(latch_ttl_ms)
+            .invoke(con)?;
+        unlock_outcome(reply)
+    }
+
+    fn force_unlock(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        force_unlock(con, name, &self.channel, UNLOCK_MESSAGE, publish, "read")
+    }
+
+    fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
+        let locked: i64 = IS_LOCKED.key(name).invoke(con)?;
+        Ok(locked == 1)
+    }
+
+    fn renewal(&self, field: &str) -> Renewal {
+        // `<key prefix>:<field>` is suffixName(<name>, <field>).
+        Renewal::ReadMarkers {
+            prefix: Arc::from(format!("{}:{field}:rwlock_timeout", self.key_prefix)),
+        }
+    }
+
+    fn release_sets_lease(&self) -> bool {
+        false
+    }
+}
+
+/// Force unlock of a read/write lock if it is in `mode`
+/// (`lua/rwlock_force_unlock.lua`).
+pub(super) fn force_unlock(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    channel: &str,
+    message: &str,
+    publish: &str,
+    mode: &str,
+) -> Result<bool> {
+    let deleted: i64 = FORCE_UNLOCK
+        .key(name)
+        .key(channel)
+        .arg(message)
+        .arg(publish)
+        .arg(mode)
+        .invoke(con)?;
+    Ok(deleted == 1)
+}
+
+/// The read lock of a [`ReadWriteLock`](crate::ReadWriteLock):
+/// byte-for-byte a Redisson `RedissonReadLock`
+/// (`getReadWriteLock(name).readLock()`).
+///
+/// Any number of threads, of any client, Java or Rust, hold it at once while
+/// no writer does; the thread holding the write lock may take it too (and
+/// keeps it when it releases the write lock: a downgrade). A reader cannot
+/// upgrade: asking for the write lock while holding a read hold waits for
+/// ever, as in Redisson.
+///
+/// Every read hold has a marker key
+/// `{<name>}:<client id>:<thread>:rwlock_timeout:<n>` with that hold's lease;
+/// a read unlock (Java's or Rust's) keeps the shared hash alive as long as
+/// any holder's marker lives. Without an explicit lease the watchdog renews
+/// this client's own markers and the hash, never another holder's.
+///
+/// [`is_locked`](crate::Lock::is_locked) is Redisson's read-side answer:
+/// `true` while readers hold it (or the writer also holds read holds), one
+/// script call. [`force_unlock`](crate::Lock::force_unlock) deletes the lock
+/// only while it is in read mode and wakes one reader and one writer.
+///
+/// ```no_run
+/// # fn main() -> redisson_lock::Result<()> {
+/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
+/// let rw = client.read_write_lock("catalog");
+/// let a = rw.read_lock().lock()?;
+/// let b = rw.read_lock().try_lock()?; // readers share (same thread: reentry)
+/// assert!(b.is_some());
+/// assert!(rw.write_lock().try_lock()?.is_none()); // no writer while read
+/// # drop((a, b));
+/// # Ok(()) }
+/// ```
+pub type ReadLock = crate::Lock<Read>;
