@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::lock::{Lock, RequestId};
 use crate::locks::FencedLock;
+use crate::locks::{NonReentrantLock, SpinLock};
 use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
@@ -166,6 +167,24 @@ impl Client {
     /// `getFencedLock`): the reentrant lock plus a token per acquisition.
     /// This does not talk to Redis.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the spin lock called `name` (Redisson's `getSpinLock`):
+    /// the reentrant lock's layout without pub/sub; its waiters poll with an
+    /// exponential backoff (1 ms to 128 ms, see
+    /// [`SpinLock::with_backoff`](crate::Lock::with_backoff)). This does
+    /// not talk to Redis.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the non-reentrant lock called `name` (Redisson's
+    /// `getNonReentrantLock`, 4.4.0+): the reentrant lock's layout, but a
+    /// second acquisition by the holder is refused with
+    /// [`Error::NotReentrant`](crate::Error::NotReentrant). This does not
+    /// talk to Redis.
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
         Lock::new(self.clone(), name.into())
     }
 

@@ -90,6 +90,7 @@ pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use lock::{Lock, RequestId};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
+pub use locks::{NonReentrant, NonReentrantLock, Spin, SpinLock};
 pub use scripts::UnlockOutcome;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

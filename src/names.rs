@@ -20,6 +20,16 @@ pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 /// A fenced lock's token counter (PROTOCOL §5).
 pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
 
+/// The error text a non-reentrant lock's acquire answers a reentry with
+/// (PROTOCOL §7); Redis may put `ERR ` before it.
+pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
+
+/// A spin lock's first sleep between attempts (Redisson's default
+/// exponential backoff, PROTOCOL §6).
+pub(crate) const SPIN_INITIAL_DELAY_MS: u64 = 1;
+/// A spin lock's longest sleep between attempts (PROTOCOL §6).
+pub(crate) const SPIN_MAX_DELAY_MS: u64 = 128;
+
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {

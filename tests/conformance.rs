@@ -284,3 +284,21 @@ conformance!(
         wake: Wake::Message
     }
 );
+conformance!(
+    spin,
+    Spec {
+        make: |c, n| c.spin_lock(n),
+        reentrant: true,
+        wake: Wake::Spin {
+            cap: Duration::from_millis(128)
+        }
+    }
+);
+conformance!(
+    non_reentrant,
+    Spec {
+        make: |c, n| c.non_reentrant_lock(n),
+        reentrant: false,
+        wake: Wake::Message
+    }
+);

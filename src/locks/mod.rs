@@ -18,10 +18,14 @@ use crate::error::Result;
 pub use crate::scripts::UnlockOutcome;
 
 mod fenced;
+mod non_reentrant;
 mod reentrant;
+mod spin;
 
 pub use fenced::{Fenced, FencedLock};
+pub use non_reentrant::{NonReentrant, NonReentrantLock};
 pub use reentrant::Reentrant;
+pub use spin::{Spin, SpinLock};
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's
 /// types only). The type parameter of [`crate::Lock`] and
