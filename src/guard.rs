@@ -54,8 +54,8 @@ impl<K: Kind> LockGuard<K> {
     /// Releases this hold and reports how that went.
     ///
     /// `Ok` when the hold was released (the lock is free if it was the last
-    /// one). [`Error::Lost`] when the lock was already known to be lost (see
-    /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`] when Redis says this
+    /// one). [`Error::Lost`](crate::Error::Lost) when the lock was already known to be lost (see
+    /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`](crate::Error::NotHeld) when Redis says this
     /// thread does not hold it, which also means it was lost. Either way, the
     /// hold is gone from the watchdog and nothing else's lock is touched.
     pub fn unlock(mut self) -> Result<()> {

@@ -50,6 +50,8 @@
 //! | `Redisson.create(config)`                  | [`Client::open`], [`Client::builder`]    |
 //! | `config.setLockWatchdogTimeout(ms)`        | [`ClientBuilder::watchdog_timeout`]      |
 //! | `redisson.getLock(name)`                   | [`Client::lock`]                         |
+//! | `redisson.getSpinLock(name)`               | [`Client::spin_lock`] ([`SpinLock`])     |
+//! | `redisson.getNonReentrantLock(name)`       | [`Client::non_reentrant_lock`] ([`NonReentrantLock`]) |
 //! | `lock()` / `lock(lease, unit)`             | [`Lock::lock`], `lock.with_lease(d).lock()` |
 //! | `tryLock()` / `tryLock(wait, unit)`        | [`Lock::try_lock`], [`Lock::try_lock_for`] |
 //! | `unlock()`                                 | dropping the guard, [`LockGuard::unlock`] |

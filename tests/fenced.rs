@@ -116,7 +116,10 @@ fn a_lost_acquire_reply_still_yields_increasing_tokens_and_count_one() {
     assert_eq!(lock.hold_count().expect("count"), 1);
     let token = guard.token();
     guard.unlock().expect("unlock");
-    assert!(!lock.is_locked().expect("is_locked"), "a phantom hold kept it");
+    assert!(
+        !lock.is_locked().expect("is_locked"),
+        "a phantom hold kept it"
+    );
     let next = lock.lock().expect("lock");
     assert!(next.token() > token);
 }
@@ -135,5 +138,8 @@ fn a_lost_reentry_reply_still_yields_increasing_tokens_and_counts_once() {
     assert_eq!(lock.hold_count().expect("count"), 2);
     inner.unlock().expect("unlock");
     outer.unlock().expect("unlock");
-    assert!(!lock.is_locked().expect("is_locked"), "a phantom hold kept it");
+    assert!(
+        !lock.is_locked().expect("is_locked"),
+        "a phantom hold kept it"
+    );
 }

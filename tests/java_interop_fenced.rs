@@ -59,7 +59,10 @@ fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
     );
     let last = tokens.last().copied();
     assert_eq!(lock.token().expect("token"), last);
-    assert_eq!(java.ok("j", "token fenced/f1").value::<u64>(0), last.unwrap_or(0));
+    assert_eq!(
+        java.ok("j", "token fenced/f1").value::<u64>(0),
+        last.unwrap_or(0)
+    );
     let stored: Option<u64> = server.cmd(&["GET", "redisson_lock_token:{f1}"]);
     assert_eq!(stored, last);
 }
@@ -71,7 +74,10 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
     let client = Client::open(server.url()).expect("client");
     let lock = client.fenced_lock("f2");
     let java_token: u64 = java.ok("j", "lockToken fenced/f2").value(0);
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
 
     let rust = RustThread::spawn("f2-waiter");
     let acquired = {
@@ -84,17 +90,26 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
         })
     };
     thread::sleep(Duration::from_millis(300));
-    assert!(acquired.try_recv().is_err(), "Rust acquired while Java held it");
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
     let sent = Instant::now();
     java.ok("j", "unlock fenced/f2");
     let (rust_token, at) = acquired
         .recv_timeout(Duration::from_secs(30))
         .expect("the Rust waiter was not woken");
     let handoff = at.saturating_duration_since(sent);
-    assert!(handoff < HANDOFF, "Rust woke {handoff:?} after Java's unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Rust woke {handoff:?} after Java's unlock"
+    );
     assert!(rust_token > java_token, "{rust_token} after {java_token}");
 
-    assert!(!java.flag("j", "tryLockNow fenced/f2"), "Java took Rust's lock");
+    assert!(
+        !java.flag("j", "tryLockNow fenced/f2"),
+        "Java took Rust's lock"
+    );
     rust.run(|held| held.clear());
     let after: String = java.ok("j", "tryLockToken fenced/f2 1000").value(0);
     let after: u64 = after.parse().expect("Java got a token");
@@ -117,7 +132,10 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
             token
         }
     });
-    assert!(!java.flag("j", "tryLockNow fenced/f3"), "Java took Rust's lock");
+    assert!(
+        !java.flag("j", "tryLockNow fenced/f3"),
+        "Java took Rust's lock"
+    );
     java.send("j", "lockToken fenced/f3");
     thread::sleep(Duration::from_millis(300));
     assert!(
@@ -127,16 +145,24 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
     let released = Instant::now();
     rust.run(|held| {
         let guard = held.pop().expect("guard");
-        let guard = guard.downcast::<LockGuard<Fenced>>().expect("a fenced guard");
+        let guard = guard
+            .downcast::<LockGuard<Fenced>>()
+            .expect("a fenced guard");
         guard.unlock().expect("unlock");
     });
     let reply = java.recv("j");
     let handoff = reply.at.saturating_duration_since(released);
-    assert!(handoff < HANDOFF, "Java woke {handoff:?} after the Rust unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Java woke {handoff:?} after the Rust unlock"
+    );
     let java_token: u64 = reply.value(0);
     assert!(java_token > rust_token, "{java_token} after {rust_token}");
     let lock = client.fenced_lock("f3");
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
     assert_eq!(lock.token().expect("token"), Some(java_token));
     java.ok("j", "unlock fenced/f3");
 }

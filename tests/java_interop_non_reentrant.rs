@@ -23,9 +23,7 @@ const HANDOFF: Duration = Duration::from_millis(200);
 mod newest {
     #[test]
     fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other() {
-        super::java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(
-            super::Redisson::Newest,
-        )
+        super::java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(super::Redisson::Newest)
     }
 
     #[test]
@@ -63,7 +61,10 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
     let java_field = java.owner_field("j");
     let count: Option<String> = server.cmd(&["HGET", "n1", &java_field]);
     assert_eq!(count.as_deref(), Some("1"));
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
 
     let rust = RustThread::spawn("n1-rust");
     let acquired = {
@@ -74,14 +75,20 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
         })
     };
     thread::sleep(Duration::from_millis(300));
-    assert!(acquired.try_recv().is_err(), "Rust acquired while Java held it");
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
     let sent = Instant::now();
     java.ok("j", "unlock nonreentrant/n1");
     let at = acquired
         .recv_timeout(Duration::from_secs(30))
         .expect("the Rust waiter was not woken");
     let handoff = at.saturating_duration_since(sent);
-    assert!(handoff < HANDOFF, "Rust woke {handoff:?} after Java's unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Rust woke {handoff:?} after Java's unlock"
+    );
 
     assert!(
         !java.flag("j", "tryLockNow nonreentrant/n1"),
@@ -95,7 +102,10 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
     let reply = java.recv("j");
     assert!(reply.ok, "`{}`", reply.line);
     let handoff = reply.at.saturating_duration_since(released);
-    assert!(handoff < HANDOFF, "Java woke {handoff:?} after the Rust unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Java woke {handoff:?} after the Rust unlock"
+    );
     java.ok("j", "unlock nonreentrant/n1");
 }
 
@@ -120,9 +130,15 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     let reply = java.recv("j");
     assert!(reply.ok, "`{}`", reply.line);
     let handoff = reply.at.saturating_duration_since(released);
-    assert!(handoff < HANDOFF, "Java woke {handoff:?} after the Rust unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Java woke {handoff:?} after the Rust unlock"
+    );
 
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
     let acquired = {
         let lock = lock.clone();
         rust.start(move |held| {
@@ -131,14 +147,20 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
         })
     };
     thread::sleep(Duration::from_millis(300));
-    assert!(acquired.try_recv().is_err(), "Rust acquired while Java held it");
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
     let sent = Instant::now();
     java.ok("j", "unlock m");
     let at = acquired
         .recv_timeout(Duration::from_secs(30))
         .expect("the Rust waiter was not woken");
     let handoff = at.saturating_duration_since(sent);
-    assert!(handoff < HANDOFF, "Rust woke {handoff:?} after Java's unlock");
+    assert!(
+        handoff < HANDOFF,
+        "Rust woke {handoff:?} after Java's unlock"
+    );
     rust.run(release);
     assert!(!lock.is_locked().expect("is_locked"));
 }

@@ -46,7 +46,10 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
     java.ok("j", "lock spin/sp1");
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp1"), state(&[(&java_field, "1")]));
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
 
     let rust = RustThread::spawn("sp1-waiter");
     let acquired = {
@@ -57,7 +60,10 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
         })
     };
     thread::sleep(Duration::from_millis(500));
-    assert!(acquired.try_recv().is_err(), "Rust acquired while Java held it");
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
     assert_eq!(client.diagnostics().subscribed_channels, 0);
 
     let publishes = server.command_calls("publish");
@@ -67,7 +73,10 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
         .recv_timeout(Duration::from_secs(10))
         .expect("the Rust spinner never got the lock");
     let handoff = at.saturating_duration_since(sent);
-    eprintln!("{}: Java spin unlock -> Rust acquire {handoff:?}", java.version);
+    eprintln!(
+        "{}: Java spin unlock -> Rust acquire {handoff:?}",
+        java.version
+    );
     assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Java published");
 
@@ -76,7 +85,10 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
         move |_| client.owner_field()
     });
     assert_eq!(hgetall(&server, "sp1"), state(&[(&rust_field, "1")]));
-    assert!(!java.flag("j", "tryLockNow spin/sp1"), "Java took Rust's lock");
+    assert!(
+        !java.flag("j", "tryLockNow spin/sp1"),
+        "Java took Rust's lock"
+    );
     rust.run(|held| held.clear());
     assert!(java.flag("j", "tryLockNow spin/sp1"));
     java.ok("j", "unlock spin/sp1");
@@ -96,7 +108,10 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
         }
     });
     assert_eq!(hgetall(&server, "sp2"), state(&[(&rust_field, "1")]));
-    assert!(!java.flag("j", "tryLockNow spin/sp2"), "Java took Rust's lock");
+    assert!(
+        !java.flag("j", "tryLockNow spin/sp2"),
+        "Java took Rust's lock"
+    );
 
     java.send("j", "lock spin/sp2");
     thread::sleep(Duration::from_millis(500));
@@ -116,14 +131,20 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     let reply = java.recv("j");
     assert!(reply.ok, "`{}`", reply.line);
     let handoff = reply.at.saturating_duration_since(released);
-    eprintln!("{}: Rust spin unlock -> Java acquire {handoff:?}", java.version);
+    eprintln!(
+        "{}: Rust spin unlock -> Java acquire {handoff:?}",
+        java.version
+    );
     assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Rust published");
 
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp2"), state(&[(&java_field, "1")]));
     let lock = client.spin_lock("sp2");
-    assert!(lock.try_lock().expect("try_lock").is_none(), "Rust took Java's lock");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
     java.ok("j", "unlock spin/sp2");
     assert!(lock.try_lock().expect("try_lock").is_some());
 }

@@ -97,12 +97,21 @@ fn excludes_an_rlock_of_the_same_name_in_both_directions() {
     let spin = a.spin_lock("shared").lock().expect("spin lock");
     assert!(b.lock("shared").try_lock().expect("try_lock").is_none());
     let field: Option<String> = server.cmd(&["HGET", "shared", &a.owner_field()]);
-    assert_eq!(field.as_deref(), Some("1"), "the spin hold is RLock's field");
+    assert_eq!(
+        field.as_deref(),
+        Some("1"),
+        "the spin hold is RLock's field"
+    );
     spin.unlock().expect("unlock");
     let rlock = b.lock("shared").try_lock().expect("try_lock");
     let rlock = rlock.expect("the RLock is free once the spin lock is released");
 
-    assert!(a.spin_lock("shared").try_lock().expect("try_lock").is_none());
+    assert!(
+        a.spin_lock("shared")
+            .try_lock()
+            .expect("try_lock")
+            .is_none()
+    );
     // A spin waiter behind an RLock holder polls and notices the release.
     let lock = a.spin_lock("shared");
     let waiting = thread::spawn(move || {
@@ -168,7 +177,10 @@ fn a_lost_reentry_reply_counts_once() {
     assert_eq!(lock.hold_count().expect("count"), 2);
     inner.unlock().expect("unlock");
     outer.unlock().expect("unlock");
-    assert!(!lock.is_locked().expect("is_locked"), "a phantom hold kept it");
+    assert!(
+        !lock.is_locked().expect("is_locked"),
+        "a phantom hold kept it"
+    );
 }
 
 /// A guard's release whose reply is lost is sent again, reports the
@@ -185,7 +197,9 @@ fn a_lost_release_reply_is_resent_and_frees_the_lock() {
     // Load the script, so that the faulted command is the release itself.
     let _: redis::Value = server.cmd(&["SCRIPT", "LOAD", include_str!("../lua/spin_release.lua")]);
     proxy.arm(release.get_hash(), Fault::DropReplyAndClose);
-    guard.unlock().expect("the resent release reports the first one's");
+    guard
+        .unlock()
+        .expect("the resent release reports the first one's");
     assert_eq!(proxy.injected(), 1, "the reply was not dropped");
     assert!(!lock.is_locked().expect("is_locked"));
     assert!(all.messages_within(Duration::from_millis(200)).is_empty());
