@@ -15,6 +15,7 @@ use crate::lock::{Lock, RequestId};
 use crate::locks::FencedLock;
 use crate::locks::ReadWriteLock;
 use crate::locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
+use crate::locks::{NonReentrantLock, SpinLock};
 use crate::names;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
@@ -196,6 +197,24 @@ impl Client {
     /// This does not talk to Redis.
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the spin lock called `name` (Redisson's `getSpinLock`):
+    /// the reentrant lock's layout without pub/sub; its waiters poll with an
+    /// exponential backoff (1 ms to 128 ms, see
+    /// [`SpinLock::with_backoff`](crate::Lock::with_backoff)). This does
+    /// not talk to Redis.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// A handle on the non-reentrant lock called `name` (Redisson's
+    /// `getNonReentrantLock`, 4.4.0+): the reentrant lock's layout, but a
+    /// second acquisition by the holder is refused with
+    /// [`Error::NotReentrant`](crate::Error::NotReentrant). This does not
+    /// talk to Redis.
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        Lock::new(self.clone(), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

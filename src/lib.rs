@@ -50,6 +50,8 @@
 //! | `Redisson.create(config)`                  | [`Client::open`], [`Client::builder`]    |
 //! | `config.setLockWatchdogTimeout(ms)`        | [`ClientBuilder::watchdog_timeout`]      |
 //! | `redisson.getLock(name)`                   | [`Client::lock`]                         |
+//! | `redisson.getSpinLock(name)`               | [`Client::spin_lock`] ([`SpinLock`])     |
+//! | `redisson.getNonReentrantLock(name)`       | [`Client::non_reentrant_lock`] ([`NonReentrantLock`]) |
 //! | `lock()` / `lock(lease, unit)`             | [`Lock::lock`], `lock.with_lease(d).lock()` |
 //! | `tryLock()` / `tryLock(wait, unit)`        | [`Lock::try_lock`], [`Lock::try_lock_for`] |
 //! | `unlock()`                                 | dropping the guard, [`LockGuard::unlock`] |
@@ -91,6 +93,7 @@ pub use guard::LockGuard;
 pub use lock::{Lock, RequestId};
 pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
+pub use locks::{NonReentrant, NonReentrantLock, Spin, SpinLock};
 pub use locks::{Read, ReadLock, ReadWriteLock, Write, WriteLock};
 pub use scripts::UnlockOutcome;
 

@@ -72,6 +72,12 @@ pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
     key
 }
 
+/// A spin lock's first sleep between attempts (Redisson's default
+/// exponential backoff, PROTOCOL §6).
+pub(crate) const SPIN_INITIAL_DELAY_MS: u64 = 1;
+/// A spin lock's longest sleep between attempts (PROTOCOL §6).
+pub(crate) const SPIN_MAX_DELAY_MS: u64 = 128;
+
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {

@@ -438,6 +438,24 @@ conformance!(
     }
 );
 conformance!(
+    spin,
+    Spec {
+        make: |c, n| c.spin_lock(n),
+        reentrant: true,
+        wake: Wake::Spin {
+            cap: Duration::from_millis(128)
+        }
+    }
+);
+conformance!(
+    non_reentrant,
+    Spec {
+        make: |c, n| c.non_reentrant_lock(n),
+        reentrant: false,
+        wake: Wake::Message
+    }
+);
+conformance!(
     read,
     Spec {
         make: |c, n| c.read_write_lock(n).read_lock(),

@@ -20,18 +20,22 @@ pub use crate::scripts::UnlockOutcome;
 
 mod fair;
 mod fenced;
+mod non_reentrant;
 mod non_reentrant_fair;
 mod read;
 mod reentrant;
 mod rwlock;
+mod spin;
 mod write;
 
 pub use fair::{Fair, FairLock};
 pub use fenced::{Fenced, FencedLock};
+pub use non_reentrant::{NonReentrant, NonReentrantLock};
 pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairLock};
 pub use read::{Read, ReadLock};
 pub use reentrant::Reentrant;
 pub use rwlock::ReadWriteLock;
+pub use spin::{Spin, SpinLock};
 pub use write::{Write, WriteLock};
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's

@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE};
 use crate::scripts::{acquire_reply, unlock_outcome};
 
-static ACQUIRE: LazyLock<Script> =
+/// RLock's acquire, shared by the types with its acquire semantics.
+pub(crate) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_release.lua")));

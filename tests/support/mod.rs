@@ -5,6 +5,7 @@
 //! when its [`RedisServer`] is dropped, also when the test panics.
 #![allow(dead_code)]
 
+pub mod actor;
 pub mod java;
 pub mod proxy;
 

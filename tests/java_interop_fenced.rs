@@ -1,0 +1,176 @@
+//! Interop of the fenced lock with real Redisson's `getFencedLock`
+//! (PROTOCOL §5), both ways, on Redisson's newest release and 3.24.3: one
+//! token counter for both sides, whose tokens strictly increase across
+//! interleaved acquisitions, and mutual exclusion with prompt wake-ups.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Fenced, LockGuard};
+use support::RedisServer;
+use support::actor::RustThread;
+use support::java::{JavaDriver, Redisson};
+
+/// How soon a waiter must get a lock after its holder releases it: woken
+/// by the unlock message, not by sleeping out a 30 s TTL.
+const HANDOFF: Duration = Duration::from_millis(200);
+
+macro_rules! for_each_redisson_version {
+    ($($scenario:ident),* $(,)?) => {
+        mod newest {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
+        }
+        mod redisson_3_24_3 {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
+        }
+    };
+}
+
+for_each_redisson_version!(
+    interleaved_java_and_rust_tokens_strictly_increase,
+    java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust,
+    rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java,
+);
+
+/// Java (`lockAndGetToken`, reentry included) and Rust take turns; every
+/// token is greater than the one before, and both sides read the same last
+/// token.
+fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.fenced_lock("f1");
+    let mut tokens: Vec<u64> = Vec::new();
+    for _ in 0..3 {
+        tokens.push(java.ok("j", "lockToken fenced/f1").value(0));
+        tokens.push(java.ok("j", "lockToken fenced/f1").value(0));
+        java.ok("j", "unlock fenced/f1");
+        java.ok("j", "unlock fenced/f1");
+        let outer = lock.lock().expect("lock");
+        let inner = lock.lock().expect("reentry");
+        tokens.extend([outer.token(), inner.token()]);
+        drop(inner);
+        drop(outer);
+    }
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens do not strictly increase: {tokens:?}"
+    );
+    let last = tokens.last().copied();
+    assert_eq!(lock.token().expect("token"), last);
+    assert_eq!(
+        java.ok("j", "token fenced/f1").value::<u64>(0),
+        last.unwrap_or(0)
+    );
+    let stored: Option<u64> = server.cmd(&["GET", "redisson_lock_token:{f1}"]);
+    assert_eq!(stored, last);
+}
+
+/// Java holds `fenced/f2`; Rust cannot take it, waits, is woken by Java's
+/// unlock and gets a greater token; Java then cannot take Rust's.
+fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.fenced_lock("f2");
+    let java_token: u64 = java.ok("j", "lockToken fenced/f2").value(0);
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
+
+    let rust = RustThread::spawn("f2-waiter");
+    let acquired = {
+        let lock = lock.clone();
+        rust.start(move |held| {
+            let guard = lock.lock().expect("lock");
+            let token = guard.token();
+            held.push(Box::new(guard));
+            (token, Instant::now())
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
+    let sent = Instant::now();
+    java.ok("j", "unlock fenced/f2");
+    let (rust_token, at) = acquired
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the Rust waiter was not woken");
+    let handoff = at.saturating_duration_since(sent);
+    assert!(
+        handoff < HANDOFF,
+        "Rust woke {handoff:?} after Java's unlock"
+    );
+    assert!(rust_token > java_token, "{rust_token} after {java_token}");
+
+    assert!(
+        !java.flag("j", "tryLockNow fenced/f2"),
+        "Java took Rust's lock"
+    );
+    rust.run(|held| held.clear());
+    let after: String = java.ok("j", "tryLockToken fenced/f2 1000").value(0);
+    let after: u64 = after.parse().expect("Java got a token");
+    assert!(after > rust_token, "{after} after {rust_token}");
+    java.ok("j", "unlock fenced/f2");
+}
+
+/// Rust holds `f3`; Java cannot take it, waits in `lockAndGetToken`, is
+/// woken by the Rust unlock and gets a greater token.
+fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let client = Client::open(server.url()).expect("client");
+    let rust = RustThread::spawn("f3-holder");
+    let rust_token = rust.run({
+        let lock = client.fenced_lock("f3");
+        move |held| {
+            let guard = lock.lock().expect("lock");
+            let token = guard.token();
+            held.push(Box::new(guard));
+            token
+        }
+    });
+    assert!(
+        !java.flag("j", "tryLockNow fenced/f3"),
+        "Java took Rust's lock"
+    );
+    java.send("j", "lockToken fenced/f3");
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        java.try_recv("j", Duration::ZERO).is_none(),
+        "Java acquired while Rust held it"
+    );
+    let released = Instant::now();
+    rust.run(|held| {
+        let guard = held.pop().expect("guard");
+        let guard = guard
+            .downcast::<LockGuard<Fenced>>()
+            .expect("a fenced guard");
+        guard.unlock().expect("unlock");
+    });
+    let reply = java.recv("j");
+    let handoff = reply.at.saturating_duration_since(released);
+    assert!(
+        handoff < HANDOFF,
+        "Java woke {handoff:?} after the Rust unlock"
+    );
+    let java_token: u64 = reply.value(0);
+    assert!(java_token > rust_token, "{java_token} after {rust_token}");
+    let lock = client.fenced_lock("f3");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
+    assert_eq!(lock.token().expect("token"), Some(java_token));
+    java.ok("j", "unlock fenced/f3");
+}
+
+/// A fresh redis-server and a warmed-up Redisson driver on it.
+fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
+    let server = RedisServer::start();
+    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
+    java.warm_up();
+    (server, java)
+}

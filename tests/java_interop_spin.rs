@@ -1,0 +1,169 @@
+//! Interop of the spin lock with real Redisson's `getSpinLock` (PROTOCOL
+//! §6), both ways, on Redisson's newest release and 3.24.3: a Java spin
+//! lock and a Rust one exclude each other, and each side's poller takes the
+//! lock within its backoff cap (128 ms) plus slack after the other's
+//! release, although nothing is published.
+
+mod support;
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Spin};
+use support::RedisServer;
+use support::actor::RustThread;
+use support::java::{JavaDriver, Redisson};
+
+/// Redisson's and the crate's default spin backoff cap.
+const CAP: Duration = Duration::from_millis(128);
+/// Round trips, scheduling, the driver's reply pipe: a functional bound.
+const SLACK: Duration = Duration::from_millis(200);
+
+macro_rules! for_each_redisson_version {
+    ($($scenario:ident),* $(,)?) => {
+        mod newest {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
+        }
+        mod redisson_3_24_3 {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
+        }
+    };
+}
+
+for_each_redisson_version!(
+    java_spin_hold_excludes_rust_and_rust_acquires_after_java_release,
+    rust_spin_hold_excludes_java_and_java_acquires_after_rust_release,
+);
+
+/// Java holds `spin/sp1`: Rust cannot take it, polls without subscribing,
+/// and has it within the cap after Java's unlock.
+fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let client = Client::open(server.url()).expect("client");
+    let lock = client.spin_lock("sp1");
+
+    java.ok("j", "lock spin/sp1");
+    let java_field = java.owner_field("j");
+    assert_eq!(hgetall(&server, "sp1"), state(&[(&java_field, "1")]));
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
+
+    let rust = RustThread::spawn("sp1-waiter");
+    let acquired = {
+        let lock = lock.clone();
+        rust.start(move |held| {
+            held.push(Box::new(lock.lock().expect("lock")));
+            Instant::now()
+        })
+    };
+    thread::sleep(Duration::from_millis(500));
+    assert!(
+        acquired.try_recv().is_err(),
+        "Rust acquired while Java held it"
+    );
+    assert_eq!(client.diagnostics().subscribed_channels, 0);
+
+    let publishes = server.command_calls("publish");
+    let sent = Instant::now();
+    java.ok("j", "unlock spin/sp1");
+    let at = acquired
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the Rust spinner never got the lock");
+    let handoff = at.saturating_duration_since(sent);
+    eprintln!(
+        "{}: Java spin unlock -> Rust acquire {handoff:?}",
+        java.version
+    );
+    assert!(handoff < CAP + SLACK, "took {handoff:?}");
+    assert_eq!(server.command_calls("publish"), publishes, "Java published");
+
+    let rust_field = rust.run({
+        let client = client.clone();
+        move |_| client.owner_field()
+    });
+    assert_eq!(hgetall(&server, "sp1"), state(&[(&rust_field, "1")]));
+    assert!(
+        !java.flag("j", "tryLockNow spin/sp1"),
+        "Java took Rust's lock"
+    );
+    rust.run(|held| held.clear());
+    assert!(java.flag("j", "tryLockNow spin/sp1"));
+    java.ok("j", "unlock spin/sp1");
+}
+
+/// Rust holds `sp2`: Java's spin lock cannot take it, and Java's poller
+/// has it within the cap after the Rust release, which publishes nothing.
+fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let client = Client::open(server.url()).expect("client");
+    let rust = RustThread::spawn("sp2-holder");
+    let rust_field = rust.run({
+        let (client, lock) = (client.clone(), client.spin_lock("sp2"));
+        move |held| {
+            held.push(Box::new(lock.lock().expect("lock")));
+            client.owner_field()
+        }
+    });
+    assert_eq!(hgetall(&server, "sp2"), state(&[(&rust_field, "1")]));
+    assert!(
+        !java.flag("j", "tryLockNow spin/sp2"),
+        "Java took Rust's lock"
+    );
+
+    java.send("j", "lock spin/sp2");
+    thread::sleep(Duration::from_millis(500));
+    assert!(
+        java.try_recv("j", Duration::ZERO).is_none(),
+        "Java acquired while Rust held it"
+    );
+    let publishes = server.command_calls("publish");
+    let released = Instant::now();
+    rust.run(|held| {
+        let guard = held.pop().expect("guard");
+        let guard = guard
+            .downcast::<redisson_lock::LockGuard<Spin>>()
+            .expect("a spin guard");
+        guard.unlock().expect("unlock");
+    });
+    let reply = java.recv("j");
+    assert!(reply.ok, "`{}`", reply.line);
+    let handoff = reply.at.saturating_duration_since(released);
+    eprintln!(
+        "{}: Rust spin unlock -> Java acquire {handoff:?}",
+        java.version
+    );
+    assert!(handoff < CAP + SLACK, "took {handoff:?}");
+    assert_eq!(server.command_calls("publish"), publishes, "Rust published");
+
+    let java_field = java.owner_field("j");
+    assert_eq!(hgetall(&server, "sp2"), state(&[(&java_field, "1")]));
+    let lock = client.spin_lock("sp2");
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "Rust took Java's lock"
+    );
+    java.ok("j", "unlock spin/sp2");
+    assert!(lock.try_lock().expect("try_lock").is_some());
+}
+
+/// A fresh redis-server and a warmed-up Redisson driver on it.
+fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
+    let server = RedisServer::start();
+    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
+    java.warm_up();
+    (server, java)
+}
+
+fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
+    server.cmd(&["HGETALL", key])
+}
+
+fn state(fields: &[(&str, &str)]) -> HashMap<String, String> {
+    fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
