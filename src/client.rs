@@ -11,7 +11,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
-use crate::lock::{Lock, RequestId};
+use crate::lock::Lock;
 use crate::locks::FencedLock;
 use crate::locks::ReadWriteLock;
 use crate::locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
@@ -21,6 +21,7 @@ use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
 use crate::scripts::lease_millis;
+use crate::unlock::RequestId;
 use crate::watchdog::Watchdog;
 
 /// How long a command keeps trying to connect while the server refuses:

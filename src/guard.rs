@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use crate::error::{LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry};
-use crate::lock::{Lock, Unlock};
+use crate::lock::Lock;
 use crate::locks::{Kind, Reentrant, Wake};
 use crate::scripts::UnlockOutcome;
+use crate::unlock::Unlock;
 
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.

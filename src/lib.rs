@@ -15,7 +15,11 @@
 //!   when a lock is released.
 //! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
 //!   released on drop, and `!Send` because a lock belongs to the thread that
-//!   took it.
+//!   took it. Both are generic over the lock type ([`Kind`]): the reentrant
+//!   lock by default, and [`FairLock`], [`ReadLock`]/[`WriteLock`] (of a
+//!   [`ReadWriteLock`]), [`FencedLock`], [`SpinLock`], [`NonReentrantLock`]
+//!   and [`NonReentrantFairLock`], each byte-for-byte its Redisson type, with
+//!   the same methods.
 //! - [`Error`] says what went wrong in terms a caller can act on.
 //!
 //! No async runtime is involved: every call blocks the calling thread.
@@ -85,17 +89,19 @@ mod owner;
 mod pool;
 mod pubsub;
 mod scripts;
+mod unlock;
 mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
 pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;
-pub use lock::{Lock, RequestId};
+pub use lock::Lock;
 pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
 pub use locks::{NonReentrant, NonReentrantLock, Spin, SpinLock};
 pub use locks::{Read, ReadLock, ReadWriteLock, Write, WriteLock};
 pub use scripts::UnlockOutcome;
+pub use unlock::RequestId;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

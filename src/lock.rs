@@ -11,16 +11,19 @@ use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::LockGuard;
 use crate::holds::{LeaseOutcome, Registry};
-use crate::locks::{
-    AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, ReleaseRequest, Wake,
-};
+use crate::locks::{AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, Wake};
 use crate::names;
 use crate::owner;
-use crate::scripts::{UnlockOutcome, lease_millis};
+use crate::scripts::lease_millis;
 
-/// A reentrant distributed lock, byte-for-byte a Redisson `RLock`.
+/// A handle on one named lock of the Redisson family; `Lock` alone (the
+/// default type parameter) is the reentrant lock, byte-for-byte a Redisson
+/// `RLock`, and the other types ([`crate::FairLock`], [`crate::ReadLock`],
+/// [`crate::WriteLock`], [`crate::FencedLock`], [`crate::SpinLock`],
+/// [`crate::NonReentrantLock`], [`crate::NonReentrantFairLock`]) have the
+/// same methods.
 ///
-/// The lock is a Redis hash named after the lock, with one field
+/// The reentrant lock is a Redis hash named after the lock, with one field
 /// `<client id>:<thread>` holding the owner's reentrancy count, and a TTL: the
 /// lease. Taking it without an explicit lease ([`Lock::with_lease`]) sets the
 /// lease to the client's watchdog timeout (30 s) and lets the client's watchdog
@@ -72,46 +75,6 @@ impl<K: Kind> Clone for Lock<K> {
             kind: Arc::clone(&self.kind),
             lease: self.lease,
         }
-    }
-}
-
-/// Identifies one unlock request. Redisson's unlock latch keys the outcome of
-/// an unlock by it, so sending the same request again (after a lost reply)
-/// returns the first outcome instead of releasing twice.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct RequestId(String);
-
-impl RequestId {
-    /// A fresh id: 16 random bytes as 32 lowercase hex digits, like Redisson's.
-    pub fn new() -> Self {
-        RequestId(uuid::Uuid::new_v4().simple().to_string())
-    }
-
-    pub(crate) fn from_parts(prefix: u64, seq: u64) -> Self {
-        RequestId(format!("{prefix:016x}{seq:016x}"))
-    }
-
-    /// The id as sent in the latch key.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Default for RequestId {
-    fn default() -> Self {
-        RequestId::new()
-    }
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RequestId({})", self.0)
     }
 }
 
@@ -238,50 +201,6 @@ impl<K: Kind> Lock<K> {
             .client
             .with_connection("remaining_ttl", |con, _| Ok(con.pttl(&*self.name)?))?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
-    }
-
-    /// Releases one hold of the calling thread with an explicit request id,
-    /// outside of any guard: the low-level unlock. Sending the same `request_id`
-    /// again within the latch TTL returns the first outcome without touching the
-    /// lock, so a caller that lost a reply can retry safely. The latch is
-    /// kept for its whole TTL (the unlock retry budget, 14 s by default), also
-    /// after a successful reply.
-    ///
-    /// Prefer dropping or [`unlock`](LockGuard::unlock)ing a guard. A guard
-    /// whose hold was released this way reports [`Error::NotHeld`] or
-    /// [`Error::Lost`] when it is dropped later.
-    pub fn unlock_with_request_id(&self, request_id: &RequestId) -> Result<UnlockOutcome> {
-        self.check()?;
-        let field = self.owner_field();
-        let registry = &self.client.inner.registry;
-        let hold = registry.live(&self.name, &field);
-        // It sets the TTL when holds remain: a command the hold must count.
-        let lease = self.lease()?.0;
-        let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
-        // The caller knows this id and may send it again: the latch stays.
-        let result = self.unlock_raw(&field, Unlock::Latched(request_id));
-        if let (Some(hold), Some(ticket)) = (&hold, ticket) {
-            let outcome = match &result {
-                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
-                Err(e) => LeaseOutcome::of_error(e),
-                _ => LeaseOutcome::Untouched,
-            };
-            hold.end_lease(ticket, outcome);
-        }
-        match result? {
-            Some(outcome) => {
-                if outcome == UnlockOutcome::Released {
-                    // Any guard of this thread on the lock now holds nothing.
-                    for hold in registry.holds_on(&self.name) {
-                        if *hold.field == *field {
-                            registry.lose(&hold, LostReason::Released);
-                        }
-                    }
-                }
-                Ok(outcome)
-            }
-            None => Err(self.not_held()),
-        }
     }
 
     /// The first attempt, then wait (on the type's channel, or by its
@@ -446,91 +365,6 @@ impl<K: Kind> Lock<K> {
         Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
     }
 
-    /// Sends an unlock, retrying transport failures (never when no
-    /// connection could be had); `Ok(None)` when `field` does not hold the
-    /// lock.
-    ///
-    /// - [`Unlock::Latched`] is Redisson's unlock with the caller's request
-    ///   id: a retry within the latch TTL returns the first outcome.
-    /// - [`Unlock::Release`] is the guards' own, which sets the count to
-    ///   what the thread keeps: a retry sets the same count or finds the
-    ///   field gone, so it needs no latch. When an earlier attempt may have
-    ///   run, a field found gone means that attempt freed the lock.
-    pub(crate) fn unlock_raw(
-        &self,
-        field: &str,
-        unlock: Unlock<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        let inner = &self.client.inner;
-        let config = &inner.config;
-        let (_, lease_ms) = self.lease()?;
-        let latch = match unlock {
-            Unlock::Latched(request_id) => names::unlock_latch(&self.name, request_id.as_str()),
-            Unlock::Release { .. } => String::new(),
-        };
-        let latch_ttl_ms = config.latch_ttl_ms();
-        let remaining = match unlock {
-            Unlock::Release { remaining } => remaining,
-            Unlock::Latched(_) => 0,
-        };
-        let request = ReleaseRequest {
-            name: &self.name,
-            lease_ms,
-            field,
-            publish: inner.publish,
-            remaining,
-        };
-        // A latched retry must reach Redis while the first attempt's latch
-        // lives, or it could release a second hold.
-        let retry_window = match unlock {
-            Unlock::Latched(_) => Duration::from_millis(latch_ttl_ms)
-                .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
-            Unlock::Release { .. } => Duration::MAX,
-        };
-        let first_sent = Instant::now();
-        let mut retries = 0;
-        loop {
-            let result = self.client.with_connection("unlock", |con, resend| {
-                let outcome = match unlock {
-                    Unlock::Latched(_) => {
-                        self.kind
-                            .unlock_latched(con, &request, &latch, latch_ttl_ms)?
-                    }
-                    Unlock::Release { .. } => self.kind.release(con, &request)?,
-                };
-                // A resend of a release that finds the field gone: the
-                // first one freed it (its reply was lost).
-                let may_have_run = resend || retries > 0;
-                Ok(match (unlock, outcome) {
-                    (Unlock::Release { remaining: 0 }, None) if may_have_run => {
-                        Some(UnlockOutcome::Released)
-                    }
-                    (_, outcome) => outcome,
-                })
-            });
-            match result {
-                // No connection to be had (refused, silent, pool busy) is an
-                // answer: the lock expires by its lease, and waiting here for
-                // the server would only stall the caller (a thread unwinding
-                // through its guards, say).
-                Err(e @ Error::Unavailable { .. }) => return Err(e),
-                Err(e)
-                    if e.is_transient()
-                        && retries < config.retry_attempts
-                        && first_sent.elapsed() < retry_window =>
-                {
-                    retries += 1;
-                    log::debug!(
-                        "redisson-lock: unlock of `{}` failed ({e}), retry {retries}",
-                        self.name
-                    );
-                    std::thread::sleep(config.retry_delay);
-                }
-                other => return other,
-            }
-        }
-    }
-
     /// The lease an acquisition through this handle sets. (The caller has
     /// run [`Lock::check`].)
     pub(crate) fn lease(&self) -> Result<(Duration, u64)> {
@@ -550,7 +384,7 @@ impl<K: Kind> Lock<K> {
         Ok(())
     }
 
-    fn owner_field(&self) -> String {
+    pub(crate) fn owner_field(&self) -> String {
         self.kind.owner_field(owner::owner_field(
             self.client.id(),
             owner::current_thread_id(),
@@ -571,15 +405,6 @@ impl<K: Kind> Lock<K> {
             thread_id: owner::current_thread_id(),
         }
     }
-}
-
-/// Which unlock [`Lock::unlock_raw`] sends.
-#[derive(Clone, Copy)]
-pub(crate) enum Unlock<'a> {
-    /// Redisson's, with the caller's request id and its latch.
-    Latched(&'a RequestId),
-    /// The guards' own: `remaining` holds are kept (0: free the lock).
-    Release { remaining: u32 },
 }
 
 impl<K: Kind> fmt::Debug for Lock<K> {

@@ -1,0 +1,192 @@
+//! Unlocking outside of a guard (Redisson's unlock with a request id and its
+//! latch), and the one unlock-with-retry every type and guard goes through.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, LostReason, Result};
+use crate::holds::LeaseOutcome;
+use crate::lock::Lock;
+use crate::locks::{Kind, ReleaseRequest};
+use crate::names;
+use crate::scripts::UnlockOutcome;
+
+/// Identifies one unlock request. Redisson's unlock latch keys the outcome of
+/// an unlock by it, so sending the same request again (after a lost reply)
+/// returns the first outcome instead of releasing twice.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// A fresh id: 16 random bytes as 32 lowercase hex digits, like Redisson's.
+    pub fn new() -> Self {
+        RequestId(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub(crate) fn from_parts(prefix: u64, seq: u64) -> Self {
+        RequestId(format!("{prefix:016x}{seq:016x}"))
+    }
+
+    /// The id as sent in the latch key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> Self {
+        RequestId::new()
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RequestId({})", self.0)
+    }
+}
+
+/// Which unlock [`Lock::unlock_raw`] sends.
+#[derive(Clone, Copy)]
+pub(crate) enum Unlock<'a> {
+    /// Redisson's, with the caller's request id and its latch.
+    Latched(&'a RequestId),
+    /// The guards' own: `remaining` holds are kept (0: free the lock).
+    Release { remaining: u32 },
+}
+
+impl<K: Kind> Lock<K> {
+    /// Releases one hold of the calling thread with an explicit request id,
+    /// outside of any guard: the low-level unlock. Sending the same `request_id`
+    /// again within the latch TTL returns the first outcome without touching the
+    /// lock, so a caller that lost a reply can retry safely. The latch is
+    /// kept for its whole TTL (the unlock retry budget, 14 s by default), also
+    /// after a successful reply.
+    ///
+    /// Prefer dropping or [`unlock`](crate::LockGuard::unlock)ing a guard. A guard
+    /// whose hold was released this way reports [`Error::NotHeld`] or
+    /// [`Error::Lost`] when it is dropped later.
+    pub fn unlock_with_request_id(&self, request_id: &RequestId) -> Result<UnlockOutcome> {
+        self.check()?;
+        let field = self.owner_field();
+        let registry = &self.client.inner.registry;
+        let hold = registry.live(&self.name, &field);
+        // It sets the TTL when holds remain: a command the hold must count.
+        let lease = self.lease()?.0;
+        let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
+        // The caller knows this id and may send it again: the latch stays.
+        let result = self.unlock_raw(&field, Unlock::Latched(request_id));
+        if let (Some(hold), Some(ticket)) = (&hold, ticket) {
+            let outcome = match &result {
+                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
+                Err(e) => LeaseOutcome::of_error(e),
+                _ => LeaseOutcome::Untouched,
+            };
+            hold.end_lease(ticket, outcome);
+        }
+        match result? {
+            Some(outcome) => {
+                if outcome == UnlockOutcome::Released {
+                    // Any guard of this thread on the lock now holds nothing.
+                    for hold in registry.holds_on(&self.name) {
+                        if *hold.field == *field {
+                            registry.lose(&hold, LostReason::Released);
+                        }
+                    }
+                }
+                Ok(outcome)
+            }
+            None => Err(self.not_held()),
+        }
+    }
+
+    /// Sends an unlock, retrying transport failures (never when no
+    /// connection could be had); `Ok(None)` when `field` does not hold the
+    /// lock.
+    ///
+    /// - [`Unlock::Latched`] is Redisson's unlock with the caller's request
+    ///   id: a retry within the latch TTL returns the first outcome.
+    /// - [`Unlock::Release`] is the guards' own, which sets the count to
+    ///   what the thread keeps: a retry sets the same count or finds the
+    ///   field gone, so it needs no latch. When an earlier attempt may have
+    ///   run, a field found gone means that attempt freed the lock.
+    pub(crate) fn unlock_raw(
+        &self,
+        field: &str,
+        unlock: Unlock<'_>,
+    ) -> Result<Option<UnlockOutcome>> {
+        let inner = &self.client.inner;
+        let config = &inner.config;
+        let (_, lease_ms) = self.lease()?;
+        let latch = match unlock {
+            Unlock::Latched(request_id) => names::unlock_latch(&self.name, request_id.as_str()),
+            Unlock::Release { .. } => String::new(),
+        };
+        let latch_ttl_ms = config.latch_ttl_ms();
+        let remaining = match unlock {
+            Unlock::Release { remaining } => remaining,
+            Unlock::Latched(_) => 0,
+        };
+        let request = ReleaseRequest {
+            name: &self.name,
+            lease_ms,
+            field,
+            publish: inner.publish,
+            remaining,
+        };
+        // A latched retry must reach Redis while the first attempt's latch
+        // lives, or it could release a second hold.
+        let retry_window = match unlock {
+            Unlock::Latched(_) => Duration::from_millis(latch_ttl_ms)
+                .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
+            Unlock::Release { .. } => Duration::MAX,
+        };
+        let first_sent = Instant::now();
+        let mut retries = 0;
+        loop {
+            let result = self.client.with_connection("unlock", |con, resend| {
+                let outcome = match unlock {
+                    Unlock::Latched(_) => {
+                        self.kind
+                            .unlock_latched(con, &request, &latch, latch_ttl_ms)?
+                    }
+                    Unlock::Release { .. } => self.kind.release(con, &request)?,
+                };
+                // A resend of a release that finds the field gone: the
+                // first one freed it (its reply was lost).
+                let may_have_run = resend || retries > 0;
+                Ok(match (unlock, outcome) {
+                    (Unlock::Release { remaining: 0 }, None) if may_have_run => {
+                        Some(UnlockOutcome::Released)
+                    }
+                    (_, outcome) => outcome,
+                })
+            });
+            match result {
+                // No connection to be had (refused, silent, pool busy) is an
+                // answer: the lock expires by its lease, and waiting here for
+                // the server would only stall the caller (a thread unwinding
+                // through its guards, say).
+                Err(e @ Error::Unavailable { .. }) => return Err(e),
+                Err(e)
+                    if e.is_transient()
+                        && retries < config.retry_attempts
+                        && first_sent.elapsed() < retry_window =>
+                {
+                    retries += 1;
+                    log::debug!(
+                        "redisson-lock: unlock of `{}` failed ({e}), retry {retries}",
+                        self.name
+                    );
+                    std::thread::sleep(config.retry_delay);
+                }
+                other => return other,
+            }
+        }
+    }
+}
