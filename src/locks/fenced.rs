@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use redis::{ConnectionLike, Script};
 
 use super::protocol::Protocol;
-use super::{AcquireRequest, Acquired, Reentrant, ReleaseRequest, UnlockOutcome, Wake, reentrant};
+use super::{AcquireRequest, Acquired, Reentrant, Wake};
 use crate::error::{Error, Result};
 use crate::names;
 
@@ -86,32 +86,7 @@ impl Protocol for Fenced {
         })
     }
 
-    fn release(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        self.rlock.release(con, request)
-    }
-
-    fn unlock_latched(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> Result<Option<UnlockOutcome>> {
-        self.rlock.unlock_latched(con, request, latch, latch_ttl_ms)
-    }
-
-    fn force_unlock(
-        &self,
-        con: &mut dyn ConnectionLike,
-        name: &str,
-        publish: &str,
-    ) -> Result<bool> {
-        reentrant::force_unlock(self.rlock.channel(), con, name, publish)
-    }
+    super::rlock_unlocks!(rlock);
 }
 
 /// A fenced lock: byte-for-byte a Redisson `FencedLock` (`getFencedLock`).

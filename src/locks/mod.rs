@@ -18,6 +18,41 @@ use crate::error::Result;
 pub(crate) use crate::holds::Renewal;
 pub use crate::scripts::UnlockOutcome;
 
+/// The unlock side of a type that keeps RLock's layout in a field `$rlock`
+/// (a [`Reentrant`]): its release, latched unlock and force unlock.
+macro_rules! rlock_unlocks {
+    ($rlock:ident) => {
+        fn release(
+            &self,
+            con: &mut dyn redis::ConnectionLike,
+            request: &$crate::locks::ReleaseRequest<'_>,
+        ) -> $crate::error::Result<Option<$crate::locks::UnlockOutcome>> {
+            self.$rlock.release(con, request)
+        }
+
+        fn unlock_latched(
+            &self,
+            con: &mut dyn redis::ConnectionLike,
+            request: &$crate::locks::ReleaseRequest<'_>,
+            latch: &str,
+            latch_ttl_ms: u64,
+        ) -> $crate::error::Result<Option<$crate::locks::UnlockOutcome>> {
+            self.$rlock
+                .unlock_latched(con, request, latch, latch_ttl_ms)
+        }
+
+        fn force_unlock(
+            &self,
+            con: &mut dyn redis::ConnectionLike,
+            name: &str,
+            publish: &str,
+        ) -> $crate::error::Result<bool> {
+            self.$rlock.force_unlock(con, name, publish)
+        }
+    };
+}
+pub(crate) use rlock_unlocks;
+
 mod fair;
 mod fenced;
 mod non_reentrant;
