@@ -4,6 +4,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry};
@@ -92,16 +93,71 @@ impl<K: Kind> LockGuard<K> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
-        let lock = &self.lock;
+        release(&self.lock, &self.hold, self.renew)
+    }
+
+    /// The guard as a value that may cross threads, to be released there:
+    /// the hold belongs to the owner field it was taken with, whichever
+    /// thread sends the release (MultiLock and RedLock hand a member whose
+    /// server is slow to a background thread).
+    pub(crate) fn detach(mut self) -> Detached<K> {
+        self.released = true;
+        Detached {
+            lock: self.lock.clone(),
+            hold: Arc::clone(&self.hold),
+            renew: self.renew,
+        }
+    }
+
+    /// Sets the key's TTL to `lease` if this owner still holds it (Redisson's
+    /// `multilock-expire`); `false` when it does not. One round trip.
+    pub(crate) fn set_lease(&self, lease: Duration) -> Result<bool> {
+        let lease_ms = crate::scripts::lease_millis("lease", lease)?;
+        let ticket = self.hold.begin_lease(lease);
+        let result = self.lock.client.with_connection("set lease", |con, _| {
+            crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
+        });
+        let outcome = match &result {
+            Ok(true) => LeaseOutcome::Set,
+            Err(e) => LeaseOutcome::of_error(e),
+            Ok(false) => LeaseOutcome::Untouched,
+        };
+        self.hold.end_lease(ticket, outcome);
+        result
+    }
+}
+
+/// A guard taken apart to be released on another thread; see
+/// [`LockGuard::detach`].
+pub(crate) struct Detached<K: Kind> {
+    lock: Lock<K>,
+    hold: Arc<Hold>,
+    renew: bool,
+}
+
+impl<K: Kind> Detached<K> {
+    /// Releases the hold, as the guard's drop would have.
+    pub fn release(self) -> Result<()> {
+        release(&self.lock, &self.hold, self.renew)
+    }
+
+    /// The lock's name, for logs.
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+}
+
+/// One guard's release: every type and every guard goes through here.
+fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
+    {
         // Before anything else: a forked child must not touch the parent's
         // bookkeeping, whose mutexes may have been held at the fork.
         lock.client.check_process()?;
         let registry = &lock.client.inner.registry;
-        let hold = &self.hold;
         // Unregister first so that a renewal racing with this unlock does not
         // report a lock we are giving up as lost.
         let remaining = Registry::count(hold).saturating_sub(1);
-        let last = registry.released(hold, self.renew);
+        let last = registry.released(hold, renew);
         if let Some(reason) = hold.lost_reason() {
             // Clean up what may be left (a renewal that landed late) once the
             // last guard of the lost hold goes, unless this thread has taken

@@ -84,6 +84,7 @@ mod guard;
 mod holds;
 mod lock;
 mod locks;
+mod multi;
 mod names;
 mod owner;
 mod pool;
@@ -100,6 +101,7 @@ pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
 pub use locks::{Fenced, FencedLock, Kind, Reentrant};
 pub use locks::{NonReentrant, NonReentrantLock, Spin, SpinLock};
 pub use locks::{Read, ReadLock, ReadWriteLock, Write, WriteLock};
+pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use scripts::UnlockOutcome;
 pub use unlock::RequestId;
 

@@ -11,6 +11,25 @@ use redis::{ConnectionLike, Script, ServerErrorKind, Value};
 use crate::error::{Error, Result};
 use crate::locks::Acquired;
 
+static EXPIRE_IF_HELD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/expire_if_held.lua")));
+
+/// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
+/// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
+pub(crate) fn expire_if_held(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    field: &str,
+    lease_ms: u64,
+) -> Result<bool> {
+    let set: i64 = EXPIRE_IF_HELD
+        .key(name)
+        .arg(field)
+        .arg(lease_ms)
+        .invoke(con)?;
+    Ok(set == 1)
+}
+
 static RENEW_BATCH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rlock_renew_batch.lua")));
 static RENEW_READ_BATCH: LazyLock<Script> =

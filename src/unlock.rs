@@ -190,3 +190,49 @@ impl<K: Kind> Lock<K> {
         }
     }
 }
+
+/// A possible hold left by an acquire whose reply never came, as a value
+/// that may cross threads: releasing it sets this thread's field back to the
+/// holds it counts (0: removes it, if it is there). See [`Lock::orphan`].
+pub(crate) struct Orphan<K: Kind> {
+    lock: Lock<K>,
+    field: String,
+    remaining: u32,
+}
+
+impl<K: Kind> Lock<K> {
+    /// What an acquire of this lock by the calling thread may have left
+    /// behind, to be cleaned up on another thread; `None` from a forked
+    /// child.
+    pub(crate) fn orphan(&self) -> Option<Orphan<K>> {
+        self.check().ok()?;
+        let field = self.owner_field();
+        let remaining = self
+            .client
+            .inner
+            .registry
+            .live(&self.name, &field)
+            .map_or(0, |hold| crate::holds::Registry::count(&hold));
+        Some(Orphan {
+            lock: self.clone(),
+            field,
+            remaining,
+        })
+    }
+}
+
+impl<K: Kind> Orphan<K> {
+    /// Sends the release; failures are only logged (the lease frees it).
+    pub fn release(self) {
+        let remaining = self.remaining;
+        if let Err(e) = self
+            .lock
+            .unlock_raw(&self.field, Unlock::Release { remaining })
+        {
+            log::debug!(
+                "redisson-lock: cleaning up `{}` after a lost reply failed: {e}",
+                self.lock.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! [`MultiLock`] and [`RedLock`]: compositions of locks, each member from
+//! any client (one per Redis master, typically), with no keys of their own
+//! (PROTOCOL §8).
+//!
+//! Members are taken in order, each with the member's own protocol. A
+//! `MultiLock` needs every member; a `RedLock` a majority (N/2 + 1) within a
+//! validity time: the lease, less the time the acquisition took, less a
+//! clock drift allowance of 1 % of the lease plus 2 ms. On a failed attempt
+//! every member taken so far is released (a member whose reply was lost
+//! too: it may have been taken), on background threads so that a frozen or
+//! vanished server costs the caller nothing, and the attempt starts over
+//! while the budget lasts.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::lock::Lock;
+use crate::locks::{Kind, Reentrant};
+
+/// Redisson's `lock()` on a composite: `tryLock` in rounds of this many ms
+/// per member (PROTOCOL §8).
+const ROUND_PER_MEMBER: Duration = Duration::from_millis(1500);
+
+/// A lock over several locks that is held only when every member is held:
+/// Redisson's `RedissonMultiLock` (`getMultiLock`).
+///
+/// The members may come from different [`Client`](crate::Client)s (one per
+/// master). A Java `RedissonMultiLock` over the same names on the same
+/// masters excludes it, and the reverse: the state in Redis is the members'
+/// own.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// use redisson_lock::{Client, MultiLock};
+///
+/// let orders = Client::open("redis://10.0.0.1:6379")?;
+/// let stock = Client::open("redis://10.0.0.2:6379")?;
+/// let both = MultiLock::new([orders.lock("order:42"), stock.lock("sku:7")]);
+/// if let Some(guard) = both.try_lock_for(Duration::from_secs(2))? {
+///     // ... both are held ...
+///     guard.unlock()?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct MultiLock<K: Kind = Reentrant> {
+    inner: Composite<K>,
+}
+
+/// A lock held when a majority of its members are held: Redisson's
+/// (deprecated) `RedissonRedLock` (`getRedLock`), with the validity check
+/// that Redisson leaves out and rslock and redsync make.
+///
+/// Each member should be on an independent master. The lock is taken when
+/// N/2 + 1 members were acquired and the validity left (lease − elapsed −
+/// drift, drift = 1 % of the lease + 2 ms) is positive; each member waits
+/// at most `max(remaining / N, 1 ms)`. Without an explicit lease each member
+/// is renewed by its own client's watchdog, and the watchdog timeout counts
+/// as the lease for validity. See the README's "Choosing a lock for
+/// correctness" for what RedLock does and does not guarantee.
+pub struct RedLock<K: Kind = Reentrant> {
+    inner: Composite<K>,
+}
+
+/// The members held by one [`MultiLock`] acquisition; releases them all on
+/// drop. `!Send`, like every guard.
+#[must_use = "the locks are released as soon as the guard is dropped"]
+pub struct MultiLockGuard<K: Kind = Reentrant> {
+    guards: Vec<LockGuard<K>>,
+}
+
+/// The members held by one [`RedLock`] acquisition (a majority at least);
+/// releases them all on drop. `!Send`, like every guard.
+#[must_use = "the locks are released as soon as the guard is dropped"]
+pub struct RedLockGuard<K: Kind = Reentrant> {
+    guards: Vec<LockGuard<K>>,
+    quorum: usize,
+    started: Instant,
+    lease: Duration,
+    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+}
+
+/// What both composites share: the members, the lease, the quorum.
+struct Composite<K: Kind> {
+    members: Vec<Lock<K>>,
+    lease: Option<Duration>,
+    /// Members that must be held: all of them, or a majority.
+    quorum: usize,
+    /// RedLock: each member waits a share of the budget, and the validity
+    /// left must be positive.
+    red: bool,
+}
+
+/// A successful acquisition.
+struct Taken<K: Kind> {
+    guards: Vec<LockGuard<K>>,
+    started: Instant,
+    lease: Duration,
+}
+
+impl<K: Kind> MultiLock<K> {
+    /// A lock over `locks`, held only when every one of them is. No round
+    /// trip. An empty list is reported by the first acquisition.
+    pub fn new(locks: impl IntoIterator<Item = Lock<K>>) -> Self {
+        let members: Vec<Lock<K>> = locks.into_iter().collect();
+        let quorum = members.len();
+        MultiLock {
+            inner: Composite {
+                members,
+                lease: None,
+                quorum,
+                red: false,
+            },
+        }
+    }
+
+    /// The same lock with an explicit lease: with a wait, members are taken
+    /// with a lease of twice the wait and set to `lease` once all are held
+    /// (Redisson's rule); without one, with `lease` directly. No watchdog.
+    pub fn with_lease(&self, lease: Duration) -> Self {
+        MultiLock {
+            inner: self.inner.with_lease(lease),
+        }
+    }
+
+    /// The members, in the order they are taken.
+    pub fn members(&self) -> &[Lock<K>] {
+        &self.inner.members
+    }
+
+    /// Takes every member, waiting as long as it takes (in rounds of 1.5 s
+    /// per member, as Redisson's `lock()`).
+    pub fn lock(&self) -> Result<MultiLockGuard<K>> {
+        loop {
+            if let Some(guard) = self.try_lock_for(self.inner.round())? {
+                return Ok(guard);
+            }
+        }
+    }
+
+    /// One attempt at every member, none of them waiting.
+    pub fn try_lock(&self) -> Result<Option<MultiLockGuard<K>>> {
+        self.try_lock_until(Instant::now())
+    }
+
+    /// Takes every member within `wait`; `Ok(None)` when the time is up
+    /// (whatever was taken is released).
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard<K>>> {
+        self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
+    }
+
+    /// Takes every member before `deadline`; `Ok(None)` when it passes.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MultiLockGuard<K>>> {
+        Ok(self.inner.acquire(deadline)?.map(|taken| MultiLockGuard {
+            guards: taken.guards,
+        }))
+    }
+}
+
+impl<K: Kind> RedLock<K> {
+    /// A lock over `locks`, held when a majority (N/2 + 1) of them are. No
+    /// round trip. An empty list is reported by the first acquisition.
+    pub fn new(locks: impl IntoIterator<Item = Lock<K>>) -> Self {
+        let members: Vec<Lock<K>> = locks.into_iter().collect();
+        let quorum = members.len() / 2 + 1;
+        RedLock {
+            inner: Composite {
+                members,
+                lease: None,
+                quorum,
+                red: true,
+            },
+        }
+    }
+
+    /// The same lock with an explicit lease (see [`MultiLock::with_lease`]);
+    /// the validity is counted against it.
+    pub fn with_lease(&self, lease: Duration) -> Self {
+        RedLock {
+            inner: self.inner.with_lease(lease),
+        }
+    }
+
+    /// The members, in the order they are taken.
+    pub fn members(&self) -> &[Lock<K>] {
+        &self.inner.members
+    }
+
+    /// How many members must be held: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum
+    }
+
+    /// Takes a majority, waiting as long as it takes (in rounds of 1.5 s per
+    /// member, as Redisson's `lock()`).
+    pub fn lock(&self) -> Result<RedLockGuard<K>> {
+        loop {
+            if let Some(guard) = self.try_lock_for(self.inner.round())? {
+                return Ok(guard);
+            }
+        }
+    }
+
+    /// One attempt at every member, none of them waiting.
+    pub fn try_lock(&self) -> Result<Option<RedLockGuard<K>>> {
+        self.try_lock_until(Instant::now())
+    }
+
+    /// Takes a majority with validity left within `wait`; `Ok(None)` when
+    /// the time is up (whatever was taken is released).
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard<K>>> {
+        self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
+    }
+
+    /// Takes a majority with validity left before `deadline`.
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<RedLockGuard<K>>> {
+        Ok(self.inner.acquire(deadline)?.map(|taken| RedLockGuard {
+            guards: taken.guards,
+            quorum: self.inner.quorum,
+            started: taken.started,
+            lease: taken.lease,
+            _not_send: PhantomData,
+        }))
+    }
+}
+
+impl<K: Kind> Composite<K> {
+    fn with_lease(&self, lease: Duration) -> Self {
+        Composite {
+            members: self.members.clone(),
+            lease: Some(lease),
+            quorum: self.quorum,
+            red: self.red,
+        }
+    }
+
+    fn round(&self) -> Duration {
+        ROUND_PER_MEMBER.saturating_mul(u32::try_from(self.members.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Attempts until `deadline`: each takes the members in order and keeps
+    /// them only when enough were taken (with validity left, for RedLock).
+    fn acquire(&self, deadline: Instant) -> Result<Option<Taken<K>>> {
+        if self.members.is_empty() {
+            return Err(Error::invalid(
+                "a MultiLock or RedLock needs at least one lock",
+            ));
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        loop {
+            if let Some(taken) = self.attempt(deadline, wait)? {
+                return Ok(Some(taken));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            // Let the members' holders move before the next round.
+            std::thread::sleep(Duration::from_millis(1).min(deadline - Instant::now()));
+        }
+    }
+
+    fn attempt(&self, deadline: Instant, wait: Duration) -> Result<Option<Taken<K>>> {
+        let started = Instant::now();
+        let n = self.members.len();
+        let allowed_failures = n - self.quorum;
+        // With a lease and a wait, members are taken with twice the wait
+        // and set to the lease once enough are held (Redisson's rule).
+        let lease = self.lease;
+        let member_lease = lease.map(|lease| {
+            if wait.is_zero() {
+                lease
+            } else {
+                wait.saturating_mul(2).max(Duration::from_millis(1))
+            }
+        });
+        let mut guards = Vec::with_capacity(n);
+        let mut failures = 0;
+        for member in &self.members {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let member_wait = if self.red {
+                (remaining / u32::try_from(n).unwrap_or(u32::MAX)).max(Duration::from_millis(1))
+            } else {
+                remaining
+            };
+            let member = match member_lease {
+                Some(lease) => member.with_lease(lease),
+                None => member.clone(),
+            };
+            let result = if remaining.is_zero() {
+                member.try_lock()
+            } else {
+                member.try_lock_for(member_wait.min(remaining))
+            };
+            match result {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) => failures += 1,
+                Err(e) => {
+                    // The reply may have been lost after the member was taken.
+                    release_orphan(&member);
+                    if !e.is_transient() {
+                        release_in_background(guards);
+                        return Err(e);
+                    }
+                    log::debug!("redisson-lock: member `{}` failed: {e}", member.name());
+                    failures += 1;
+                }
+            }
+            if failures > allowed_failures {
+                break;
+            }
+        }
+        let lease = lease.unwrap_or_else(|| self.watchdog_timeout());
+        let enough = guards.len() >= self.quorum;
+        let valid = !self.red || validity(started, lease) > Duration::ZERO;
+        if !(enough && valid) {
+            release_in_background(guards);
+            return Ok(None);
+        }
+        if member_lease.is_some_and(|member_lease| member_lease != lease) {
+            for guard in &guards {
+                // A member lost meanwhile shows in the guard; nothing to set.
+                if let Err(e) = guard.set_lease(lease) {
+                    log::debug!("redisson-lock: setting the lease of a member failed: {e}");
+                }
+            }
+        }
+        Ok(Some(Taken {
+            guards,
+            started,
+            lease,
+        }))
+    }
+
+    fn watchdog_timeout(&self) -> Duration {
+        self.members
+            .first()
+            .map_or(crate::DEFAULT_WATCHDOG_TIMEOUT, |member| {
+                member.client.watchdog_timeout()
+            })
+    }
+}
+
+/// The validity left of a RedLock acquisition that started at `started`
+/// with `lease`: lease − elapsed − drift (1 % of the lease + 2 ms).
+fn validity(started: Instant, lease: Duration) -> Duration {
+    let drift = lease / 100 + Duration::from_millis(2);
+    lease
+        .saturating_sub(started.elapsed())
+        .saturating_sub(drift)
+}
+
+/// Releases `guards` on a background thread: a member whose server is
+/// frozen or gone must not hold up the caller.
+fn release_in_background<K: Kind>(guards: Vec<LockGuard<K>>) {
+    if guards.is_empty() {
+        return;
+    }
+    let detached: Vec<_> = guards.into_iter().map(LockGuard::detach).collect();
+    let spawned = std::thread::Builder::new()
+        .name("rlock-release".into())
+        .spawn(move || {
+            for member in detached {
+                let name = member.name().to_owned();
+                if let Err(e) = member.release() {
+                    log::debug!("redisson-lock: releasing member `{name}` failed: {e}");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("redisson-lock: cannot start a thread to release members: {e}");
+    }
+}
+
+/// A member whose acquire failed without an answer may still have been
+/// taken under this thread's field: release it in the background (a no-op
+/// when it was not).
+fn release_orphan<K: Kind>(member: &Lock<K>) {
+    let Some(orphan) = member.orphan() else {
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("rlock-release".into())
+        .spawn(move || orphan.release());
+    if let Err(e) = spawned {
+        log::warn!("redisson-lock: cannot start a thread to release a member: {e}");
+    }
+}
+
+fn far_future() -> Instant {
+    // About 30 years: "as long as it takes" without overflowing Instant.
+    Instant::now() + Duration::from_secs(30 * 365 * 24 * 3600)
+}
+
+impl<K: Kind> MultiLockGuard<K> {
+    /// Releases every member, even after a failure, and reports the first
+    /// error. (Redisson's synchronous unlock stops at the first error and
+    /// leaves the rest held.)
+    pub fn unlock(self) -> Result<()> {
+        unlock_all(self.guards)
+    }
+
+    /// `true` when any member is known to be lost. No round trip.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// The member guards, in the order they were taken.
+    pub fn guards(&self) -> &[LockGuard<K>] {
+        &self.guards
+    }
+}
+
+impl<K: Kind> RedLockGuard<K> {
+    /// Releases every member that was taken, even after a failure, and
+    /// reports the first error.
+    pub fn unlock(self) -> Result<()> {
+        unlock_all(self.guards)
+    }
+
+    /// `true` when fewer than a majority of the members are still held (by
+    /// the members' own lost detection). No round trip.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().filter(|guard| !guard.is_lost()).count() < self.quorum
+    }
+
+    /// The validity left: lease − time since the acquisition started −
+    /// drift (1 % of the lease + 2 ms), zero once spent. Without an explicit
+    /// lease the watchdog timeout counts as the lease (the members' own
+    /// watchdogs keep renewing them). No round trip.
+    pub fn validity(&self) -> Duration {
+        validity(self.started, self.lease)
+    }
+
+    /// The member guards that were taken, in order.
+    pub fn guards(&self) -> &[LockGuard<K>] {
+        &self.guards
+    }
+}
+
+fn unlock_all<K: Kind>(guards: Vec<LockGuard<K>>) -> Result<()> {
+    let mut first = None;
+    for guard in guards {
+        if let Err(e) = guard.unlock() {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+impl<K: Kind> fmt::Debug for MultiLock<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt("MultiLock", f)
+    }
+}
+
+impl<K: Kind> fmt::Debug for RedLock<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt("RedLock", f)
+    }
+}
+
+impl<K: Kind> Composite<K> {
+    fn fmt(&self, what: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(what)
+            .field("members", &self.members)
+            .field("quorum", &self.quorum)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl<K: Kind> fmt::Debug for MultiLockGuard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiLockGuard")
+            .field("members", &self.guards)
+            .finish()
+    }
+}
+
+impl<K: Kind> fmt::Debug for RedLockGuard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("members", &self.guards)
+            .field("validity", &self.validity())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_is_lease_less_elapsed_less_drift() {
+        let started = Instant::now();
+        let left = validity(started, Duration::from_secs(10));
+        // drift: 100 ms + 2 ms
+        assert!(left <= Duration::from_millis(9898));
+        assert!(left > Duration::from_millis(9800));
+        assert_eq!(validity(started, Duration::from_millis(2)), Duration::ZERO);
+    }
+}

@@ -1,0 +1,265 @@
+//! MultiLock and RedLock over five independent redis-servers, one client per
+//! server: majorities with servers killed, frozen and restarted, validity,
+//! exclusion, unlock of every member.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Lock, MultiLock, RedLock};
+use support::{RedisServer, eventually};
+
+struct Masters {
+    servers: Vec<RedisServer>,
+}
+
+impl Masters {
+    fn start() -> Masters {
+        Masters {
+            servers: (0..5).map(|_| RedisServer::start()).collect(),
+        }
+    }
+
+    /// One client per master; a short response timeout bounds what a frozen
+    /// master costs an acquire.
+    fn clients(&self) -> Vec<Client> {
+        self.clients_with_watchdog(redisson_lock::DEFAULT_WATCHDOG_TIMEOUT)
+    }
+
+    fn clients_with_watchdog(&self, watchdog: Duration) -> Vec<Client> {
+        self.servers
+            .iter()
+            .map(|server| {
+                Client::builder(server.url())
+                    .watchdog_timeout(watchdog)
+                    .response_timeout(Duration::from_millis(200))
+                    .connect_timeout(Duration::from_millis(500))
+                    .build()
+                    .expect("client")
+            })
+            .collect()
+    }
+
+    fn holders(&self, name: &str) -> usize {
+        self.servers
+            .iter()
+            .filter(|server| server.cmd::<bool>(&["EXISTS", name]))
+            .count()
+    }
+}
+
+fn members(clients: &[Client], name: &str) -> Vec<Lock> {
+    clients.iter().map(|client| client.lock(name)).collect()
+}
+
+#[test]
+fn redlock_takes_a_majority_with_two_masters_killed() {
+    let mut masters = Masters::start();
+    let clients = masters.clients();
+    masters.servers[1].stop();
+    masters.servers[3].stop();
+    let redlock = RedLock::new(members(&clients, "quorum"));
+    assert_eq!(redlock.quorum(), 3);
+    let guard = redlock
+        .try_lock_for(Duration::from_secs(3))
+        .expect("try_lock_for")
+        .expect("a majority of live masters");
+    assert_eq!(guard.guards().len(), 3);
+    assert!(!guard.is_lost());
+    assert!(
+        guard.validity() > Duration::from_secs(25),
+        "{:?}",
+        guard.validity()
+    );
+    guard.unlock().expect("unlock");
+}
+
+#[test]
+fn redlock_gives_up_within_its_budget_with_three_masters_killed() {
+    let mut masters = Masters::start();
+    let clients = masters.clients();
+    for i in [0, 2, 4] {
+        masters.servers[i].stop();
+    }
+    let redlock = RedLock::new(members(&clients, "minority"));
+    let budget = Duration::from_millis(800);
+    let started = Instant::now();
+    let got = redlock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    assert!(got.is_none(), "acquired without a majority");
+    assert!(
+        took < budget + Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    // The two live members it took were released (in the background).
+    assert!(eventually(Duration::from_secs(3), || masters.servers[1]
+        .cmd::<i64>(&["DBSIZE"])
+        + masters.servers[3].cmd::<i64>(&["DBSIZE"])
+        == 0));
+}
+
+#[test]
+fn a_frozen_master_costs_an_acquire_no_more_than_its_share_of_the_wait() {
+    let masters = Masters::start();
+    let clients = masters.clients();
+    masters.servers[2].pause();
+    let redlock = RedLock::new(members(&clients, "frozen"));
+    let budget = Duration::from_secs(2);
+    let started = Instant::now();
+    let got = redlock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    masters.servers[2].resume();
+    let guard = got.expect("a majority despite the frozen master");
+    // Its share is budget / 5 = 400 ms; the client's 200 ms response
+    // timeout ends the frozen call sooner.
+    assert!(took < Duration::from_millis(900), "took {took:?}");
+    assert_eq!(guard.guards().len(), 4);
+    guard.unlock().expect("unlock");
+    assert!(eventually(Duration::from_secs(3), || masters
+        .holders("frozen")
+        == 0));
+}
+
+#[test]
+fn a_master_restarted_without_persistence_lets_another_client_win_a_majority() {
+    // RedLock's known weakness: a master that forgets the lock (a restart
+    // without persistence, or a failover before replication) counts for the
+    // next client too. The first client holds a bare majority (two masters
+    // were down); one of its three restarts empty, the two others come back:
+    // a second client now wins a majority of its own, and the first still
+    // believes it holds the lock until its next renewal finds the member
+    // gone. Only a fencing token checked by the resource refuses the stale
+    // holder (examples/fencing.rs).
+    let mut masters = Masters::start();
+    let first = masters.clients_with_watchdog(Duration::from_secs(6));
+    let second = masters.clients();
+    masters.servers[3].stop();
+    masters.servers[4].stop();
+    let held = RedLock::new(members(&first, "forgotten"))
+        .try_lock_for(Duration::from_secs(2))
+        .expect("try_lock_for")
+        .expect("a bare majority");
+    assert_eq!(held.guards().len(), 3);
+    masters.servers[3].restart();
+    masters.servers[4].restart();
+    masters.servers[2].restart(); // forgets the first client's member
+    let rival = RedLock::new(members(&second, "forgotten"))
+        .try_lock_for(Duration::from_secs(2))
+        .expect("rival try_lock_for")
+        .expect("the rival wins masters 2, 3 and 4: a majority");
+    assert_eq!(rival.guards().len(), 3);
+    assert!(
+        !held.is_lost(),
+        "the hazard: both believe they hold the lock (until the next renewal)"
+    );
+    // The first client's watchdog finds its member on master 2 gone: 2 of 5
+    // left, no majority, and its guard says so.
+    assert!(eventually(Duration::from_secs(5), || held.is_lost()));
+    rival.unlock().expect("rival unlock");
+    let _ = held.unlock();
+}
+
+#[test]
+fn multilock_needs_every_member_and_releases_what_it_took() {
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let other = masters.clients();
+    let blocker = other[3].lock("all").lock().expect("blocker");
+    let multi = MultiLock::new(members(&clients, "all"));
+    assert!(multi.try_lock().expect("try_lock").is_none());
+    // The members taken before the blocked one were released.
+    assert!(eventually(Duration::from_secs(3), || masters
+        .holders("all")
+        == 1));
+    drop(blocker);
+    let guard = multi.lock().expect("lock");
+    assert_eq!(masters.holders("all"), 5);
+    guard.unlock().expect("unlock");
+    assert_eq!(masters.holders("all"), 0);
+}
+
+#[test]
+fn multilocks_of_two_clients_exclude_each_other_under_contention() {
+    let masters = Masters::start();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let clients = masters.clients();
+            let (inside, overlaps) = (inside.clone(), overlaps.clone());
+            thread::spawn(move || {
+                let multi = MultiLock::new(members(&clients, "contended"));
+                for _ in 0..15 {
+                    let guard = multi.lock().expect("lock");
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().expect("unlock");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(masters.holders("contended"), 0);
+}
+
+#[test]
+fn a_lease_with_a_wait_takes_members_for_twice_the_wait_then_sets_the_lease() {
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let lease = Duration::from_secs(20);
+    let guard = RedLock::new(members(&clients, "leased"))
+        .with_lease(lease)
+        .try_lock_for(Duration::from_secs(1))
+        .expect("try_lock_for")
+        .expect("acquired");
+    for server in &masters.servers {
+        let ttl: i64 = server.cmd(&["PTTL", "leased"]);
+        assert!(ttl > 15_000 && ttl <= 20_000, "PTTL {ttl}");
+    }
+    let validity = guard.validity();
+    assert!(
+        validity < lease && validity > Duration::from_secs(18),
+        "{validity:?}"
+    );
+    guard.unlock().expect("unlock");
+}
+
+#[test]
+fn unlock_tries_every_member_and_reports_the_first_error() {
+    let mut masters = Masters::start();
+    let clients = masters.clients();
+    let guard = MultiLock::new(members(&clients, "unlock-all"))
+        .lock()
+        .expect("lock");
+    masters.servers[1].stop();
+    assert!(guard.unlock().is_err(), "the dead member's unlock failed");
+    for i in [0, 2, 3, 4] {
+        let exists: bool = masters.servers[i].cmd(&["EXISTS", "unlock-all"]);
+        assert!(!exists, "member {i} was left held");
+    }
+}
+
+#[test]
+fn a_redlock_guard_is_lost_when_fewer_than_a_majority_remain() {
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let guard = RedLock::new(members(&clients, "dwindling"))
+        .lock()
+        .expect("lock");
+    for i in 0..2 {
+        clients[i].lock("dwindling").force_unlock().expect("force");
+    }
+    assert!(!guard.is_lost(), "3 of 5 still held");
+    clients[2].lock("dwindling").force_unlock().expect("force");
+    assert!(guard.is_lost(), "2 of 5 is no majority");
+    let _ = guard.unlock();
+}
