@@ -255,8 +255,8 @@ fn a_redlock_guard_is_lost_when_fewer_than_a_majority_remain() {
     let guard = RedLock::new(members(&clients, "dwindling"))
         .lock()
         .expect("lock");
-    for i in 0..2 {
-        clients[i].lock("dwindling").force_unlock().expect("force");
+    for client in &clients[..2] {
+        client.lock("dwindling").force_unlock().expect("force");
     }
     assert!(!guard.is_lost(), "3 of 5 still held");
     clients[2].lock("dwindling").force_unlock().expect("force");
