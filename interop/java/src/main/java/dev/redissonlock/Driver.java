@@ -235,6 +235,21 @@ public final class Driver {
                 case "token":
                     args(op, a, 1);
                     return String.valueOf(((org.redisson.api.RFencedLock) lock(a[0])).getToken());
+                case "multiLock": {
+                    // a,b,c: getMultiLock over those locks (same client), lock()
+                    args(op, a, 1);
+                    multi(a[0]).lock();
+                    return String.valueOf(ms(start));
+                }
+                case "multiTryLock": {
+                    args(op, a, 2);
+                    boolean ok = multi(a[0]).tryLock(num(a[1]), TimeUnit.MILLISECONDS);
+                    return ok + " " + ms(start);
+                }
+                case "multiUnlock":
+                    args(op, a, 1);
+                    multi(a[0]).unlock();
+                    return "";
                 case "threadId":
                     args(op, a, 0);
                     return String.valueOf(Thread.currentThread().getId());
@@ -312,6 +327,16 @@ public final class Driver {
                 default:
                     throw new BadCommand("unknown lock type " + type);
             }
+        }
+
+        /** {@code getMultiLock} over comma-separated lock names (each may carry a type). */
+        private static RLock multi(String names) {
+            String[] parts = names.split(",");
+            RLock[] locks = new RLock[parts.length];
+            for (int i = 0; i < parts.length; i++) {
+                locks[i] = lock(parts[i]);
+            }
+            return client.getMultiLock(locks);
         }
 
         private static RLock byReflection(String method, String raw) {
