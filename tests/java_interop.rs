@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::eventually;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, for_each_redisson_version, start_with_watchdog};
 
 /// How soon a waiter must get a lock after its holder releases it: a
 /// functional bound (woken by the unlock message instead of sleeping out a
@@ -30,17 +30,6 @@ const HANDOFF: Duration = Duration::from_millis(200);
 
 /// Redisson's default watchdog timeout, the lease of a lock held without one.
 const WATCHDOG_30S: Duration = Duration::from_secs(30);
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
 
 for_each_redisson_version!(
     java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter,
@@ -59,7 +48,7 @@ for_each_redisson_version!(
 /// Java `lock()` (watchdog) excludes Rust; Java's `unlock()` wakes a Rust
 /// thread parked in `lock()` although the TTL still had ~30 s to run.
 fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = Client::open(server.url()).expect("client");
     let lock = client.lock("s1");
 
@@ -128,7 +117,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
 /// A Rust hold (watchdog) excludes Java; the Rust unlock wakes a Java actor
 /// parked in `lock()`.
 fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = Client::open(server.url()).expect("client");
     let holder = RustThread::spawn("s2-holder");
     let rust_field = holder.run({
@@ -179,7 +168,7 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
 /// Three Rust holds by one thread are one lock for Java, with Redisson's
 /// 30 s lease, free only after the third release.
 fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = Client::open(server.url()).expect("client");
     let holder = RustThread::spawn("s3-holder");
     let lock = client.lock("s3");
@@ -233,7 +222,7 @@ fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisso
 /// Two Java holds by one actor: Rust sees a lock held by someone else, with
 /// the full lease, and cannot release it.
 fn java_reentrant_hold_is_visible_to_rust(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = Client::open(server.url()).expect("client");
     let lock = client.lock("s4");
     java.ok("j", "lock s4");
@@ -279,7 +268,7 @@ fn java_reentrant_hold_is_visible_to_rust(redisson: Redisson) {
 /// renewal period and marks the guard lost, its unlock fails without touching
 /// the new holder, and a Rust waiter is woken by the force unlock's message.
 fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     // Renewal every second: the field check finds the hold gone within ~1 s,
     // while the lease alone would only run out 2-3 s after the force unlock.
     let watchdog = Duration::from_secs(3);
@@ -365,7 +354,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
 fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
     let lease = Duration::from_secs(2);
     let hold_for = lease * 5 + Duration::from_millis(500);
-    let (server, java) = start(redisson, lease);
+    let (server, java) = start_with_watchdog(redisson, lease);
     let client = Client::builder(server.url())
         .watchdog_timeout(lease)
         .build()
@@ -467,7 +456,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
 /// two holders are ever inside at once.
 fn java_and_rust_threads_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 250;
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = Client::open(server.url()).expect("client");
     let started = Instant::now();
     for actor in 0..4 {
@@ -554,7 +543,7 @@ fn java_and_rust_threads_exclude_each_other(redisson: Redisson) {
 /// leaves Java's hold alone, whether the crate retries by itself or the
 /// caller replays through `Lock::unlock_with_request_id`.
 fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
-    let (server, java) = start(redisson, WATCHDOG_30S);
+    let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let relay = ReplyCutter::start(server.port());
     let java_field = java.owner_field("j");
 
@@ -706,14 +695,6 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-/// A fresh redis-server and a warmed-up Redisson driver on it.
-fn start(redisson: Redisson, java_watchdog: Duration) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), java_watchdog);
-    java.warm_up();
-    (server, java)
-}
 
 fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
     server.cmd(&["HGETALL", key])

@@ -16,21 +16,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
-use support::java::{JavaDriver, Redisson};
-
-/// Redisson's default watchdog timeout, the lease of a lock held without one.
-const WATCHDOG_30S: Duration = Duration::from_secs(30);
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
+use support::java::{Redisson, for_each_redisson_version, start};
 
 for_each_redisson_version!(
     java_waiter_queued_before_a_rust_waiter_is_served_first,
@@ -242,14 +228,6 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-/// A fresh redis-server and a warmed-up Redisson driver on it.
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), WATCHDOG_30S);
-    java.warm_up();
-    (server, java)
-}
 
 fn queue(server: &RedisServer, name: &str) -> Vec<String> {
     server.cmd(&[

@@ -9,24 +9,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Fenced, LockGuard};
-use support::RedisServer;
+
 use support::actor::RustThread;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, for_each_redisson_version, start};
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
 const HANDOFF: Duration = Duration::from_millis(200);
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
 
 for_each_redisson_version!(
     interleaved_java_and_rust_tokens_strictly_increase,
@@ -165,12 +154,4 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
     );
     assert_eq!(lock.token().expect("token"), Some(java_token));
     java.ok("j", "unlock fenced/f3");
-}
-
-/// A fresh redis-server and a warmed-up Redisson driver on it.
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
-    java.warm_up();
-    (server, java)
 }

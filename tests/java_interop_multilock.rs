@@ -9,34 +9,16 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, MultiLock};
-use support::RedisServer;
+
 use support::actor::RustThread;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, for_each_redisson_version, start};
 
 const NAMES: [&str; 3] = ["m-a", "m-b", "m-c"];
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
 
 for_each_redisson_version!(
     java_multilock_excludes_rust_and_its_unlock_lets_rust_in,
     rust_multilock_excludes_java_and_its_unlock_lets_java_in,
 );
-
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
-    java.warm_up();
-    (server, java)
-}
 
 fn rust_multi(client: &Client) -> MultiLock {
     MultiLock::new(NAMES.iter().map(|name| client.lock(*name)))

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, LockGuard, NonReentrant};
-use support::RedisServer;
+
 use support::actor::RustThread;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, start};
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -172,12 +172,4 @@ fn release(held: &mut support::actor::Held) {
         .downcast::<LockGuard<NonReentrant>>()
         .expect("a non-reentrant guard");
     guard.unlock().expect("unlock");
-}
-
-/// A fresh redis-server and a warmed-up Redisson driver on it.
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
-    java.warm_up();
-    (server, java)
 }

@@ -15,21 +15,10 @@ use std::time::{Duration, Instant};
 use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, for_each_redisson_version, start};
 
 /// A waiter woken by the unlock message, not by a 30 s TTL running out.
 const HANDOFF: Duration = Duration::from_millis(200);
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
 
 for_each_redisson_version!(
     rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader,
@@ -40,13 +29,6 @@ for_each_redisson_version!(
     java_write_unlock_wakes_rust_readers,
     rust_write_unlock_wakes_java_readers,
 );
-
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
-    java.warm_up();
-    (server, java)
-}
 
 fn exists(server: &RedisServer, key: &str) -> bool {
     server.cmd::<i64>(&["EXISTS", key]) == 1

@@ -13,23 +13,12 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Spin};
 use support::RedisServer;
 use support::actor::RustThread;
-use support::java::{JavaDriver, Redisson};
+use support::java::{Redisson, for_each_redisson_version, start};
 
 /// Redisson's and the crate's default spin backoff cap.
 const CAP: Duration = Duration::from_millis(128);
 /// Round trips, scheduling, the driver's reply pipe: a functional bound.
 const SLACK: Duration = Duration::from_millis(200);
-
-macro_rules! for_each_redisson_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod newest {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
-        }
-        mod redisson_3_24_3 {
-            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
-        }
-    };
-}
 
 for_each_redisson_version!(
     java_spin_hold_excludes_rust_and_rust_acquires_after_java_release,
@@ -147,14 +136,6 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     );
     java.ok("j", "unlock spin/sp2");
     assert!(lock.try_lock().expect("try_lock").is_some());
-}
-
-/// A fresh redis-server and a warmed-up Redisson driver on it.
-fn start(redisson: Redisson) -> (RedisServer, JavaDriver) {
-    let server = RedisServer::start();
-    let java = JavaDriver::start(redisson, &server.url(), Duration::from_secs(30));
-    java.warm_up();
-    (server, java)
 }
 
 fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {

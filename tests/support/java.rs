@@ -457,3 +457,36 @@ impl Drop for JavaDriver {
         let _ = self.child.wait();
     }
 }
+
+/// A fresh redis-server and a warmed-up Redisson driver on it (Java's
+/// watchdog timeout: 30 s).
+pub fn start(redisson: Redisson) -> (super::RedisServer, JavaDriver) {
+    start_with_watchdog(redisson, Duration::from_secs(30))
+}
+
+/// [`start`] with Java's watchdog timeout set to `watchdog`.
+pub fn start_with_watchdog(
+    redisson: Redisson,
+    watchdog: Duration,
+) -> (super::RedisServer, JavaDriver) {
+    let server = super::RedisServer::start();
+    let java = JavaDriver::start(redisson, &server.url(), watchdog);
+    java.warm_up();
+    (server, java)
+}
+
+/// Stamps each scenario `fn(Redisson)` as one test per Redisson version:
+/// `newest::<scenario>` and `redisson_3_24_3::<scenario>`.
+#[allow(unused_macros)]
+macro_rules! for_each_redisson_version {
+    ($($scenario:ident),* $(,)?) => {
+        mod newest {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::Newest) })*
+        }
+        mod redisson_3_24_3 {
+            $(#[test] fn $scenario() { super::$scenario(super::Redisson::V3_24_3) })*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use for_each_redisson_version;
