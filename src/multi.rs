@@ -300,8 +300,11 @@ impl<K: Kind> Composite<K> {
                 Ok(Some(guard)) => guards.push(guard),
                 Ok(None) => failures += 1,
                 Err(e) => {
-                    // The reply may have been lost after the member was taken.
-                    release_orphan(&member);
+                    // The reply may have been lost after the member was taken
+                    // (not when no connection could be had: nothing was sent).
+                    if !matches!(e, Error::Unavailable { .. }) {
+                        release_orphan(&member);
+                    }
                     if !e.is_transient() {
                         release_in_background(guards);
                         return Err(e);
