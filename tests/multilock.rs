@@ -263,3 +263,38 @@ fn a_redlock_guard_is_lost_when_fewer_than_a_majority_remain() {
     assert!(guard.is_lost(), "2 of 5 is no majority");
     let _ = guard.unlock();
 }
+
+#[test]
+fn a_member_whose_acquire_reply_timed_out_is_released_in_the_background() {
+    // The member's acquire ran, but its reply came after the response
+    // timeout: the attempt fails on that member, and the member it may have
+    // taken is released rather than left until its lease runs out.
+    let masters = Masters::start();
+    let proxy = support::proxy::Proxy::start(masters.servers[0].port());
+    let mut clients = masters.clients();
+    clients[0] = Client::builder(proxy.url())
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .expect("proxied client");
+    // Warm the proxied client's scripts so that the delayed reply is the acquire's.
+    clients[0]
+        .lock("warm")
+        .lock()
+        .expect("warm")
+        .unlock()
+        .expect("warm unlock");
+    proxy.arm(
+        "late-member",
+        support::proxy::Fault::DelayReply(Duration::from_millis(600)),
+    );
+    let multi = MultiLock::new(members(&clients, "late-member"));
+    let got = multi
+        .try_lock_for(Duration::from_millis(100))
+        .expect("try_lock_for");
+    assert!(got.is_none(), "acquired although a member's reply was lost");
+    assert!(
+        eventually(Duration::from_secs(5), || masters.holders("late-member")
+            == 0),
+        "a member taken by the lost reply was left held"
+    );
+}
