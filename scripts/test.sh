@@ -3,7 +3,7 @@
 # rustdoc, where any warning fails, and the benchmark crate's unit tests),
 # then unit tests, integration tests against throwaway redis-server
 # processes, doc tests (including the compile-fail ones), the Java interop
-# tests against real Redisson, and two quick torture runs.
+# tests against real Redisson, and four quick torture runs (about 1.5 min each).
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,3 +53,10 @@ echo "==> torture (quick, --beyond-lease): every overlap must be signalled"
 ./scripts/torture.sh --quick --beyond-lease
 echo "==> torture (quick): pauses within the lease, no overlap allowed"
 ./scripts/torture.sh --quick
+# The read/write lock (no reader beside a writer, no two writers) and the
+# fair lock (every waiter served within its queue position x the longest
+# hold), both within the lease, under the same chaos.
+echo "==> torture (quick, --kind rw): readers share, writers exclude"
+./scripts/torture.sh --quick --kind rw
+echo "==> torture (quick, --kind fair): no overlap, no unfair wait"
+./scripts/torture.sh --quick --kind fair

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Torture test: 3 worker processes x 8 threads fight over 3 locks while a chaos
 # thread SIGKILLs workers, kills client connections and pauses/stops Redis.
-# See examples/torture.rs for what is measured. Ends with one summary line and
+# See examples/torture/main.rs for what is measured. Ends with one summary line and
 # exits non-zero if any failure column is non-zero.
 #
 #   ./scripts/torture.sh --quick        # about a minute of chaos (CI)
@@ -9,6 +9,8 @@
 #   ... --beyond-lease                  # also freeze Redis past the lease: overlaps
 #                                       # are then expected, but each must be
 #                                       # signalled to the earlier holder
+#   ... --kind rw | --kind fair         # a read/write lock or a fair lock
+#                                       # (default: the reentrant lock)
 #
 # Starts its own redis-server on a free loopback port (no persistence) and
 # stops it by pid on exit.

@@ -1,7 +1,7 @@
 //! An acquire whose reply never arrives (response timeout while Redis is
 //! frozen, connection killed after the server ran it, a retried command) may
 //! still have taken the lock under this thread's field. Found by the torture
-//! run (examples/torture.rs): the thread's next acquire of that lock counted as
+//! run (examples/torture/): the thread's next acquire of that lock counted as
 //! a *reentry* (count 2), its unlock left count 1 behind, nothing renewed it,
 //! and a thread cycling over a few locks re-entered its own phantom holds
 //! before they expired, so every other process starved for the whole run.

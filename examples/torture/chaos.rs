@@ -1,0 +1,371 @@
+//! The supervisor's side: spawning and burying workers, and the chaos
+//! actions (kills, connection kills, pauses and stops of Redis).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, LazyLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+
+use crate::summary::{SharedStats, stats_of};
+use crate::worker::Book;
+use crate::{
+    LEASE_MS, LockKind, NAMES, Rng, SHORT_PAUSE_MAX_MS, STOP_WAIT, WORKERS, dead_key,
+    fair_queue_key, fair_timeout_key, instance_of, ms, now_ms, occupancy_key, waiting_key,
+};
+
+/// Removes a dead client's entries (`<client id>:<thread>`) from a fair
+/// lock's queue and deadline zset; returns how many.
+static REAP_QUEUE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local n = 0
+for _, field in ipairs(redis.call('lrange', KEYS[1], 0, -1)) do
+  if string.sub(field, 1, #ARGV[1]) == ARGV[1] then
+    redis.call('lrem', KEYS[1], 0, field)
+    redis.call('zrem', KEYS[2], field)
+    n = n + 1
+  end
+end
+return n
+",
+    )
+});
+
+/// How long after a chaos action a fair waiter may be held up by it (ms):
+/// a dead holder's lease, a missed wake-up (a waiter polls at the holder's
+/// TTL, at most a lease), a reconnection after a response timeout.
+const KILL_EFFECT_MS: u64 = LEASE_MS + 1000;
+const CONN_KILL_EFFECT_MS: u64 = 1500;
+const PUBSUB_KILL_EFFECT_MS: u64 = LEASE_MS + 1000;
+const PAUSE_EFFECT_MS: u64 = 1000;
+
+pub struct WorkerProc {
+    pub generation: u32,
+    pub instance: String,
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub reader: Option<JoinHandle<()>>,
+}
+
+pub struct Supervisor {
+    pub exe: PathBuf,
+    pub url: String,
+    pub kind: LockKind,
+    pub log_dir: PathBuf,
+    pub stats: SharedStats,
+    pub redis: Book,
+    pub never: AtomicBool,
+    pub workers: Vec<WorkerProc>,
+    /// Instance -> when it was known dead (after `wait`).
+    pub dead_at: HashMap<String, u64>,
+    /// (lock, kill time): the killed process held that lock.
+    pub killed_holds: Vec<(String, u64)>,
+    /// Intervals (ms) during which Redis was paused or stopped, with whether
+    /// the pause was longer than the lease.
+    pub pauses: Vec<(u64, u64, bool)>,
+    /// Intervals (ms) during which a chaos action may hold up a fair waiter.
+    pub disruptions: Vec<(u64, u64)>,
+    pub kills: u64,
+    pub unexpected_exits: Vec<String>,
+    pub conn_kills: u64,
+    pub pubsub_kills: u64,
+    pub client_pauses: u64,
+    pub sigstops: u64,
+    /// Dead processes' entries removed from fair queues.
+    pub reaped_waiters: u64,
+    /// Some pauses and stops outlast the lease (`--beyond-lease`).
+    pub beyond_lease: bool,
+}
+
+/// Thaws redis-server if the supervisor dies while it is stopped.
+pub struct ContinueOnDrop(pub Option<u32>);
+
+impl Drop for ContinueOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            signal(pid, "CONT");
+        }
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+impl Supervisor {
+    pub fn spawn_worker(&mut self, slot: usize, generation: u32) -> std::io::Result<WorkerProc> {
+        let instance = format!("w{slot}g{generation}");
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.join(format!("worker-{slot}.log")))?;
+        let mut child = Command::new(&self.exe)
+            .args(["worker", "--instance", &instance, "--url", &self.url])
+            .args(["--kind", self.kind.as_str()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stats = Arc::clone(&self.stats);
+        let reader_instance = instance.clone();
+        let reader = thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                stats_of(&stats).record(&reader_instance, &line);
+            }
+        });
+        Ok(WorkerProc {
+            generation,
+            instance,
+            stdin: child.stdin.take(),
+            child,
+            reader: Some(reader),
+        })
+    }
+
+    /// After a worker died: which locks it held (by its client id in the
+    /// lock hashes), then mark it dead so its stale tokens get dropped. In a
+    /// fair run, also remove its threads from the fair queues: a dead
+    /// waiter's entry otherwise holds up everyone behind it until its
+    /// deadline (Redisson's `fairLockWaitTimeout`, 300 s by default).
+    fn bury(&mut self, instance: &str, died_ms: u64, killed_at: u64) {
+        self.dead_at.insert(instance.to_owned(), died_ms);
+        let client_id = stats_of(&self.stats).client_ids.get(instance).cloned();
+        let never = &self.never;
+        let dead = dead_key(instance);
+        self.redis.retry(never, |con| con.set::<_, _, ()>(&dead, 1));
+        for name in NAMES {
+            let fields: Vec<String> = self
+                .redis
+                .retry(never, |con| con.hkeys(name))
+                .unwrap_or_default();
+            let held = client_id.as_ref().is_some_and(|id| {
+                fields.iter().any(|field| {
+                    field
+                        .strip_prefix(id.as_str())
+                        .is_some_and(|rest| rest.starts_with(':'))
+                })
+            });
+            if held {
+                self.killed_holds.push((name.to_owned(), killed_at));
+            }
+            if std::env::var_os("TORTURE_DEBUG").is_some() {
+                eprintln!(
+                    "torture: buried {instance} ({client_id:?}): {name} fields {fields:?} held={held}"
+                );
+            }
+            for key in [occupancy_key(name), waiting_key(name)] {
+                let members: Vec<String> = self
+                    .redis
+                    .retry(never, |con| con.smembers(&key))
+                    .unwrap_or_default();
+                for member in members.iter().filter(|m| instance_of(m) == instance) {
+                    self.redis
+                        .retry(never, |con| con.srem::<_, _, ()>(&key, member));
+                }
+            }
+            if self.kind == LockKind::Fair
+                && let Some(id) = &client_id
+            {
+                let prefix = format!("{id}:");
+                let (queue, timeout) = (fair_queue_key(name), fair_timeout_key(name));
+                let reaped = self.redis.retry(never, |con| {
+                    REAP_QUEUE
+                        .key(&queue)
+                        .key(&timeout)
+                        .arg(&prefix)
+                        .invoke::<u64>(con)
+                });
+                self.reaped_waiters += reaped.unwrap_or(0);
+            }
+        }
+    }
+
+    fn kill_worker(&mut self, slot: usize) -> std::io::Result<()> {
+        let worker = &mut self.workers[slot];
+        let killed_at = now_ms();
+        worker.child.kill()?;
+        worker.child.wait()?;
+        let died = now_ms();
+        let instance = worker.instance.clone();
+        let generation = worker.generation;
+        self.kills += 1;
+        self.bury(&instance, died, killed_at);
+        self.disruptions
+            .push((killed_at, now_ms() + KILL_EFFECT_MS));
+        self.workers[slot] = self.spawn_worker(slot, generation + 1)?;
+        Ok(())
+    }
+
+    /// Restarts workers that exited without being asked to.
+    fn check_workers(&mut self) -> std::io::Result<()> {
+        for slot in 0..self.workers.len() {
+            if let Some(status) = self.workers[slot].child.try_wait()? {
+                let died = now_ms();
+                let instance = self.workers[slot].instance.clone();
+                eprintln!("torture: worker {instance} exited on its own: {status}");
+                self.unexpected_exits.push(instance.clone());
+                self.bury(&instance, died, died);
+                self.disruptions.push((died, now_ms() + KILL_EFFECT_MS));
+                let generation = self.workers[slot].generation;
+                self.workers[slot] = self.spawn_worker(slot, generation + 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps `duration`, looking after the workers meanwhile.
+    pub fn idle(&mut self, duration: Duration) -> std::io::Result<()> {
+        let until = Instant::now() + duration;
+        loop {
+            self.check_workers()?;
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            thread::sleep(left.min(ms(50)));
+        }
+    }
+
+    /// How long the next pause or stop lasts (ms), and whether that is
+    /// longer than the lease.
+    fn pause_length(&self, rng: &mut Rng) -> (u64, bool) {
+        if self.beyond_lease && rng.percent(35) {
+            (rng.range(LEASE_MS + 300, LEASE_MS + 1500), true)
+        } else {
+            (rng.range(100, SHORT_PAUSE_MAX_MS), false)
+        }
+    }
+
+    pub fn chaos(&mut self, rng: &mut Rng, redis_pid: Option<u32>) -> std::io::Result<()> {
+        let never = &self.never;
+        let start = now_ms();
+        match rng.below(100) {
+            0..=24 => {
+                let slot = rng.below(WORKERS as u64) as usize;
+                self.kill_worker(slot)?;
+            }
+            25..=44 => {
+                self.redis.retry(never, |con| {
+                    redis::cmd("CLIENT")
+                        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+                        .query::<i64>(con)
+                });
+                self.conn_kills += 1;
+                self.disruptions
+                    .push((start, now_ms() + CONN_KILL_EFFECT_MS));
+            }
+            45..=59 => {
+                self.redis.retry(never, |con| {
+                    redis::cmd("CLIENT")
+                        .arg(&["KILL", "TYPE", "pubsub"])
+                        .query::<i64>(con)
+                });
+                self.pubsub_kills += 1;
+                self.disruptions
+                    .push((start, now_ms() + PUBSUB_KILL_EFFECT_MS));
+            }
+            60..=79 => {
+                let (pause, long) = self.pause_length(rng);
+                self.redis.retry(never, |con| {
+                    redis::cmd("CLIENT")
+                        .arg("PAUSE")
+                        .arg(pause)
+                        .arg("ALL")
+                        .query::<()>(con)
+                });
+                self.pauses.push((start, start + pause, long));
+                self.disruptions
+                    .push((start, start + pause + PAUSE_EFFECT_MS));
+                self.client_pauses += 1;
+                self.idle(ms(pause))?;
+            }
+            _ => {
+                let Some(pid) = redis_pid else {
+                    return Ok(());
+                };
+                let (pause, long) = self.pause_length(rng);
+                signal(pid, "STOP");
+                thread::sleep(ms(pause));
+                signal(pid, "CONT");
+                let end = now_ms();
+                self.pauses.push((start, end, long));
+                self.disruptions.push((start, end + PAUSE_EFFECT_MS));
+                self.sigstops += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks every worker to finish (closes its stdin) and waits for it.
+    pub fn stop_workers(&mut self) -> u64 {
+        let mut hangs = 0;
+        for worker in &mut self.workers {
+            worker.stdin.take();
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        for worker in &mut self.workers {
+            loop {
+                match worker.child.try_wait() {
+                    Ok(Some(status)) => {
+                        if !status.success() {
+                            eprintln!(
+                                "torture: worker {} exited with {status} when asked to stop",
+                                worker.instance
+                            );
+                            self.unexpected_exits.push(worker.instance.clone());
+                        }
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => thread::sleep(ms(50)),
+                    _ => {
+                        eprintln!(
+                            "torture: worker {} did not stop within {STOP_WAIT:?}",
+                            worker.instance
+                        );
+                        hangs += 1;
+                        let _ = worker.child.kill();
+                        let _ = worker.child.wait();
+                        break;
+                    }
+                }
+            }
+            if let Some(reader) = worker.reader.take() {
+                let _ = reader.join();
+            }
+        }
+        hangs
+    }
+
+    /// Milliseconds of `[from, to]` during which Redis was paused or stopped.
+    pub fn paused_within(&self, from: u64, to: u64) -> u64 {
+        self.pauses
+            .iter()
+            .map(|&(start, end, _)| to.min(end).saturating_sub(from.max(start)))
+            .sum()
+    }
+
+    pub fn after_long_pause(&self, at: u64) -> bool {
+        self.pauses
+            .iter()
+            .any(|&(start, end, long)| long && start <= at && at <= end + 5000)
+    }
+
+    /// Whether a chaos action may have held up anything during `[from, to]`.
+    pub fn disrupted(&self, from: u64, to: u64) -> bool {
+        self.disruptions
+            .iter()
+            .any(|&(start, end)| start <= to && from <= end)
+    }
+}

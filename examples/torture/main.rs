@@ -1,0 +1,342 @@
+//! Torture test: many processes and threads fight over a few locks while a
+//! chaos thread kills processes, kills connections and freezes Redis.
+//!
+//! Run it with `./scripts/torture.sh --quick` (about a minute) or
+//! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
+//! and `--kind reentrant|rw|fair` (the lock type under test, `reentrant` by
+//! default); the script starts a throwaway redis-server and passes `--url`
+//! and `--redis-pid`.
+//!
+//! # Design
+//!
+//! The supervisor (this program without `worker`, `main.rs` and `chaos.rs`)
+//! spawns 3 worker processes (this program with `worker`, `worker.rs`), each
+//! running 8 threads that loop over: take one of 3 locks (mostly `lock()`,
+//! sometimes `try_lock_for`/`try_lock`, sometimes with an explicit lease,
+//! sometimes re-entering), run a critical section, unlock. Locks use a 1.5 s
+//! watchdog timeout so that chaos matters. With `--kind rw` the 3 locks are
+//! read/write locks: a thread takes the read lock 4 times in 5 and the write
+//! lock otherwise; with `--kind fair` they are fair locks.
+//!
+//! A critical section is a non-atomic read-modify-write of a counter
+//! (`GET`, tiny sleep, `SET v+1`; readers only `GET`), bracketed by an
+//! occupancy set: on entry a script adds the holder's token to
+//! `torture:occ:<lock>` and returns who else is in it that the holder
+//! conflicts with (an *overlap* when anyone is: for a reader, any writer; for
+//! anyone else, anyone), on exit the token is removed. A set rather than a
+//! counter makes retries after a killed connection idempotent and names both
+//! parties of an overlap. Tokens are `<instance>/<thread>/<seq>/<r|w>` where
+//! the instance (`w<slot>g<generation>`) names one worker process and the
+//! last letter says whether the hold was a read hold or an exclusive one.
+//!
+//! Fair waits: before a waiting acquisition of a fair lock, a thread adds
+//! itself to `torture:waiting:<lock>` and counts who is already there (its
+//! position at arrival, counted by the workers themselves: the lock's own
+//! queue is not observable at the right moment from outside); it leaves the
+//! set when the call returns. Each `lock()` reports its wait and position.
+//!
+//! Workers report to the supervisor on stdout, one line per event:
+//! `I <instance> <client id>`, `A <lock> <token> <ms>` (acquired),
+//! `W <lock> <token> <start ms> <end ms> <ahead>` (a fair `lock()`'s wait),
+//! `C <lock> <token> <count>` (a first hold counted more than 1),
+//! `O <lock> <token> <other token> <ms>` (overlap seen on entry, with the time
+//! just before the entry script was sent), `S <lock> <token> <value read>
+//! <is_lost> <unlock outcome> <ms>` (section done, released at `<ms>`; a
+//! reader's value is `-`), `E <what>` (an error), `P <message>` (a panic).
+//! Times are wall-clock ms (one machine).
+//!
+//! The chaos thread (`chaos.rs`), at random intervals, one action at a time:
+//! SIGKILLs a worker and starts a new one, `CLIENT KILL TYPE normal` or
+//! `TYPE pubsub` (never its own connection), `CLIENT PAUSE <ms> ALL`, or
+//! SIGSTOPs redis-server. Pauses and stops last at most a third of the lease:
+//! a holder renewed every third of the lease keeps two thirds in hand, and an
+//! explicit lease is at least two thirds of the watchdog's. After a kill it
+//! reads the lock hashes to see which locks the dead process held (by its
+//! client id) and records the time; it then marks the instance dead in Redis,
+//! which lets the entry script drop the dead process's stale occupancy tokens
+//! (a dead holder cannot overlap anyone). In a fair run it also removes the
+//! dead process's entries from the fair queues (`reaped_waiters`): Redisson's
+//! fair queue has no other way to drop a dead waiter than its deadline
+//! (`fairLockWaitTimeout`, 300 s), until which it holds up everyone behind it.
+//! For the same reason a thread whose fair `lock()` failed comes back to the
+//! same lock (its queue entry is still there).
+//!
+//! With `--beyond-lease`, a third of the pauses and stops last longer than the
+//! lease: Redis expires the holders' keys while they are in their sections,
+//! the failover/GC-pause hazard that no lease-based lock can prevent (only a
+//! fencing token checked by the resource can). What a lock owes its holder
+//! then is to tell it: the earlier holder of every such overlap must have been
+//! told (its guard lost by the end of its section). `is_lost()` goes by the
+//! local clock from when the last renewal was sent, so it turns true no later
+//! than Redis expires the key.
+//!
+//! # Summary columns (`summary.rs`)
+//!
+//! Failures (the run exits non-zero if any is non-zero):
+//! - `overlaps`: two live holders that conflict were in a section at the same
+//!   time. (With `--beyond-lease`, overlaps are expected and only the next
+//!   column is a failure.)
+//! - `overlaps_without_lost_signal`: such an overlap where the earlier holder
+//!   was *not* told: its guard's `is_lost()` was false at exit and its unlock
+//!   returned `Ok` (or it never reported back).
+//! - `slow_waits`: after a holder was SIGKILLed, nobody got its lock within
+//!   lease + 1 s (not counting time Redis was paused or stopped meanwhile).
+//! - `panics`: panic hook reports plus worker exits the supervisor did not cause.
+//! - `stalls`: a lock nobody acquired for 10 s (pauses not counted); in a
+//!   read/write run also a lock no writer acquired for 10 s.
+//! - `undetected_overlaps`: two exclusive sections read the same counter value
+//!   (a lost update) without either seeing the other in the occupancy set.
+//! - `phantom_counts`: a first hold whose `hold_count()` (on the side taken)
+//!   was above 1: a count no guard owns, which keeps the lock held after the
+//!   last unlock.
+//! - `hangs`: workers that did not stop within 30 s when asked to.
+//! - `leftover_locks`: lock keys (and read/write lock reader markers,
+//!   `*:rwlock_timeout:*`) still present a lease after every worker stopped.
+//! - `unfair_waits` (fair runs): a fair `lock()` not served within
+//!   (threads waiting when it arrived + 1) × the longest hold of that lock
+//!   during its wait + 20 ms per thread ahead + 250 ms. Waits that overlapped
+//!   a chaos action's reach (a kill: the lease + 1 s after it; a connection
+//!   kill: 1.5 s; a pub/sub kill: the lease + 1 s, a missed wake-up polls at
+//!   the holder's TTL; a pause or stop: until 1 s after it) are not checked:
+//!   `fair_waits_checked` and `fair_waits_skipped` say how many.
+//!
+//! Information, honestly classified:
+//! - `kind`: the lock type; `mode`: `within-lease` (the default) or
+//!   `beyond-lease`.
+//! - `overlaps_after_long_pause`: overlaps that followed a pause or stop longer
+//!   than the lease by less than 5 s (only possible with `--beyond-lease`).
+//! - `dead_holder_overlaps`: the earlier "holder" was a process already dead
+//!   when the later one entered (stale occupancy, not an overlap).
+//! - `lost_signals`: sections whose guard was lost or whose unlock said so.
+//! - `errors`: failed lock operations (expected under chaos; see the worker logs).
+//! - `read_sections` (rw), `worst_fair_wait` (fair: the largest wait as a
+//!   percentage of its allowance), `stale_queue_entries` (fair: entries left
+//!   in the fair queues after every worker stopped; they age out).
+
+mod chaos;
+mod summary;
+mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub const NAMES: [&str; 3] = ["torture-a", "{torture}-b", "torture:c"];
+pub const WORKERS: usize = 3;
+pub const THREADS: usize = 8;
+/// The watchdog timeout, and the longest explicit lease a section uses.
+pub const LEASE_MS: u64 = 1500;
+/// The shortest explicit lease a section uses: a section (a few ms) plus the
+/// longest short pause fits in it.
+pub const EXPLICIT_LEASE_MIN_MS: u64 = LEASE_MS * 2 / 3;
+/// Pauses and stops within the lease last at most this long: the watchdog
+/// renews every third of the lease, so a holder always has two thirds of it in
+/// hand, and this leaves a third for the renewal to get through afterwards.
+pub const SHORT_PAUSE_MAX_MS: u64 = LEASE_MS / 3;
+/// A waiter may take this long beyond the lease to notice a dead holder's lock expired.
+pub const SLOW_WAIT_MARGIN_MS: u64 = 1000;
+pub const STALL_MS: u64 = 10_000;
+pub const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// The lock type a run tortures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    Reentrant,
+    Rw,
+    Fair,
+}
+
+impl LockKind {
+    /// `--kind` from the arguments (`reentrant` when absent); `None` when unknown.
+    pub fn from_args(args: &[String]) -> Option<LockKind> {
+        match arg_value(args, "--kind").unwrap_or("reentrant") {
+            "reentrant" => Some(LockKind::Reentrant),
+            "rw" => Some(LockKind::Rw),
+            "fair" => Some(LockKind::Fair),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Reentrant => "reentrant",
+            LockKind::Rw => "rw",
+            LockKind::Fair => "fair",
+        }
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// xorshift64*, seeded from the clock: chaos needs no cryptography.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn seeded(salt: u64) -> Rng {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ salt.wrapping_mul(0x9e37_79b9);
+        // splitmix64 finalizer, so that close seeds diverge at once.
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    pub fn percent(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("worker") => worker::worker_main(&args[1..]),
+        Some("free-port") => {
+            // For scripts/torture.sh: a free loopback port for redis-server.
+            loop {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                let port = listener.local_addr().expect("addr").port();
+                if port != 6379 {
+                    println!("{port}");
+                    return ExitCode::SUCCESS;
+                }
+            }
+        }
+        _ => supervisor_main(&args),
+    }
+}
+
+pub fn arg_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+pub fn counter_key(name: &str) -> String {
+    format!("torture:counter:{name}")
+}
+
+pub fn occupancy_key(name: &str) -> String {
+    format!("torture:occ:{name}")
+}
+
+pub fn waiting_key(name: &str) -> String {
+    format!("torture:waiting:{name}")
+}
+
+pub fn dead_key(instance: &str) -> String {
+    format!("torture:dead:{instance}")
+}
+
+/// Redisson's `prefixName(prefix, name)`: braces unless the name has one.
+fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+pub fn fair_queue_key(name: &str) -> String {
+    prefix_name("redisson_lock_queue", name)
+}
+
+pub fn fair_timeout_key(name: &str) -> String {
+    prefix_name("redisson_lock_timeout", name)
+}
+
+pub fn instance_of(token: &str) -> &str {
+    token.split('/').next().unwrap_or(token)
+}
+
+fn supervisor_main(args: &[String]) -> ExitCode {
+    let (Some(url), Some(kind)) = (
+        arg_value(args, "--url").map(str::to_owned),
+        LockKind::from_args(args),
+    ) else {
+        eprintln!(
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease] [--kind reentrant|rw|fair]\n\
+             (scripts/torture.sh starts a throwaway server and passes these)"
+        );
+        return ExitCode::from(2);
+    };
+    let redis_pid = arg_value(args, "--redis-pid").and_then(|p| p.parse::<u32>().ok());
+    let chaos_for = if args.iter().any(|a| a == "--quick") {
+        Duration::from_secs(60)
+    } else {
+        let minutes = arg_value(args, "--minutes")
+            .and_then(|m| m.parse::<f64>().ok())
+            .unwrap_or(10.0);
+        Duration::from_secs_f64(minutes.max(0.05) * 60.0)
+    };
+    let log_dir = arg_value(args, "--log-dir").map_or_else(
+        || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
+        PathBuf::from,
+    );
+    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
+    let sup = chaos::Supervisor {
+        exe: match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!("torture: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        url: url.clone(),
+        kind,
+        log_dir,
+        stats: summary::SharedStats::default(),
+        redis: worker::Book::new(&url),
+        never: AtomicBool::new(false),
+        workers: Vec::new(),
+        dead_at: Default::default(),
+        killed_holds: Vec::new(),
+        pauses: Vec::new(),
+        disruptions: Vec::new(),
+        kills: 0,
+        unexpected_exits: Vec::new(),
+        conn_kills: 0,
+        pubsub_kills: 0,
+        client_pauses: 0,
+        sigstops: 0,
+        reaped_waiters: 0,
+        beyond_lease,
+    };
+    match run::run(sup, redis_pid, chaos_for) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("torture: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+mod run;

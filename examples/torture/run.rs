@@ -1,0 +1,227 @@
+//! The supervisor's run: start the workers, chaos for the run's duration,
+//! stop the workers, look for leftovers, print the summary line.
+
+use std::sync::atomic::AtomicBool;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+
+use crate::chaos::{ContinueOnDrop, Supervisor};
+use crate::summary::{Summary, stats_of, summarize};
+use crate::{LEASE_MS, LockKind, NAMES, Rng, WORKERS, fair_queue_key, ms, now_ms};
+
+pub fn run(
+    mut sup: Supervisor,
+    redis_pid: Option<u32>,
+    chaos_for: Duration,
+) -> std::io::Result<bool> {
+    let _thaw = ContinueOnDrop(redis_pid);
+    std::fs::create_dir_all(&sup.log_dir)?;
+    let mut rng = Rng::seeded(0);
+    let url = sup.url.clone();
+    {
+        let ready = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ok = redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection_with_timeout(ms(500)))
+                .and_then(|mut con| redis::cmd("FLUSHALL").query::<()>(&mut con));
+            match ok {
+                Ok(()) => break,
+                Err(e) if Instant::now() > ready => {
+                    return Err(std::io::Error::other(format!("no Redis at {url}: {e}")));
+                }
+                Err(_) => thread::sleep(ms(50)),
+            }
+        }
+    }
+    for slot in 0..WORKERS {
+        let worker = sup.spawn_worker(slot, 0)?;
+        sup.workers.push(worker);
+    }
+    // Let the workers get going before the chaos starts.
+    sup.idle(ms(1000))?;
+    let started = Instant::now();
+    let chaos_start = now_ms();
+    let mut next_progress = started + Duration::from_secs(15);
+    while started.elapsed() < chaos_for {
+        sup.idle(ms(rng.range(300, 2500)))?;
+        if started.elapsed() >= chaos_for {
+            break;
+        }
+        sup.chaos(&mut rng, redis_pid)?;
+        if Instant::now() >= next_progress {
+            next_progress += Duration::from_secs(15);
+            let stats = stats_of(&sup.stats);
+            eprintln!(
+                "torture: {:>4}s sections={} overlap_reports={} lost_signals={} kills={} conn_kills={} pubsub_kills={} pauses={} stops={} errors={}",
+                started.elapsed().as_secs(),
+                stats.sections,
+                stats.overlap_reports.len(),
+                stats.lost_signals,
+                sup.kills,
+                sup.conn_kills,
+                sup.pubsub_kills,
+                sup.client_pauses,
+                sup.sigstops,
+                stats.errors.values().sum::<u64>()
+            );
+        }
+    }
+    let chaos_end = now_ms();
+    // Calm down, then let every worker finish its section and exit.
+    sup.idle(ms(500))?;
+    let hangs = sup.stop_workers();
+    let duration = started.elapsed();
+    // A lock released by an unlock that failed expires within a lease.
+    thread::sleep(ms(LEASE_MS + 500));
+    let (leftover_locks, stale_queue_entries) = leftovers(&mut sup);
+
+    let stats = stats_of(&sup.stats);
+    let summary = summarize(&sup, &stats, chaos_start, chaos_end);
+    let unexplained_exits = sup
+        .unexpected_exits
+        .iter()
+        .filter(|instance| !stats.panicked_instances.contains(*instance))
+        .count() as u64;
+    let panics = stats.panic_lines.len() as u64 + unexplained_exits;
+    for line in &stats.phantom_counts {
+        eprintln!("torture: PHANTOM COUNT {line}");
+    }
+    for line in &stats.panic_lines {
+        eprintln!("torture: PANIC {line}");
+    }
+    let errors: u64 = stats.errors.values().sum();
+    if errors > 0 {
+        let detail: Vec<String> = stats
+            .errors
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        eprintln!("torture: errors by kind: {}", detail.join(" "));
+    }
+    if stats.garbled > 0 {
+        eprintln!(
+            "torture: {} unparsable worker lines (cut by SIGKILL)",
+            stats.garbled
+        );
+    }
+    eprintln!(
+        "torture: worker logs in {} (scripts/torture.sh keeps them only on failure or with TORTURE_KEEP=1)",
+        sup.log_dir.display()
+    );
+    // Beyond the lease, an overlap is the hazard every lease lock has; the
+    // lock's duty is the lost signal, which `without_signal` checks.
+    let overlap_failures = if sup.beyond_lease {
+        0
+    } else {
+        summary.overlaps
+    };
+    let phantoms = stats.phantom_counts.len() as u64;
+    let failures = overlap_failures
+        + summary.without_signal
+        + summary.slow_waits
+        + panics
+        + summary.stalls
+        + summary.undetected
+        + hangs
+        + leftover_locks
+        + phantoms
+        + summary.unfair_waits;
+    let kind_columns = match sup.kind {
+        LockKind::Reentrant => String::new(),
+        LockKind::Rw => format!(", read_sections={}", stats.read_sections),
+        LockKind::Fair => fair_columns(&summary, &sup, stale_queue_entries),
+    };
+    let unfair = if sup.kind == LockKind::Fair {
+        format!(" unfair_waits={}", summary.unfair_waits)
+    } else {
+        String::new()
+    };
+    println!(
+        "torture: sections={} overlaps={} overlaps_without_lost_signal={} slow_waits={} panics={} \
+         stalls={} undetected_overlaps={} phantom_counts={} hangs={} leftover_locks={}{unfair} \
+         (kind={}, mode={}, duration {}s, kills={}, conn_kills={}, pubsub_kills={}, pauses={}, stops={}, \
+         overlaps_after_long_pause={}, unresolved_overlaps={}, dead_holder_overlaps={}, lost_signals={}, \
+         max_wait_after_kill={}ms, errors={}{kind_columns})",
+        summary.sections,
+        summary.overlaps,
+        summary.without_signal,
+        summary.slow_waits,
+        panics,
+        summary.stalls,
+        summary.undetected,
+        phantoms,
+        hangs,
+        leftover_locks,
+        sup.kind.as_str(),
+        if sup.beyond_lease {
+            "beyond-lease"
+        } else {
+            "within-lease"
+        },
+        duration.as_secs(),
+        sup.kills,
+        sup.conn_kills,
+        sup.pubsub_kills,
+        sup.client_pauses,
+        sup.sigstops,
+        summary.after_long_pause,
+        summary.unresolved,
+        summary.dead_holder,
+        stats.lost_signals,
+        summary.max_kill_wait,
+        errors,
+    );
+    Ok(failures == 0)
+}
+
+fn fair_columns(summary: &Summary, sup: &Supervisor, stale_queue_entries: u64) -> String {
+    format!(
+        ", fair_waits_checked={}, fair_waits_skipped={}, worst_fair_wait={}%, reaped_waiters={}, stale_queue_entries={}",
+        summary.fair_checked,
+        summary.fair_skipped,
+        summary.fair_worst_percent,
+        sup.reaped_waiters,
+        stale_queue_entries
+    )
+}
+
+/// Lock keys and reader markers left after every worker stopped (failures),
+/// and fair queue entries left (information: they age out).
+fn leftovers(sup: &mut Supervisor) -> (u64, u64) {
+    let never = AtomicBool::new(false);
+    let mut leftover_locks = 0;
+    let mut stale_queue_entries = 0;
+    for name in NAMES {
+        if sup.redis.retry(&never, |con| con.exists::<_, bool>(name)) == Some(true) {
+            eprintln!("torture: LEFTOVER LOCK {name} a lease after every worker stopped");
+            leftover_locks += 1;
+        }
+        if sup.kind == LockKind::Fair {
+            let queue = fair_queue_key(name);
+            let entries = sup
+                .redis
+                .retry(&never, |con| con.llen::<_, u64>(&queue))
+                .unwrap_or(0);
+            if entries > 0 {
+                eprintln!("torture: {entries} stale entries in {queue}");
+            }
+            stale_queue_entries += entries;
+        }
+    }
+    if sup.kind == LockKind::Rw {
+        let markers: Vec<String> = sup
+            .redis
+            .retry(&never, |con| {
+                con.scan_match::<_, String>("*rwlock_timeout*")
+                    .and_then(|iter| iter.collect::<redis::RedisResult<Vec<String>>>())
+            })
+            .unwrap_or_default();
+        for marker in &markers {
+            eprintln!("torture: LEFTOVER READER MARKER {marker}");
+        }
+        leftover_locks += markers.len() as u64;
+    }
+    (leftover_locks, stale_queue_entries)
+}

@@ -1,0 +1,450 @@
+//! The worker process: `THREADS` threads taking the locks of the run's kind
+//! and reporting every event on stdout (see the module docs in `main.rs`).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use redis::Commands;
+use redisson_lock::{Client, Error, Kind, Lock, LockGuard};
+
+use crate::{
+    EXPLICIT_LEASE_MIN_MS, LEASE_MS, LockKind, NAMES, Rng, THREADS, arg_value, counter_key,
+    dead_key, ms, now_ms, occupancy_key, waiting_key,
+};
+
+/// Enters the occupancy set and returns who else is in it that this holder
+/// conflicts with, dropping tokens of processes the supervisor has confirmed
+/// dead. Tokens end in `/w` (exclusive: reentrant, fair and write holds) or
+/// `/r` (read holds): two readers do not conflict, anything else does.
+static ENTER: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+redis.call('sadd', KEYS[1], ARGV[1])
+local reader = string.sub(ARGV[1], -2) == '/r'
+local others = {}
+for _, member in ipairs(redis.call('smembers', KEYS[1])) do
+  if member ~= ARGV[1] then
+    local instance = string.match(member, '^([^/]+)/')
+    if instance and redis.call('exists', ARGV[2] .. instance) == 1 then
+      redis.call('srem', KEYS[1], member)
+    elseif not (reader and string.sub(member, -2) == '/r') then
+      table.insert(others, member)
+    end
+  end
+end
+return others
+",
+    )
+});
+
+/// Joins the set of threads waiting on a fair lock and returns how many
+/// others are in it (dropping members of dead processes): the caller's
+/// position at arrival, counted by the workers themselves.
+static WAIT_ENTER: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+redis.call('sadd', KEYS[1], ARGV[1])
+local ahead = 0
+for _, member in ipairs(redis.call('smembers', KEYS[1])) do
+  if member ~= ARGV[1] then
+    local instance = string.match(member, '^([^/]+)/')
+    if instance and redis.call('exists', ARGV[2] .. instance) == 1 then
+      redis.call('srem', KEYS[1], member)
+    else
+      ahead = ahead + 1
+    end
+  end
+end
+return ahead
+",
+    )
+});
+
+struct WorkerCtx {
+    instance: String,
+    url: String,
+    kind: LockKind,
+    client: Client,
+    stop: AtomicBool,
+}
+
+/// Prints one event line; stdout is line-buffered, so each line is one write.
+fn emit(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(line);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+struct StderrLogger(String);
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            eprintln!(
+                "{} {} {} {}",
+                now_ms(),
+                self.0,
+                record.level(),
+                record.args()
+            );
+        }
+    }
+    fn flush(&self) {}
+}
+
+pub fn worker_main(args: &[String]) -> ExitCode {
+    let (Some(instance), Some(url)) = (arg_value(args, "--instance"), arg_value(args, "--url"))
+    else {
+        eprintln!("usage: torture worker --instance <id> --url <redis url> [--kind <kind>]");
+        return ExitCode::from(2);
+    };
+    let Some(kind) = LockKind::from_args(args) else {
+        eprintln!("torture worker: unknown --kind");
+        return ExitCode::from(2);
+    };
+    let instance = instance.to_owned();
+    {
+        let instance = instance.clone();
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info.to_string().replace('\n', " ");
+            emit(format_args!("P {instance} {message}"));
+            default_hook(info);
+        }));
+    }
+    let _ = log::set_boxed_logger(Box::new(StderrLogger(instance.clone())));
+    log::set_max_level(log::LevelFilter::Info);
+
+    // The server may be paused or stopped right now: keep trying.
+    let client = loop {
+        match Client::builder(url)
+            .watchdog_timeout(ms(LEASE_MS))
+            .connect_timeout(ms(1000))
+            .response_timeout(ms(1000))
+            .subscription_timeout(ms(2000))
+            .unlock_retries(3, ms(200))
+            .build()
+        {
+            Ok(client) => break client,
+            Err(e) => {
+                eprintln!("{} {instance} client: {e}", now_ms());
+                thread::sleep(ms(100));
+            }
+        }
+    };
+    emit(format_args!("I {instance} {}", client.id()));
+    let ctx = Arc::new(WorkerCtx {
+        instance,
+        url: url.to_owned(),
+        kind,
+        client,
+        stop: AtomicBool::new(false),
+    });
+    {
+        // The supervisor closes our stdin to say "finish up" (or by dying).
+        let ctx = Arc::clone(&ctx);
+        thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            ctx.stop.store(true, Ordering::Release);
+        });
+    }
+    let threads: Vec<JoinHandle<()>> = (0..THREADS)
+        .map(|index| {
+            let ctx = Arc::clone(&ctx);
+            thread::Builder::new()
+                .name(format!("torture-{index}"))
+                .spawn(move || worker_thread(&ctx, index))
+                .expect("spawn a worker thread")
+        })
+        .collect();
+    let mut failed = false;
+    for handle in threads {
+        failed |= handle.join().is_err();
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// A plain connection for the bookkeeping around critical sections, with a
+/// read timeout longer than any chaos pause, reconnecting after kills.
+pub struct Book {
+    client: redis::Client,
+    con: Option<redis::Connection>,
+}
+
+impl Book {
+    pub fn new(url: &str) -> Book {
+        Book {
+            client: redis::Client::open(url).expect("a valid url"),
+            con: None,
+        }
+    }
+
+    /// Runs `op` until it succeeds; `None` only when the worker is stopping
+    /// and Redis keeps failing.
+    pub fn retry<T>(
+        &mut self,
+        stop: &AtomicBool,
+        mut op: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Option<T> {
+        let mut failures = 0u32;
+        loop {
+            let result = match self.con.as_mut() {
+                Some(con) => op(con),
+                None => match self.client.get_connection_with_timeout(ms(2000)) {
+                    Ok(con) => {
+                        let _ = con.set_read_timeout(Some(Duration::from_secs(30)));
+                        let _ = con.set_write_timeout(Some(Duration::from_secs(30)));
+                        self.con = Some(con);
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            match result {
+                Ok(value) => return Some(value),
+                Err(_) => {
+                    self.con = None;
+                    failures += 1;
+                    if stop.load(Ordering::Acquire) && failures >= 20 {
+                        return None;
+                    }
+                    thread::sleep(ms(u64::from(failures.min(10)) * 20));
+                }
+            }
+        }
+    }
+}
+
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::NotHeld { .. } => "not_held",
+        Error::Lost { .. } => "lost",
+        Error::Unavailable { .. } => "unavailable",
+        Error::Timeout { .. } => "timeout",
+        Error::Redis(e) if e.is_timeout() => "redis_timeout",
+        Error::Redis(e) if e.is_io_error() || e.is_connection_dropped() => "redis_io",
+        Error::Redis(_) => "redis_other",
+        Error::UnexpectedReply(_) => "unexpected_reply",
+        Error::InvalidArgument(_) => "invalid_argument",
+        _ => "other",
+    }
+}
+
+fn report_error(ctx: &WorkerCtx, what: &str, e: &Error) {
+    let kind = error_kind(e);
+    emit(format_args!("E {what}:{kind}"));
+    eprintln!("{} {} {what}: {e}", now_ms(), ctx.instance);
+}
+
+/// One thread's state across its iterations.
+struct ThreadState {
+    index: usize,
+    rng: Rng,
+    book: Book,
+    seq: u64,
+    /// A fair lock whose `lock()` failed: this thread's queue entry is still
+    /// there (Redisson's `lock()` never leaves the queue), so it comes back
+    /// to the same lock, as a caller that retries would, rather than leave
+    /// an entry that holds up everyone behind it until it ages out.
+    retry: Option<&'static str>,
+}
+
+fn worker_thread(ctx: &WorkerCtx, index: usize) {
+    let mut state = ThreadState {
+        index,
+        rng: Rng::seeded(index as u64 + 1),
+        book: Book::new(&ctx.url),
+        seq: 0,
+        retry: None,
+    };
+    while !ctx.stop.load(Ordering::Acquire) {
+        let name = match state.retry.take() {
+            Some(name) => name,
+            None => NAMES[state.rng.below(NAMES.len() as u64) as usize],
+        };
+        match ctx.kind {
+            LockKind::Reentrant => once(ctx, &mut state, &ctx.client.lock(name), name, 'w'),
+            LockKind::Fair => once(ctx, &mut state, &ctx.client.fair_lock(name), name, 'w'),
+            LockKind::Rw => {
+                let rw = ctx.client.read_write_lock(name);
+                if state.rng.percent(20) {
+                    once(ctx, &mut state, &rw.write_lock(), name, 'w');
+                } else {
+                    once(ctx, &mut state, &rw.read_lock(), name, 'r');
+                }
+            }
+        }
+    }
+}
+
+/// One acquisition attempt and, when it succeeds, one critical section.
+fn once<K: Kind>(
+    ctx: &WorkerCtx,
+    state: &mut ThreadState,
+    lock: &Lock<K>,
+    name: &'static str,
+    role: char,
+) {
+    let rng = &mut state.rng;
+    let lock = if rng.percent(10) {
+        lock.with_lease(ms(rng.range(EXPLICIT_LEASE_MIN_MS, LEASE_MS)))
+    } else {
+        lock.clone()
+    };
+    let mode = rng.below(10);
+    // Fair locks: waiting acquisitions register in the waiting set first.
+    let waiter = format!("{}/{}", ctx.instance, state.index);
+    let waiting = waiting_key(name);
+    let fair_wait = ctx.kind == LockKind::Fair && mode != 0;
+    let ahead = if fair_wait {
+        let Some(ahead) = state.book.retry(&ctx.stop, |con| {
+            WAIT_ENTER
+                .key(&waiting)
+                .arg(&waiter)
+                .arg(dead_key(""))
+                .invoke::<u64>(con)
+        }) else {
+            return;
+        };
+        ahead
+    } else {
+        0
+    };
+    let started = now_ms();
+    let attempt = match mode {
+        0 => lock.try_lock(),
+        1 | 2 => lock.try_lock_for(ms(rng.range(100, 3000))),
+        _ => lock.lock().map(Some),
+    };
+    let ended = now_ms();
+    if fair_wait {
+        state
+            .book
+            .retry(&ctx.stop, |con| con.srem::<_, _, ()>(&waiting, &waiter));
+    }
+    let guard = match attempt {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            if mode == 0 {
+                thread::sleep(ms(rng.range(1, 5)));
+            }
+            return;
+        }
+        Err(e) => {
+            report_error(ctx, "acquire", &e);
+            if ctx.kind == LockKind::Fair && mode >= 3 {
+                state.retry = Some(name);
+            }
+            thread::sleep(ms(rng.range(5, 50)));
+            return;
+        }
+    };
+    state.seq += 1;
+    let token = format!("{}/{}/{}/{role}", ctx.instance, state.index, state.seq);
+    emit(format_args!("A {name} {token} {ended}"));
+    if fair_wait && mode >= 3 {
+        emit(format_args!("W {name} {token} {started} {ended} {ahead}"));
+    }
+    if rng.percent(20) {
+        // A first hold counts 1. More means a count no guard owns (the
+        // phantom left by an acquire whose reply was lost).
+        match lock.hold_count() {
+            Ok(count) if count > 1 => emit(format_args!("C {name} {token} {count}")),
+            Ok(_) => {}
+            Err(e) => report_error(ctx, "hold_count", &e),
+        }
+    }
+    critical_section(ctx, state, guard, name, &token, role == 'w');
+}
+
+/// Readers only read the counter; exclusive holders increment it (a
+/// non-atomic read-modify-write, so that a lost update shows an overlap).
+fn critical_section<K: Kind>(
+    ctx: &WorkerCtx,
+    state: &mut ThreadState,
+    guard: LockGuard<K>,
+    name: &str,
+    token: &str,
+    exclusive: bool,
+) {
+    let (book, rng) = (&mut state.book, &mut state.rng);
+    let stop = &ctx.stop;
+    let occupancy = occupancy_key(name);
+    let counter = counter_key(name);
+    let dead_prefix = dead_key("");
+    let entered = now_ms();
+    let Some(others) = book.retry(stop, |con| {
+        ENTER
+            .key(&occupancy)
+            .arg(token)
+            .arg(&dead_prefix)
+            .invoke::<Vec<String>>(con)
+    }) else {
+        return;
+    };
+    for other in others {
+        emit(format_args!("O {name} {token} {other} {entered}"));
+    }
+    let Some(value) = book.retry(stop, |con| con.get::<_, Option<i64>>(&counter)) else {
+        return;
+    };
+    let value = value.unwrap_or(0);
+    thread::sleep(Duration::from_micros(rng.below(2000)));
+    if exclusive
+        && book
+            .retry(stop, |con| con.set::<_, _, ()>(&counter, value + 1))
+            .is_none()
+    {
+        return;
+    }
+    if rng.percent(10) {
+        // Re-entry: a second hold on the same lock, released at once.
+        match guard.lock().try_lock() {
+            Ok(Some(inner)) => {
+                if let Err(e) = inner.unlock() {
+                    report_error(ctx, "reentrant_unlock", &e);
+                }
+            }
+            Ok(None) => emit(format_args!("E reentry:refused")),
+            Err(e) => report_error(ctx, "reentry", &e),
+        }
+    }
+    if book
+        .retry(stop, |con| con.srem::<_, _, ()>(&occupancy, token))
+        .is_none()
+    {
+        return;
+    }
+    let lost = guard.is_lost();
+    let outcome = match guard.unlock() {
+        Ok(()) => "ok",
+        Err(Error::Lost { .. }) => "lost",
+        Err(Error::NotHeld { .. }) => "not_held",
+        Err(e) => {
+            report_error(ctx, "unlock", &e);
+            "error"
+        }
+    };
+    // Readers report no value: only writers' values must be distinct.
+    let value = if exclusive {
+        value.to_string()
+    } else {
+        "-".to_owned()
+    };
+    emit(format_args!(
+        "S {name} {token} {value} {lost} {outcome} {}",
+        now_ms()
+    ));
+}
