@@ -217,11 +217,16 @@ impl<K: Kind> Lock<K> {
         });
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
         let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms);
+        // A wait that ends without the lock leaves the queue (a fair lock's
+        // place would otherwise hold up everyone behind it until its
+        // deadline, 5 min by default). Redisson gives up after a timed wait
+        // and, since 4.7.0, a response timeout; this crate also after any
+        // error, of `lock()` too: the place is of no use to anyone then.
         let gave_up = match &result {
             Ok(found) => found.is_none(),
-            Err(e) => matches!(e, Error::Timeout { .. }),
+            Err(_) => true,
         };
-        if K::GIVES_UP && gave_up && deadline.is_some() {
+        if K::GIVES_UP && gave_up {
             let give_up = self
                 .client
                 .with_connection("give up", |con, _| self.kind.give_up(con, &field, wait_ms));

@@ -445,3 +445,32 @@ fn a_non_reentrant_fair_lock_takes_its_own_phantom_field_afresh() {
     guard.unlock().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
 }
+
+#[test]
+fn a_wait_that_ends_in_an_error_leaves_the_queue() {
+    // A waiter whose lock() fails (here: the key becomes another type, so
+    // its next attempt gets WRONGTYPE) must not keep its place: everyone
+    // behind it would wait out its deadline (5 min by default).
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder");
+    let waiter = Client::open(server.url()).expect("waiter");
+    let guard = holder.fair_lock("errs").lock().expect("lock");
+    let lock = waiter.fair_lock("errs");
+    let waiting = std::thread::spawn(move || lock.lock().map(drop));
+    assert!(support::eventually(Duration::from_secs(5), || {
+        server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{errs}"]) == 1
+    }));
+    // The key becomes another type while held; the waiter is woken on its
+    // own channel and its next attempt fails.
+    let _: () = server.cmd(&["SET", "errs", "not a lock"]);
+    let channels: Vec<String> =
+        server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:{errs}:*"]);
+    assert_eq!(channels.len(), 1, "{channels:?}");
+    let _: i64 = server.cmd(&["PUBLISH", &channels[0], "0"]);
+    let result = waiting.join().expect("waiter thread");
+    drop(guard);
+    assert!(result.is_err(), "{result:?}");
+    let queued: i64 = server.cmd(&["LLEN", "redisson_lock_queue:{errs}"]);
+    let scored: i64 = server.cmd(&["ZCARD", "redisson_lock_timeout:{errs}"]);
+    assert_eq!((queued, scored), (0, 0), "the failed waiter kept its place");
+}
