@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
-#   scripts/bench.sh --quick   reduced run (~140 s once built, 2 min 21 s with the build up to date); writes
+#   scripts/bench.sh --quick   reduced run (~230 s once built, measured on a busy machine); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
@@ -37,8 +37,9 @@ done
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=13   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
-                  # the 100,000-lock scenario 4; an estimate from --quick until the next full run)
+FULL_MINUTES=17   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4, 13 before scenario 5; an estimate from --quick
+                  # until the next full run)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick
@@ -47,6 +48,7 @@ if [ "$quick" = 1 ]; then
   s2_ms=700; s2_warmup=200
   s3_iter=150; s3_warmup=5; s3_hold_us=100
   s4_reps=1
+  s5_ms=500; s5_warmup=500
   soak_cycles=100000
   out_md=$out/BENCHMARKS.md
   out_svg=$out/benchmarks.svg
@@ -60,6 +62,7 @@ else
   s2_ms=3000; s2_warmup=500
   s3_iter=500; s3_warmup=20; s3_hold_us=100
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
+  s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
   out_svg=docs/benchmarks.svg
@@ -76,6 +79,10 @@ s4_watchdog_ms=6000
 s4_window_permille=3500   # hold for 3.5 renewal periods: 2 or 3 whole ticks
 s4_acquire_threads=4      # redisson-lock: threads taking (and holding) the locks
 s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstanding
+# Scenario 5: every other lock type of the family, uncontended, against its
+# own floor (bench/lua/) and Redisson's same type; then 4 readers sharing one
+# read lock; then scenario 3 for the fair lock beside the reentrant one.
+s5_types="fair read write fenced spin nonreentrant"
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
@@ -121,7 +128,8 @@ if [ "$java_ok" = 1 ]; then
   fi
 fi
 contenders="floor raw crate rslock"
-[ "$java_ok" = 1 ] && contenders="$contenders redisson"
+family_contenders="floor crate"
+[ "$java_ok" = 1 ] && contenders="$contenders redisson" && family_contenders="$family_contenders redisson"
 
 # ---------------------------------------------------------------- pinning
 # Command prefixes (arrays, not functions: a backgrounded simple command is
@@ -205,6 +213,7 @@ machine=$out/machine.txt
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
   printf 's4_locks_rslock\t%s\ns4_reps\t%s\ns4_acquire_threads\t%s\ns4_java_in_flight\t%s\n' \
     "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
+  printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\n' "$s5_ms" "$s5_warmup" "$s5_types"
   printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
 note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
@@ -260,25 +269,41 @@ simple() {  # simple CONTENDER SCENARIO ARGS...
   fi
 }
 
-contended() {  # contended CONTENDER PROCS
-  local c=$1 procs=$2 id i ok=1
-  id=$(run_id "contended$procs" "$c")
+contended() {  # contended CONTENDER PROCS [LOCK_TYPE]: LOCK_TYPE makes it scenario 5's
+  local c=$1 procs=$2 id i ok=1 typed=()
+  id=$(run_id "contended$procs${3:+-$3}" "$c")
+  [ -n "${3:-}" ] && typed=(--lock-type "$3")
   flush
   local pids=() files=()
   for ((i = 0; i < procs; i++)); do
     files+=("$out/events/$id-$i.txt")
     run_one "$c" --scenario contended --threads 4 --iterations "$s3_iter" --warmup "$s3_warmup" \
       --hold-us "$s3_hold_us" --procs "$procs" --proc-index "$i" --run-id "$id" \
-      --events "$out/events/$id-$i.txt" &
+      --events "$out/events/$id-$i.txt" "${typed[@]}" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   if [ "$ok" = 1 ] && "$B" analyze --contender "$c" --rep "$rep" --run-id "$id" --threads 4 \
-      --procs "$procs" --expected $((procs * 4 * s3_iter)) "${files[@]}" >>"$raw" 2>>"$log"; then
+      --procs "$procs" --expected $((procs * 4 * s3_iter)) ${3:+--scenario family_contended} \
+      "${typed[@]}" "${files[@]}" >>"$raw" 2>>"$log"; then
     :
   else
-    failed "rep $rep contended $procs x 4 $c"
+    failed "rep $rep contended $procs x 4 $c ${3:-}"
   fi
+}
+
+# Redisson has no non-reentrant lock before 4.4.0.
+redisson_has() {  # redisson_has LOCK_TYPE
+  [ "$1" != nonreentrant ] ||
+    [ "$(printf '%s\n' 4.4.0 "$redisson_version" | sort -V | head -1)" = 4.4.0 ]
+}
+
+family() {  # family THREADS LOCK_TYPE: one scenario 5 measurement per contender
+  local threads=$1 t=$2 c
+  for c in $family_contenders; do
+    if [ "$c" = redisson ] && ! redisson_has "$t"; then continue; fi
+    simple "$c" family --lock-type "$t" --threads "$threads" --duration-ms "$s5_ms" --warmup "$s5_warmup"
+  done
 }
 
 watchdog() {  # watchdog CONTENDER
@@ -323,6 +348,11 @@ for ((rep = 1; rep <= reps; rep++)); do
       watchdog "$c"
     done
   fi
+  for t in $s5_types; do family 1 "$t"; done
+  family 4 read
+  contended crate 1 lock
+  contended crate 1 fair
+  if [ "$java_ok" = 1 ]; then contended redisson 1 fair; fi
 done
 echo "--> soak: $soak_cycles cycles, redisson-lock only ($(( $(date +%s) - start )) s)" >&2
 rep=1

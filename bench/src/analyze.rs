@@ -42,6 +42,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let mut out = summarize(events);
     out["contender"] = json!(args.str("contender")?);
+    // Scenario 5 runs scenario 3 per lock type under its own name.
+    out["scenario"] = json!(args.str_or("scenario", "contended"));
+    out["lock_type"] = json!(args.str_or("lock-type", "lock"));
     out["rep"] = json!(args.num_or("rep", 0)?);
     out["run_id"] = json!(args.str_or("run-id", "0"));
     out["threads"] = json!(args.num_or("threads", 0)?);

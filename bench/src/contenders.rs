@@ -26,6 +26,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use redis::Script;
 
+use crate::family::LockType;
+
 /// The lease every contender takes (Redisson's default watchdog timeout).
 pub const LEASE: Duration = Duration::from_secs(30);
 
@@ -81,12 +83,14 @@ pub trait Session {
 
 /// What the threads of one process share.
 pub struct Factory {
-    kind: Kind,
+    pub(crate) kind: Kind,
     url: String,
     redis: redis::Client,
-    client: Option<redisson_lock::Client>,
+    pub(crate) client: Option<redisson_lock::Client>,
     /// The floor's stand-in for a client UUID.
-    floor_id: String,
+    pub(crate) floor_id: String,
+    /// Which lock type sessions take (scenario 5; RLock otherwise).
+    lock_type: LockType,
 }
 
 impl Factory {
@@ -105,7 +109,14 @@ impl Factory {
             redis: redis::Client::open(url)?,
             client,
             floor_id: uuid::Uuid::new_v4().to_string(),
+            lock_type: LockType::Lock,
         })
+    }
+
+    /// Sessions take `lock_type` instead of RLock (scenario 5).
+    pub fn with_lock_type(mut self, lock_type: LockType) -> Self {
+        self.lock_type = lock_type;
+        self
     }
 
     pub fn plain_connection(&self) -> Result<redis::Connection> {
@@ -115,6 +126,12 @@ impl Factory {
     /// A session on `name` for the calling thread (`thread` numbers the
     /// floor's owner field). `contended` makes the floor subscribe up front.
     pub fn session(&self, name: &str, thread: u64, contended: bool) -> Result<Box<dyn Session>> {
+        if self.lock_type != LockType::Lock {
+            if contended && self.kind == Kind::Floor {
+                bail!("floor: no contended floor for {:?}", self.lock_type);
+            }
+            return crate::family::session(self, self.lock_type, name, thread);
+        }
         Ok(match self.kind {
             Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
             Kind::Crate => {
@@ -242,7 +259,7 @@ impl FloorSession {
 }
 
 /// Redisson's `prefixName` for names without braces.
-fn braced(prefix: &str, name: &str) -> String {
+pub(crate) fn braced(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! rlock-bench run --contender floor|crate|rslock --scenario S --url U [--key value ...]
-//! rlock-bench analyze --contender C [--rep N ...] EVENT_FILES...
+//!     (scenario 5: --scenario family|contended --lock-type fair|read|write|fenced|spin|nonreentrant)
+//! rlock-bench analyze --contender C [--rep N --scenario S --lock-type T ...] EVENT_FILES...
 //! rlock-bench observe --url U --run-id ID --contender C [--rep N]
 //! rlock-bench server-cost --url U --contender C [--rep N --run-id ID]   (INFO commandstats since the last reset)
 //! rlock-bench report --raw RAW.jsonl --json OUT.json --md OUT.md --svg OUT.svg [--machine M.json]
@@ -13,9 +14,11 @@
 mod analyze;
 mod common;
 mod contenders;
+mod family;
 mod observe;
 mod report;
 mod scenarios;
+mod soak;
 
 #[global_allocator]
 static ALLOC: common::CountingAlloc = common::CountingAlloc;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::stats::{cell, fmt, ratio, ratio_cell, stat};
-use super::{Data, contended, is, label, present, scaled, server_us_per_pair, watchdog};
+use super::{Data, contended, family, is, label, present, scaled, server_us_per_pair, watchdog};
 
 pub fn markdown(
     d: &Data,
@@ -211,6 +211,7 @@ pub fn markdown(
     }
 
     watchdog::section(w, d, wd);
+    family::section(w, d);
 
     // Soak
     if let Some(s) = soak {
@@ -271,7 +272,7 @@ pub fn markdown(
     }
     let _ = writeln!(
         w,
-        "\n## Reproduce\n\n```sh\nscripts/bench.sh          # full run: {} repetitions, ~{} min; writes BENCHMARKS.md, docs/benchmarks.svg, target/bench/results.json\nscripts/bench.sh --quick  # reduced run, under 3 min once built; writes target/bench/quick/\n```\n\n\
+        "\n## Reproduce\n\n```sh\nscripts/bench.sh          # full run: {} repetitions, ~{} min; writes BENCHMARKS.md, docs/benchmarks.svg, target/bench/results.json\nscripts/bench.sh --quick  # reduced run, about 4 min once built; writes target/bench/quick/\n```\n\n\
          It needs `redis-server`, a Rust toolchain, and for Redisson a JDK 17+ and Maven \
          (installed with apt-get when run as root; Redisson is skipped with a note otherwise). \
          Raw per-process records: `target/bench/raw.jsonl`; everything summarised: \

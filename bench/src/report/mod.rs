@@ -8,9 +8,10 @@
 //!
 //! Modules: `stats` (medians, ratios, number formatting), `targets` (the
 //! targets table), `watchdog` (scenario 4: joins holder and observer
-//! records), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
+//! records), `family` (scenario 5: the lock family), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
 
 mod chart;
+mod family;
 mod markdown;
 mod stats;
 mod targets;
@@ -234,5 +235,6 @@ fn summary_series(d: &Data) -> Vec<(String, Series)> {
             out.push((format!("contended_{p}x4.{m}"), d.series(contended(p), m)));
         }
     }
+    out.extend(family::summary(d));
     out
 }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::stats::{Stat, fmt, ratio, ratio_text};
-use super::{Data, contended, is, scaled, watchdog};
+use super::{Data, contended, family, is, scaled, watchdog};
 
 /// Scenarios 1 and 2: the crate's pairs/s at least this share of the true
 /// floor's.
@@ -75,6 +75,7 @@ pub fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
         );
     }
     watchdog::targets(wd, &mut push);
+    family::targets(d, &mut push);
     if let Some(s) = soak {
         let samples = s["samples"].as_array().cloned().unwrap_or_default();
         let rss = |x: &Value| x["rss_mb"].as_f64().unwrap_or(f64::NAN);

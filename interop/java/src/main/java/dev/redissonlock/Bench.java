@@ -35,7 +35,7 @@ import org.redisson.config.Config;
  *
  * <pre>
  *   java -cp redisson-driver-&lt;v&gt;.jar dev.redissonlock.Bench \
- *       --scenario uncontended|scaled|contended|watchdog --url redis://127.0.0.1:PORT [--key value ...]
+ *       --scenario uncontended|scaled|contended|watchdog|family --url redis://127.0.0.1:PORT [--key value ...]
  * </pre>
  *
  * The contended scenario writes one line per acquisition to {@code --events}:
@@ -77,6 +77,9 @@ public final class Bench {
                 case "watchdog":
                     out = watchdog(client, a);
                     break;
+                case "family":
+                    out = family(client, a);
+                    break;
                 default:
                     throw new IllegalArgumentException("scenario " + scenario + " does not apply to redisson");
             }
@@ -84,7 +87,8 @@ public final class Bench {
             client.shutdown(0, 2, TimeUnit.SECONDS);
         }
         out.put("scenario", scenario).put("contender", "redisson")
-                .put("rep", num(a, "rep", 0)).put("run_id", a.getOrDefault("run-id", "0"));
+                .put("rep", num(a, "rep", 0)).put("run_id", a.getOrDefault("run-id", "0"))
+                .put("lock_type", a.getOrDefault("lock-type", "lock"));
         OUT.println(out);
         OUT.flush();
         System.exit(0);
@@ -202,8 +206,8 @@ public final class Bench {
             final int idx = t;
             Thread w = new Thread(() -> {
                 try {
-                    RLock warm = client.getLock("bench:s3w:" + runId);
-                    RLock hot = client.getLock("bench:s3:" + runId);
+                    RLock warm = lockOf(client, a, "bench:s3w:" + runId);
+                    RLock hot = lockOf(client, a, "bench:s3:" + runId);
                     for (long i = 0; i < warmup; i++) {
                         warm.lock();
                         hold(holdNs);
@@ -258,6 +262,115 @@ public final class Bench {
             }
         }
         return new Json().put("kind", "process").put("events", count).put("proc_index", procIndex);
+    }
+
+    /**
+     * Scenario 5, one measurement: {@code --threads} threads on ONE name of {@code --lock-type},
+     * lock+unlock pairs for a fixed time (one thread for the uncontended rows, four readers
+     * sharing a read lock).
+     */
+    static Json family(RedissonClient client, Map<String, String> a) throws Exception {
+        int threads = (int) num(a, "threads", 1);
+        long warmup = num(a, "warmup", 500);
+        long durationNs = TimeUnit.MILLISECONDS.toNanos(num(a, "duration-ms", 1_500));
+        String name = "bench:s5:" + a.getOrDefault("run-id", "0");
+        CyclicBarrier barrier = new CyclicBarrier(threads);
+        long[][] lat = new long[threads][];
+        int[] counts = new int[threads];
+        double[] rates = new double[threads];
+        Throwable[] errors = new Throwable[threads];
+        List<Thread> workers = new ArrayList<>();
+        long cpu0 = cpuNs();
+        for (int t = 0; t < threads; t++) {
+            final int idx = t;
+            Thread w = new Thread(() -> {
+                try {
+                    RLock lock = lockOf(client, a, name);
+                    for (long i = 0; i < warmup; i++) {
+                        lock.lock();
+                        lock.unlock();
+                    }
+                    barrier.await();
+                    long[] mine = new long[1 << 14];
+                    int n = 0;
+                    long start = System.nanoTime();
+                    long end = start + durationNs;
+                    while (true) {
+                        long t0 = System.nanoTime();
+                        if (t0 >= end) {
+                            break;
+                        }
+                        lock.lock();
+                        lock.unlock();
+                        if (n == mine.length) {
+                            mine = Arrays.copyOf(mine, n * 2);
+                        }
+                        mine[n++] = System.nanoTime() - t0;
+                    }
+                    lat[idx] = mine;
+                    counts[idx] = n;
+                    rates[idx] = n / ((System.nanoTime() - start) / 1e9);
+                } catch (Throwable e) {
+                    errors[idx] = e;
+                    barrier.reset();
+                }
+            }, "bench-" + t);
+            w.start();
+            workers.add(w);
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        for (Throwable e : errors) {
+            if (e != null) {
+                throw new RuntimeException(e);
+            }
+        }
+        long cpu = cpuNs() - cpu0;
+        int total = Arrays.stream(counts).sum();
+        long[] sorted = new long[total];
+        int at = 0;
+        for (int t = 0; t < threads; t++) {
+            System.arraycopy(lat[t], 0, sorted, at, counts[t]);
+            at += counts[t];
+        }
+        Arrays.sort(sorted);
+        return new Json().put("threads", threads).put("pairs", total)
+                .put("pairs_per_s", Arrays.stream(rates).sum())
+                .put("p50_us", percentile(sorted, 0.50) / 1e3)
+                .put("p99_us", percentile(sorted, 0.99) / 1e3)
+                .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, total));
+    }
+
+    /** The lock of {@code --lock-type} (default {@code lock}, RLock) called {@code name}. */
+    static RLock lockOf(RedissonClient client, Map<String, String> a, String name) {
+        String type = a.getOrDefault("lock-type", "lock");
+        switch (type) {
+            case "lock":
+                return client.getLock(name);
+            case "fair":
+                return client.getFairLock(name);
+            case "read":
+                return client.getReadWriteLock(name).readLock();
+            case "write":
+                return client.getReadWriteLock(name).writeLock();
+            case "fenced":
+                return client.getFencedLock(name);
+            case "spin":
+                return client.getSpinLock(name);
+            case "nonreentrant":
+                // Since 4.4.0: by reflection, so the driver still builds against older releases.
+                try {
+                    return (RLock) client.getClass().getMethod("getNonReentrantLock", String.class)
+                            .invoke(client, name);
+                } catch (NoSuchMethodException e) {
+                    throw new IllegalArgumentException("getNonReentrantLock is not in this Redisson version");
+                } catch (ReflectiveOperationException e) {
+                    throw new RuntimeException(e.getCause() == null ? e : e.getCause());
+                }
+            default:
+                throw new IllegalArgumentException("unknown lock type " + type);
+        }
     }
 
     /**
