@@ -11,8 +11,9 @@
 -- Then Redisson's rule: while the hash has other fields, it lives as long as
 -- the longest-lived marker of ANY holder (Java's too); when none lives (and
 -- no writer holds it), it is deleted and `0` is published.
--- Returns 1 when the hash was deleted, 0 when it remains, nil when the
--- caller holds no read hold.
+-- Returns 1 when the hash was deleted, {0, ttl} when it remains with the TTL
+-- in ms it now has, 0 when it remains untouched (a writer holds it), nil when
+-- the caller holds no read hold.
 local current = redis.call('hget', KEYS[1], ARGV[2])
 if current == false then
   return nil
@@ -41,7 +42,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
   if ttl > 0 then
     redis.call('pexpire', KEYS[1], ttl)
-    return 0
+    return {0, ttl}
   end
   if redis.call('hget', KEYS[1], 'mode') == 'write' then
     return 0

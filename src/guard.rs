@@ -1,10 +1,11 @@
 //! [`LockGuard`], one hold on a lock of any type: released on drop, with
 //! the latch-free release retry every type shares.
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry};
@@ -167,20 +168,35 @@ fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()>
             }
             return Err(lock.lost(reason));
         }
-        // A partial unlock resets the TTL: a command the hold must count.
-        let ticket = (!last && lock.kind.release_sets_lease())
-            .then(|| lock.lease().ok())
+        // A partial unlock resets the TTL: a command the hold must count,
+        // with the handle's lease, or (a read release) with the TTL its
+        // reply reports, unknown until then.
+        let sent = Instant::now();
+        let ticket = (!last)
+            .then(|| {
+                if lock.kind.release_sets_lease() {
+                    lock.lease().ok().map(|(lease, _)| lease)
+                } else {
+                    Some(Duration::MAX)
+                }
+            })
             .flatten()
-            .map(|(lease, _)| hold.begin_lease(lease));
+            .map(|lease| hold.begin_lease(lease));
         let remaining = if last { 0 } else { remaining.max(1) };
-        let result = lock.unlock_raw(&hold.field, Unlock::Release { remaining });
+        let kept_ttl_ms = Cell::new(None);
+        let result =
+            lock.unlock_raw_reporting(&hold.field, Unlock::Release { remaining }, &kept_ttl_ms);
         if let Some(ticket) = ticket {
-            let outcome = match &result {
-                Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
-                Err(e) => LeaseOutcome::of_error(e),
-                _ => LeaseOutcome::Untouched,
-            };
-            hold.end_lease(ticket, outcome);
+            match (&result, kept_ttl_ms.get()) {
+                (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
+                    hold.end_lease_with_ttl(ticket, sent, Duration::from_millis(ttl));
+                }
+                (Ok(Some(UnlockOutcome::StillHeld)), None) if lock.kind.release_sets_lease() => {
+                    hold.end_lease(ticket, LeaseOutcome::Set);
+                }
+                (Err(e), _) => hold.end_lease(ticket, LeaseOutcome::of_error(e)),
+                _ => hold.end_lease(ticket, LeaseOutcome::Untouched),
+            }
         }
         match result {
             Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),

@@ -203,12 +203,28 @@ impl Hold {
     /// Records the reply (or the failure) of a command begun with
     /// [`Hold::begin_lease`].
     pub fn end_lease(&self, ticket: LeaseTicket, outcome: LeaseOutcome) {
+        self.finish_lease(ticket, outcome, None);
+    }
+
+    /// Like [`Hold::end_lease`] with [`LeaseOutcome::Set`], for a command
+    /// whose reply says what TTL it left: `ttl` from the moment it was
+    /// `sent` (a lower bound, since it ran after that). For a command begun
+    /// without knowing its lease (a read release keeps the longest-lived
+    /// remaining marker's TTL).
+    pub fn end_lease_with_ttl(&self, ticket: LeaseTicket, sent: Instant, ttl: Duration) {
+        self.finish_lease(ticket, LeaseOutcome::Set, Some(deadline_after(sent, ttl)));
+    }
+
+    fn finish_lease(&self, ticket: LeaseTicket, outcome: LeaseOutcome, expires: Option<u64>) {
         let mut ledger = self.ledger.lock();
         ledger.clock += 1;
         let now = ledger.clock;
         let Some(index) = ledger.entries.iter().position(|e| e.ticket == ticket.0) else {
             return;
         };
+        if let Some(expires) = expires {
+            ledger.entries[index].expires = expires;
+        }
         match outcome {
             LeaseOutcome::Untouched => {
                 ledger.entries.swap_remove(index);
@@ -412,6 +428,20 @@ mod tests {
         let renewal = hold.begin_lease(LONG);
         hold.end_lease(renewal, LeaseOutcome::Set);
         assert!(deadline_in(&hold) > SHORT);
+    }
+
+    #[test]
+    fn a_release_that_reports_its_ttl_replaces_a_longer_lease() {
+        let hold = hold(LONG);
+        let sent = Instant::now();
+        let release = hold.begin_lease(Duration::MAX);
+        assert!(
+            deadline_in(&hold) > SHORT,
+            "an unknown lease lowers nothing"
+        );
+        hold.end_lease_with_ttl(release, sent, SHORT);
+        assert!(deadline_in(&hold) <= SHORT);
+        assert_eq!(hold.ledger.lock().entries.len(), 1);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Unlocking outside of a guard (Redisson's unlock with a request id and its
 //! latch), and the one unlock-with-retry every type and guard goes through.
 
+use std::cell::Cell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -120,6 +121,18 @@ impl<K: Kind> Lock<K> {
         field: &str,
         unlock: Unlock<'_>,
     ) -> Result<Option<UnlockOutcome>> {
+        self.unlock_raw_reporting(field, unlock, &Cell::new(None))
+    }
+
+    /// [`Lock::unlock_raw`], and in `kept_ttl_ms` the TTL the type reports
+    /// the key was left with when holds remain (see
+    /// [`ReleaseRequest::kept_ttl_ms`]).
+    pub(crate) fn unlock_raw_reporting(
+        &self,
+        field: &str,
+        unlock: Unlock<'_>,
+        kept_ttl_ms: &Cell<Option<u64>>,
+    ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let config = &inner.config;
         let (_, lease_ms) = self.lease()?;
@@ -138,6 +151,7 @@ impl<K: Kind> Lock<K> {
             field,
             publish: inner.publish,
             remaining,
+            kept_ttl_ms: Cell::new(None),
         };
         // A latched retry must reach Redis while the first attempt's latch
         // lives, or it could release a second hold.
@@ -185,7 +199,10 @@ impl<K: Kind> Lock<K> {
                     );
                     std::thread::sleep(config.retry_delay);
                 }
-                other => return other,
+                other => {
+                    kept_ttl_ms.set(request.kept_ttl_ms.get());
+                    return other;
+                }
             }
         }
     }

@@ -337,3 +337,42 @@ fn the_watchdog_renews_only_its_own_read_markers_while_others_come_and_go() {
     guard.unlock().expect("read unlock");
     assert_eq!(server.cmd::<i64>(&["EXISTS", "rw"]), 0);
 }
+
+#[test]
+fn a_partial_read_release_brings_the_deadline_down_to_the_remaining_markers() {
+    // Hold 1 with a 700 ms lease, hold 2 with 30 s: the hash lives 30 s.
+    // Releasing hold 2 deletes its marker and the hash now lives as long as
+    // marker 1, 700 ms: the remaining guard must say it is lost no later than
+    // a writer of another client gets in.
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let other = Client::open(server.url()).expect("other");
+    let rw = client.read_write_lock("shrinking");
+    let short = rw
+        .read_lock()
+        .with_lease(Duration::from_millis(700))
+        .lock()
+        .expect("read 1");
+    let long = rw
+        .read_lock()
+        .with_lease(Duration::from_secs(30))
+        .lock()
+        .expect("read 2");
+    long.unlock().expect("partial release");
+    let ttl: i64 = server.cmd(&["PTTL", "shrinking"]);
+    assert!(ttl > 0 && ttl <= 700, "PTTL {ttl}");
+    let writer = other.read_write_lock("shrinking").write_lock();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let taken = loop {
+        if let Some(guard) = writer.try_lock().expect("try_lock") {
+            break guard;
+        }
+        assert!(Instant::now() < deadline, "the writer never got in");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(
+        short.is_lost(),
+        "a writer got in while the remaining reader said it held the lock"
+    );
+    drop(taken);
+}

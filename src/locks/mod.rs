@@ -235,4 +235,8 @@ pub struct ReleaseRequest<'a> {
     pub publish: &'a str,
     /// Holds the thread keeps after this one (guards' releases only).
     pub remaining: u32,
+    /// Where a type whose release sets a TTL it alone knows (the read lock:
+    /// its longest-lived remaining marker's) reports it, in ms, when holds
+    /// remain.
+    pub kept_ttl_ms: std::cell::Cell<Option<u64>>,
 }

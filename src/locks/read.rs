@@ -82,7 +82,7 @@ impl Protocol for Read {
         con: &mut dyn ConnectionLike,
         request: &ReleaseRequest<'_>,
     ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = RELEASE
+        let reply: redis::Value = RELEASE
             .key(request.name)
             .key(&self.channel)
             .key(names::rwlock_timeout_prefix(request.name, request.field))
@@ -92,6 +92,15 @@ impl Protocol for Read {
             .arg(request.publish)
             .arg(request.remaining)
             .invoke(con)?;
+        // {0, ttl}: holds remain, and the hash now lives `ttl` ms (the
+        // longest-lived remaining marker's): the guard's deadline follows it.
+        if let redis::Value::Array(items) = &reply
+            && let [redis::Value::Int(0), redis::Value::Int(ttl)] = items.as_slice()
+        {
+            request.kept_ttl_ms.set(u64::try_from(*ttl).ok());
+            return Ok(Some(UnlockOutcome::StillHeld));
+        }
+        let reply: Option<i64> = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
         unlock_outcome(reply)
     }
 
