@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use redis::{ConnectionLike, Script};
 
 use super::protocol::Protocol;
-use super::{AcquireRequest, Acquired, Reentrant, Wake};
+use super::{AcquireRequest, Acquired, Reentrant, Wake, reentrant};
 use crate::error::{Error, Result};
 use crate::names;
 
@@ -52,19 +52,8 @@ impl Protocol for Fenced {
         con: &mut dyn ConnectionLike,
         request: &AcquireRequest<'_>,
     ) -> Result<Acquired> {
-        let mut invocation = ACQUIRE.key(request.name);
-        invocation
-            .key(&self.token_key)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(request.known);
-        if let Some((key, ttl_ms)) = request.marker {
-            invocation
-                .key(key)
-                .arg(if request.resend { "1" } else { "0" })
-                .arg(ttl_ms);
-        }
-        let (state, value): (i64, i64) = invocation.invoke(con)?;
+        let (state, value): (i64, i64) =
+            reentrant::acquire_invocation(&ACQUIRE, request, &[&self.token_key]).invoke(con)?;
         let token = || {
             u64::try_from(value)
                 .map_err(|_| Error::UnexpectedReply(format!("fenced token {value}")))

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Script};
+use redis::{ConnectionLike, Script, ScriptInvocation};
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
@@ -107,7 +107,22 @@ pub(crate) fn acquire(
     con: &mut dyn ConnectionLike,
     request: &AcquireRequest<'_>,
 ) -> Result<Acquired> {
+    let reply: Option<i64> = acquire_invocation(script, request, &[]).invoke(con)?;
+    Ok(acquire_reply(reply))
+}
+
+/// The invocation of an RLock-layout acquire: KEYS `[name, extra_keys...,
+/// marker?]`, ARGV `[lease, field, known, resend?, marker TTL?]` (the
+/// fenced lock adds its token key).
+pub(crate) fn acquire_invocation<'a>(
+    script: &'a Script,
+    request: &AcquireRequest<'_>,
+    extra_keys: &[&str],
+) -> ScriptInvocation<'a> {
     let mut invocation = script.key(request.name);
+    for key in extra_keys {
+        invocation.key(*key);
+    }
     invocation
         .arg(request.lease_ms)
         .arg(request.field)
@@ -118,8 +133,7 @@ pub(crate) fn acquire(
             .arg(if request.resend { "1" } else { "0" })
             .arg(ttl_ms);
     }
-    let reply: Option<i64> = invocation.invoke(con)?;
-    Ok(acquire_reply(reply))
+    invocation
 }
 
 /// A guard's release of an RLock-layout lock (`lua/rlock_release.lua`).
