@@ -131,6 +131,22 @@ pub fn waiter_woken_promptly_by_a_release<K: Kind>(spec: Spec<K>) {
     assert!(took < bound, "woken {took:?} after the release");
 }
 
+/// `lock`'s `try_lock_for` on a lock held elsewhere gives up when its 400 ms
+/// budget is spent, not before, not long after; `try_lock` gives up at once.
+fn assert_gives_up_after_its_budget<K: Kind>(lock: &Lock<K>, acquired: &str) {
+    let budget = Duration::from_millis(400);
+    let started = Instant::now();
+    let got = lock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    assert!(got.is_none(), "{acquired}");
+    assert!(took >= budget, "gave up after {took:?}");
+    assert!(
+        took < budget + Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    assert!(lock.try_lock().expect("try_lock").is_none());
+}
+
 /// `try_lock_for` gives up when its budget is spent, not before, not long after.
 pub fn try_lock_for_keeps_to_its_budget<K: Kind>(spec: Spec<K>) {
     let server = RedisServer::start();
@@ -138,17 +154,7 @@ pub fn try_lock_for_keeps_to_its_budget<K: Kind>(spec: Spec<K>) {
     let other = client(&server);
     let guard = (spec.make)(&holder, "budget").lock().expect("lock");
     let lock = (spec.make)(&other, "budget");
-    let budget = Duration::from_millis(400);
-    let started = Instant::now();
-    let got = lock.try_lock_for(budget).expect("try_lock_for");
-    let took = started.elapsed();
-    assert!(got.is_none(), "acquired a held lock");
-    assert!(took >= budget, "gave up after {took:?}");
-    assert!(
-        took < budget + Duration::from_secs(1),
-        "gave up after {took:?}"
-    );
-    assert!(lock.try_lock().expect("try_lock").is_none());
+    assert_gives_up_after_its_budget(&lock, "acquired a held lock");
     guard.unlock().expect("unlock");
 }
 
@@ -316,17 +322,7 @@ pub fn read_try_lock_for_keeps_to_its_budget_against_a_writer(spec: Spec<Read>) 
         .lock()
         .expect("write lock");
     let lock = (spec.make)(&other, "budget");
-    let budget = Duration::from_millis(400);
-    let started = Instant::now();
-    let got = lock.try_lock_for(budget).expect("try_lock_for");
-    let took = started.elapsed();
-    assert!(got.is_none(), "read a write-locked lock");
-    assert!(took >= budget, "gave up after {took:?}");
-    assert!(
-        took < budget + Duration::from_secs(1),
-        "gave up after {took:?}"
-    );
-    assert!(lock.try_lock().expect("try_lock").is_none());
+    assert_gives_up_after_its_budget(&lock, "read a write-locked lock");
     guard.unlock().expect("unlock");
 }
 
