@@ -145,25 +145,24 @@ impl Worker {
 
     /// One renewal run; `false` if some locks could not be renewed this time.
     fn renew_all(&mut self) -> bool {
-        let mut due = Vec::new();
+        // Each renewal kind has its own script: a chunk holds one kind only.
+        let (mut fields, mut readers) = (Vec::new(), Vec::new());
         for hold in self.registry.renewable() {
             if hold.is_lost() {
                 // Marked with its reason (the lease ran out) by `is_lost`.
                 self.registry.remove(&hold);
+            } else if hold.renewal == Renewal::Field {
+                fields.push(hold);
             } else {
-                due.push(hold);
+                readers.push(hold);
             }
         }
-        if due.is_empty() {
+        let due = fields.len() + readers.len();
+        if due == 0 {
             return true;
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
-        // Each renewal kind has its own script: a chunk holds one kind only.
-        let (fields, readers): (Vec<_>, Vec<_>) = due
-            .iter()
-            .cloned()
-            .partition(|hold| hold.renewal == Renewal::Field);
         let chunks: Vec<&[Arc<Hold>]> = fields
             .chunks(RENEWAL_BATCH_SIZE)
             .chain(readers.chunks(RENEWAL_BATCH_SIZE))
@@ -174,8 +173,7 @@ impl Worker {
             }
         }
         log::debug!(
-            "redisson-lock: renewed {} lock(s) in {:?}",
-            due.len(),
+            "redisson-lock: renewed {due} lock(s) in {:?}",
             started.elapsed()
         );
         true
