@@ -40,6 +40,34 @@ fn free_port() -> u16 {
     }
 }
 
+/// Whether process `pid` owns a socket listening on 127.0.0.1:`port`: the
+/// listening socket's inode from `/proc/net/tcp` is among the process's fds.
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return true; // not Linux: trust the connect
+    };
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+                .then(|| format!("socket:[{}]", fields.get(9).copied().unwrap_or_default()))
+        })
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            inodes
+                .iter()
+                .any(|inode| target.as_os_str() == inode.as_str())
+        })
+    })
+}
+
 impl RedisServer {
     /// Starts a server with default settings.
     pub fn start() -> RedisServer {
@@ -110,7 +138,11 @@ impl RedisServer {
             if let Ok(Some(_)) = child.try_wait() {
                 return false; // exited: most likely the port was taken
             }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            // A connect alone could reach another test's server that took
+            // the port first (ours then exits): only our own listener counts.
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && listens_on(child.id(), self.port)
+            {
                 self.child = Some(child);
                 return true;
             }
