@@ -22,6 +22,7 @@
 //! explicit leases and partial unlocks.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -260,7 +261,8 @@ impl Hold {
 /// Every hold of one client, by lock name.
 #[derive(Default)]
 pub(crate) struct Registry {
-    holds: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+    /// Keyed by the locks' own names (no copy per acquisition).
+    holds: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>>>,
 }
 
 impl Registry {
@@ -288,10 +290,7 @@ impl Registry {
         }
         let hold = Arc::new(Hold::new(name, field, renewal, renew, sent, lease));
         let mut holds = self.holds.lock();
-        let entry = match holds.get_mut(&**name) {
-            Some(entry) => entry,
-            None => holds.entry(name.to_string()).or_default(),
-        };
+        let entry = holds.entry(Arc::clone(name)).or_default();
         entry.retain(|old| {
             if &*old.field != field {
                 return true;
@@ -344,10 +343,10 @@ impl Registry {
     /// Stops tracking `hold` (its lease is no longer renewed).
     pub fn remove(&self, hold: &Arc<Hold>) {
         let mut holds = self.holds.lock();
-        if let Some(entry) = holds.get_mut(&*hold.name) {
-            entry.retain(|other| !Arc::ptr_eq(other, hold));
-            if entry.is_empty() {
-                holds.remove(&*hold.name);
+        if let Entry::Occupied(mut entry) = holds.entry(Arc::clone(&hold.name)) {
+            entry.get_mut().retain(|other| !Arc::ptr_eq(other, hold));
+            if entry.get().is_empty() {
+                entry.remove();
             }
         }
     }

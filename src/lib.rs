@@ -84,6 +84,7 @@ mod guard;
 mod holds;
 mod lock;
 mod locks;
+mod lua;
 mod multi;
 mod names;
 mod owner;

@@ -108,9 +108,38 @@ pub(crate) fn replaced_marker(name: &str, attempt_id: &str) -> String {
     unlock_latch(name, attempt_id)
 }
 
+/// Decimal digits of a `u64` without the formatting machinery.
+#[derive(Default)]
+pub(crate) struct Decimal([u8; 20]);
+
+impl Decimal {
+    pub fn of(&mut self, mut n: u64) -> &[u8] {
+        if n < 10 {
+            self.0[0] = b'0' + n as u8;
+            return &self.0[..1];
+        }
+        let mut at = self.0.len();
+        loop {
+            at -= 1;
+            self.0[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return &self.0[at..];
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_digits_of_edge_values() {
+        for n in [0u64, 9, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(Decimal::default().of(n), n.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn plain_names_get_a_hash_tag() {

@@ -6,13 +6,15 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{ConnectionLike, Script, ServerErrorKind, Value};
+use redis::{ConnectionLike, ServerErrorKind, Value};
+
+use crate::lua::Lua;
 
 use crate::error::{Error, Result};
 use crate::locks::Acquired;
 
-static EXPIRE_IF_HELD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/expire_if_held.lua")));
+static EXPIRE_IF_HELD: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../lua/expire_if_held.lua")));
 
 /// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
 /// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
@@ -30,10 +32,10 @@ pub(crate) fn expire_if_held(
     Ok(set == 1)
 }
 
-static RENEW_BATCH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/rlock_renew_batch.lua")));
-static RENEW_READ_BATCH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/read_renew_batch.lua")));
+static RENEW_BATCH: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../lua/rlock_renew_batch.lua")));
+static RENEW_READ_BATCH: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../lua/read_renew_batch.lua")));
 
 /// The outcome of one unlock attempt (PROTOCOL §2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +101,7 @@ pub(crate) struct RenewChunk<'a> {
 }
 
 impl RenewChunk<'_> {
-    fn script(&self) -> &'static Script {
+    fn script(&self) -> &'static Lua {
         if self.read_markers {
             &RENEW_READ_BATCH
         } else {

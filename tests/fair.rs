@@ -457,15 +457,19 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
     let guard = holder.fair_lock("errs").lock().expect("lock");
     let lock = waiter.fair_lock("errs");
     let waiting = std::thread::spawn(move || lock.lock().map(drop));
+    // Queued, then subscribed to its own channel (in that order).
+    let channels = || -> Vec<String> {
+        server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:{errs}:*"])
+    };
     assert!(support::eventually(Duration::from_secs(5), || {
-        server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{errs}"]) == 1
+        server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{errs}"]) == 1 && !channels().is_empty()
     }));
-    // The key becomes another type while held; the waiter is woken on its
-    // own channel and its next attempt fails.
-    let _: () = server.cmd(&["SET", "errs", "not a lock"]);
-    let channels: Vec<String> =
-        server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:{errs}:*"]);
+    let channels = channels();
     assert_eq!(channels.len(), 1, "{channels:?}");
+    // The key becomes another type while held; the waiter is woken on its
+    // own channel (unless a retry of its own got there first) and its next
+    // attempt fails.
+    let _: () = server.cmd(&["SET", "errs", "not a lock"]);
     let _: i64 = server.cmd(&["PUBLISH", &channels[0], "0"]);
     let result = waiting.join().expect("waiter thread");
     drop(guard);

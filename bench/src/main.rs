@@ -16,6 +16,7 @@ mod common;
 mod contenders;
 mod family;
 mod observe;
+mod paired;
 mod report;
 mod scenarios;
 mod soak;

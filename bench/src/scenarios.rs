@@ -17,6 +17,16 @@ use crate::contenders::{Factory, Kind, current_thread_runtime};
 use crate::family::LockType;
 
 pub fn run(args: &Args) -> Result<()> {
+    if args.str("scenario")? == "paired" {
+        let mut out = crate::paired::run(args)?;
+        out["scenario"] = json!("paired");
+        out["contender"] = json!(args.str("contender")?);
+        out["lock_type"] = json!(args.str_or("lock-type", "lock"));
+        out["rep"] = json!(args.num_or("rep", 0)?);
+        out["run_id"] = json!(args.str_or("run-id", "0"));
+        println!("{out}");
+        return Ok(());
+    }
     let kind = Kind::parse(args.str("contender")?)?;
     let scenario = args.str("scenario")?;
     let url = args.str("url")?;

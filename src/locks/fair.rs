@@ -12,7 +12,9 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
@@ -21,18 +23,18 @@ use crate::lock::epoch_millis;
 use crate::names::{self, UNLOCK_MESSAGE};
 use crate::scripts::unlock_outcome;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_acquire.lua")));
-static TRY_ONCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_try_acquire_once.lua")));
-static GIVE_UP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_acquire_failed.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_release.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_force_unlock.lua")));
+static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_acquire.lua")));
+static TRY_ONCE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_try_acquire_once.lua")));
+static GIVE_UP: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_acquire_failed.lua")));
+static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_release.lua")));
+static UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_unlock.lua")));
+static FORCE_UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_force_unlock.lua")));
 
 /// How long a queued waiter that found the lock free (the head has not
 /// taken it yet, or is a dead waiter not yet past its deadline) waits before

@@ -6,15 +6,17 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, Reentrant, Wake, reentrant};
 use crate::error::{Error, Result};
 use crate::names;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fenced_acquire.lua")));
+static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fenced_acquire.lua")));
 
 /// The fenced lock, Redisson's `FencedLock`: see [`crate::FencedLock`].
 #[derive(Debug)]

@@ -4,7 +4,9 @@
 
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, Reentrant, Wake};
@@ -12,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::names::NON_REENTRANT_REACQUIRE;
 use crate::scripts::acquire_reply;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/nonreentrant_acquire.lua")));
+static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/nonreentrant_acquire.lua")));
 
 /// The non-reentrant lock, Redisson's `NonReentrantLock`: see
 /// [`crate::NonReentrantLock`].

@@ -8,7 +8,9 @@
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, ReleaseRequest, Renewal, UnlockOutcome, Wake};
@@ -16,16 +18,16 @@ use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE, WRITE_FIELD_SUFFIX};
 use crate::scripts::{acquire_reply, unlock_outcome};
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/read_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/read_release.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/read_unlock.lua")));
-static IS_LOCKED: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/read_is_locked.lua")));
-pub(super) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock_force_unlock.lua")));
+static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/read_acquire.lua")));
+static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/read_release.lua")));
+static UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/read_unlock.lua")));
+static IS_LOCKED: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/read_is_locked.lua")));
+pub(super) static FORCE_UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rwlock_force_unlock.lua")));
 
 /// The read lock of a read/write lock, Redisson's `RedissonReadLock`: see
 /// [`crate::ReadLock`].

@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Script, ScriptInvocation};
+use redis::ConnectionLike;
+
+use crate::lua::{Invocation, Lua};
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
@@ -14,14 +16,14 @@ use crate::names::{self, UNLOCK_MESSAGE};
 use crate::scripts::{acquire_reply, unlock_outcome};
 
 /// RLock's acquire, shared by the types with its acquire semantics.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_release.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rlock_force_unlock.lua")));
+pub(crate) static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_acquire.lua")));
+static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_release.lua")));
+static UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_unlock.lua")));
+static FORCE_UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_force_unlock.lua")));
 
 /// The reentrant lock, Redisson's `RLock`: the type of [`crate::Lock`] by
 /// default.
@@ -103,7 +105,7 @@ impl Protocol for Reentrant {
 /// variants): KEYS `[name, marker?]`, ARGV `[lease, field, known, resend?,
 /// marker TTL?]`.
 pub(crate) fn acquire(
-    script: &Script,
+    script: &Lua,
     con: &mut dyn ConnectionLike,
     request: &AcquireRequest<'_>,
 ) -> Result<Acquired> {
@@ -115,10 +117,10 @@ pub(crate) fn acquire(
 /// marker?]`, ARGV `[lease, field, known, resend?, marker TTL?]` (the
 /// fenced lock adds its token key).
 pub(crate) fn acquire_invocation<'a>(
-    script: &'a Script,
+    script: &'a Lua,
     request: &AcquireRequest<'_>,
     extra_keys: &[&str],
-) -> ScriptInvocation<'a> {
+) -> Invocation<'a> {
     let mut invocation = script.key(request.name);
     for key in extra_keys {
         invocation.key(*key);

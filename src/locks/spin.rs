@@ -6,7 +6,9 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, Backoff, ReleaseRequest, UnlockOutcome, Wake, reentrant};
@@ -14,12 +16,12 @@ use crate::error::Result;
 use crate::names::{SPIN_INITIAL_DELAY_MS, SPIN_MAX_DELAY_MS};
 use crate::scripts::unlock_outcome;
 
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/spin_release.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/spin_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/spin_force_unlock.lua")));
+static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_release.lua")));
+static UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_unlock.lua")));
+static FORCE_UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_force_unlock.lua")));
 
 /// The spin lock, Redisson's `SpinLock`: see [`crate::SpinLock`].
 #[derive(Debug)]

@@ -8,7 +8,9 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Script};
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake, read};
@@ -16,12 +18,12 @@ use crate::error::Result;
 use crate::names::{self, READ_UNLOCK_MESSAGE, RWLOCK_MODE_FIELD, WRITE_FIELD_SUFFIX};
 use crate::scripts::{acquire_reply, unlock_outcome};
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/write_acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/write_release.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/write_unlock.lua")));
+static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/write_acquire.lua")));
+static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/write_release.lua")));
+static UNLOCK: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/write_unlock.lua")));
 
 /// The write lock of a read/write lock, Redisson's `RedissonWriteLock`: see
 /// [`crate::WriteLock`].

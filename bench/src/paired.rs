@@ -1,0 +1,128 @@
+//! Paired measurement: the floor and one contender in the same process, on
+//! the same threads, in alternating blocks (floor first in even rounds, the
+//! contender first in odd ones). Separate processes run minutes apart see
+//! different machines (frequency, neighbours, the other vCPU's load); blocks
+//! a few hundred milliseconds apart see nearly the same one, so the ratio of
+//! each round's two rates is what the contender's own code costs.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::{Value, json};
+
+use crate::common::{Args, percentile};
+use crate::contenders::{Factory, Kind, Session};
+use crate::family::LockType;
+
+/// `threads` threads, each with a floor session and a contender session
+/// (on its own names, or on one shared name per side with `--shared-name 1`,
+/// as scenario 5's readers), run `rounds` rounds of one block each.
+pub fn run(args: &Args) -> Result<Value> {
+    let url = args.str("url")?;
+    let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
+    let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
+    let kind = Kind::parse(args.str("contender")?)?;
+    let sides = [
+        Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
+        Factory::new(kind, url, watchdog)?.with_lock_type(lock_type),
+    ];
+    let threads = args.num_or("threads", 1)?.max(1) as usize;
+    let rounds = args.num_or("rounds", 20)?.max(1) as usize;
+    let block = Duration::from_millis(args.num_or("block-ms", 250)?);
+    let warmup = args.num_or("warmup", 1_000)?;
+    let shared = args.num_or("shared-name", 0)? == 1;
+    let run_id = args.str_or("run-id", "0").to_owned();
+    let barrier = Barrier::new(threads);
+    // Per thread: for every round, (floor pairs, floor secs, contender pairs, contender secs).
+    let per_thread: Vec<Result<Vec<[(u64, f64); 2]>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, sides, run_id) = (&barrier, &sides, &run_id);
+                scope.spawn(move || -> Result<Vec<[(u64, f64); 2]>> {
+                    let ready = open_sessions(sides, run_id, t, shared, warmup);
+                    barrier.wait();
+                    let mut sessions = ready?;
+                    let mut out = Vec::with_capacity(rounds);
+                    for round in 0..rounds {
+                        let mut pair = [(0, 0.0); 2];
+                        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                        for side in order {
+                            barrier.wait();
+                            pair[side] = block_of_pairs(sessions[side].as_mut(), block)?;
+                        }
+                        out.push(pair);
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let mut rates = vec![[0.0f64; 2]; rounds];
+    for thread in per_thread {
+        for (round, pair) in thread?.into_iter().enumerate() {
+            for side in 0..2 {
+                rates[round][side] += pair[side].0 as f64 / pair[side].1.max(1e-9);
+            }
+        }
+    }
+    // Ratios in parts per million, sorted, for the median and the spread.
+    let mut ratios: Vec<u64> = rates
+        .iter()
+        .map(|r| (r[1] / r[0].max(1e-9) * 1e6) as u64)
+        .collect();
+    ratios.sort_unstable();
+    let mean = |side: usize| rates.iter().map(|r| r[side]).sum::<f64>() / rounds as f64;
+    Ok(json!({
+        "threads": threads,
+        "rounds": rounds,
+        "block_ms": block.as_millis() as u64,
+        "floor_pairs_per_s": mean(0),
+        "pairs_per_s": mean(1),
+        "ratio_median": percentile(&ratios, 0.5) as f64 / 1e6,
+        "ratio_p25": percentile(&ratios, 0.25) as f64 / 1e6,
+        "ratio_p75": percentile(&ratios, 0.75) as f64 / 1e6,
+        "ratio_of_means": mean(1) / mean(0).max(1e-9),
+    }))
+}
+
+/// Both sessions of thread `t`, warmed up.
+fn open_sessions(
+    sides: &[Factory; 2],
+    run_id: &str,
+    t: usize,
+    shared: bool,
+    warmup: u64,
+) -> Result<Vec<Box<dyn Session>>> {
+    let mut sessions = Vec::with_capacity(2);
+    for (side, factory) in sides.iter().enumerate() {
+        let name = match shared {
+            true => format!("bench:paired:{run_id}:{side}"),
+            false => format!("bench:paired:{run_id}:{side}:{t}"),
+        };
+        let mut session = factory.session(&name, t as u64 + 1, false)?;
+        for _ in 0..warmup {
+            session.lock()?;
+            session.unlock()?;
+        }
+        sessions.push(session);
+    }
+    Ok(sessions)
+}
+
+/// Lock+unlock pairs for `block`: (pairs, seconds).
+fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64)> {
+    let start = Instant::now();
+    let end = start + block;
+    let mut pairs = 0;
+    while Instant::now() < end {
+        session.lock()?;
+        session.unlock()?;
+        pairs += 1;
+    }
+    Ok((pairs, start.elapsed().as_secs_f64()))
+}
