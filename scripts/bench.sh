@@ -49,6 +49,7 @@ if [ "$quick" = 1 ]; then
   s3_iter=150; s3_warmup=5; s3_hold_us=100
   s4_reps=1
   s5_ms=500; s5_warmup=500
+  pair_rounds=6; pair_block_ms=150
   soak_cycles=100000
   out_md=$out/BENCHMARKS.md
   out_svg=$out/benchmarks.svg
@@ -63,6 +64,7 @@ else
   s3_iter=500; s3_warmup=20; s3_hold_us=100
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
+  pair_rounds=20; pair_block_ms=200   # 4 paired measurements x 8 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
   out_svg=docs/benchmarks.svg
@@ -214,6 +216,7 @@ machine=$out/machine.txt
   printf 's4_locks_rslock\t%s\ns4_reps\t%s\ns4_acquire_threads\t%s\ns4_java_in_flight\t%s\n' \
     "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
   printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\n' "$s5_ms" "$s5_warmup" "$s5_types"
+  printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
   printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
 note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
@@ -306,6 +309,18 @@ family() {  # family THREADS LOCK_TYPE: one scenario 5 measurement per contender
   done
 }
 
+# paired THREADS LOCK_TYPE [shared]: the true floor and redisson-lock
+# alternating in one process (bench/src/paired.rs); `shared`: all threads on
+# one name per side (scenario 5's readers).
+paired() {
+  local id shared=0; id=$(run_id "paired$1-$2" crate)
+  [ -n "${3:-}" ] && shared=1
+  flush
+  run_one crate --scenario paired --threads "$1" --lock-type "$2" --shared-name "$shared" \
+    --rounds "$pair_rounds" --block-ms "$pair_block_ms" --warmup 1000 --run-id "$id" ||
+    failed "rep $rep paired $1 threads $2"
+}
+
 watchdog() {  # watchdog CONTENDER
   local c=$1 id obs locks=$s4_locks extra=()
   case "$c" in
@@ -342,6 +357,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   for procs in 1 2; do
     for c in $contenders; do contended "$c" "$procs"; done
   done
+  paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
   if [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do
       case "$c" in floor|raw) continue ;; esac   # no watchdog to measure

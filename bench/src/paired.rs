@@ -15,6 +15,9 @@ use crate::common::{Args, percentile};
 use crate::contenders::{Factory, Kind, Session};
 use crate::family::LockType;
 
+/// One thread's round: (pairs, seconds) of the floor, then of the contender.
+type Round = [(u64, f64); 2];
+
 /// `threads` threads, each with a floor session and a contender session
 /// (on its own names, or on one shared name per side with `--shared-name 1`,
 /// as scenario 5's readers), run `rounds` rounds of one block each.
@@ -34,12 +37,11 @@ pub fn run(args: &Args) -> Result<Value> {
     let shared = args.num_or("shared-name", 0)? == 1;
     let run_id = args.str_or("run-id", "0").to_owned();
     let barrier = Barrier::new(threads);
-    // Per thread: for every round, (floor pairs, floor secs, contender pairs, contender secs).
-    let per_thread: Vec<Result<Vec<[(u64, f64); 2]>>> = std::thread::scope(|scope| {
+    let per_thread: Vec<Result<Vec<Round>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (barrier, sides, run_id) = (&barrier, &sides, &run_id);
-                scope.spawn(move || -> Result<Vec<[(u64, f64); 2]>> {
+                scope.spawn(move || -> Result<Vec<Round>> {
                     let ready = open_sessions(sides, run_id, t, shared, warmup);
                     barrier.wait();
                     let mut sessions = ready?;

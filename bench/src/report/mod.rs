@@ -13,6 +13,7 @@
 mod chart;
 mod family;
 mod markdown;
+mod paired;
 mod stats;
 mod targets;
 mod watchdog;

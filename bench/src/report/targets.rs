@@ -43,6 +43,7 @@ pub fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
             r.map(|s| s.median >= goal),
         );
     }
+    super::paired::targets(d, &mut push);
     for p in [1u64, 2] {
         let what = if p == 1 {
             "4 threads"
@@ -179,6 +180,37 @@ mod tests {
         assert_eq!(s1["met"], true);
         let s2 = target(&t, "Scenario 2 (4 threads)");
         assert_eq!(s2["met"], true);
+    }
+
+    #[test]
+    fn paired_targets_summarise_each_repetitions_median_ratio() {
+        let mut records = Vec::new();
+        for (rep, ratio) in [(1, 0.99), (2, 0.95), (3, 0.97)] {
+            records.push(
+                json!({"scenario": "paired", "threads": 1, "lock_type": "lock",
+                "contender": "crate", "rep": rep, "ratio_median": ratio}),
+            );
+            records.push(
+                json!({"scenario": "paired", "threads": 4, "lock_type": "read",
+                "contender": "crate", "rep": rep, "ratio_median": ratio - 0.03}),
+            );
+        }
+        let t = targets(&data(records), &[], None);
+        let s1 = target(&t, "Scenario 1 (1 thread), paired in one process");
+        assert_eq!(
+            (s1["goal"].as_str(), s1["measured"].as_str()),
+            (Some("≥ 0.97×"), Some("0.97× [0.95–0.99]"))
+        );
+        assert_eq!(s1["met"], true);
+        let readers = target(&t, "Scenario 5: read lock, 4 readers, paired");
+        // Median 0.94 against the family's 0.95.
+        assert_eq!(readers["met"], false);
+        // No paired records for 4 threads of RLock: no row.
+        assert!(!t.iter().any(|x| {
+            x["target"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("Scenario 2 (4 threads), paired"))
+        }));
     }
 
     #[test]
