@@ -40,12 +40,12 @@ pub(crate) const RWLOCK_MODE_FIELD: &str = "mode";
 /// The suffix of a write hold's owner field (PROTOCOL §1.2).
 pub(crate) const WRITE_FIELD_SUFFIX: &str = ":write";
 
-/// `suffixName(name, suffix)`.
-pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+/// `suffixName(name, suffix)`, the suffix given in parts.
+fn suffix_name(name: &str, suffix: &[&str]) -> String {
     if name.contains('{') {
-        format!("{name}:{suffix}")
+        concat_iter([name, ":"].into_iter().chain(suffix.iter().copied()))
     } else {
-        format!("{{{name}}}:{suffix}")
+        concat_iter(["{", name, "}:"].into_iter().chain(suffix.iter().copied()))
     }
 }
 
@@ -60,16 +60,14 @@ pub(crate) fn rwlock_key_prefix(name: &str) -> String {
     if name.contains('{') {
         name.to_owned()
     } else {
-        format!("{{{name}}}")
+        concat(&["{", name, "}"])
     }
 }
 
 /// A reader's marker key prefix: `suffixName(name, field) +
 /// ":rwlock_timeout"`; hold `n` owns `<this>:<n>`.
 pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
-    let mut key = suffix_name(name, field);
-    key.push_str(":rwlock_timeout");
-    key
+    suffix_name(name, &[field, ":rwlock_timeout"])
 }
 
 /// A spin lock's first sleep between attempts (Redisson's default
@@ -81,9 +79,9 @@ pub(crate) const SPIN_MAX_DELAY_MS: u64 = 128;
 /// `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {
-        format!("{prefix}:{name}")
+        concat(&[prefix, ":", name])
     } else {
-        format!("{prefix}:{{{name}}}")
+        concat(&[prefix, ":{", name, "}"])
     }
 }
 
@@ -94,10 +92,11 @@ pub(crate) fn lock_channel(name: &str) -> String {
 
 /// The key that makes one unlock request idempotent.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
-    let mut key = prefix_name(UNLOCK_LATCH_PREFIX, name);
-    key.push(':');
-    key.push_str(request_id);
-    key
+    if name.contains('{') {
+        concat(&[UNLOCK_LATCH_PREFIX, ":", name, ":", request_id])
+    } else {
+        concat(&[UNLOCK_LATCH_PREFIX, ":{", name, "}:", request_id])
+    }
 }
 
 /// The key that lets an acquire sent again after a lost reply see that the
@@ -106,6 +105,20 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
 /// fresh request id, so that it needs no ACL permission of its own.
 pub(crate) fn replaced_marker(name: &str, attempt_id: &str) -> String {
     unlock_latch(name, attempt_id)
+}
+
+/// `parts` joined, in one allocation of the exact size: names are built on
+/// every acquire and release, where `format!` costs several times more.
+pub(crate) fn concat(parts: &[&str]) -> String {
+    concat_iter(parts.iter().copied())
+}
+
+fn concat_iter<'a>(parts: impl Iterator<Item = &'a str> + Clone) -> String {
+    let mut out = String::with_capacity(parts.clone().map(str::len).sum());
+    for part in parts {
+        out.push_str(part);
+    }
+    out
 }
 
 /// Decimal digits of a `u64` without the formatting machinery.

@@ -68,7 +68,7 @@ impl FairCore {
     }
 
     pub(crate) fn wake<'a>(&'a self, field: &'a str) -> Wake<'a> {
-        let own = format!("{}:{field}", self.channel);
+        let own = names::concat(&[&self.channel, ":", field]);
         Wake::Channel {
             channel: Cow::Owned(own.clone()),
             entry: Cow::Owned(own),

@@ -47,7 +47,7 @@ impl Protocol for Read {
             key_prefix: names::rwlock_key_prefix(name),
             // Readers and writers share the channel, not their permits: a
             // `0` wakes one reader and one writer, a `1` every one of both.
-            entry: format!("{name}:read"),
+            entry: names::concat(&[name, ":read"]),
         }
     }
 
@@ -68,7 +68,7 @@ impl Protocol for Read {
             .key(names::rwlock_timeout_prefix(request.name, request.field))
             .arg(request.lease_ms)
             .arg(request.field)
-            .arg(format!("{}{WRITE_FIELD_SUFFIX}", request.field))
+            .arg(names::concat(&[request.field, WRITE_FIELD_SUFFIX]))
             .arg(request.known)
             .arg(if request.resend { "1" } else { "0" });
         match request.marker {
@@ -144,7 +144,12 @@ impl Protocol for Read {
     fn renewal(&self, field: &str) -> Renewal {
         // `<key prefix>:<field>` is suffixName(<name>, <field>).
         Renewal::ReadMarkers {
-            prefix: Arc::from(format!("{}:{field}:rwlock_timeout", self.key_prefix)),
+            prefix: Arc::from(names::concat(&[
+                &self.key_prefix,
+                ":",
+                field,
+                ":rwlock_timeout",
+            ])),
         }
     }
 

@@ -39,7 +39,7 @@ impl Protocol for Write {
     fn new(name: &str) -> Self {
         Write {
             channel: names::rwlock_channel(name),
-            entry: format!("{name}:write"),
+            entry: names::concat(&[name, ":write"]),
         }
     }
 
