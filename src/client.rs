@@ -20,6 +20,7 @@ use crate::names;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
+use crate::replicas::ReplicaSync;
 use crate::scripts::lease_millis;
 use crate::unlock::RequestId;
 use crate::watchdog::Watchdog;
@@ -69,6 +70,8 @@ pub(crate) struct Inner {
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
     pub subscriber: Subscriber,
+    /// Replica sync of lock writes, when on.
+    pub sync: Option<Arc<ReplicaSync>>,
     /// `publish` on a standalone server (PROTOCOL §1.6).
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without
@@ -87,6 +90,10 @@ pub(crate) struct Config {
     pub retry_delay: Duration,
     pub subscription_timeout: Duration,
     pub fair_lock_wait_timeout: Duration,
+    /// `WAIT` after lock writes: `None` off; `Some(check)` on, `check` making
+    /// an unacknowledged write an error (see [`crate::replicas`]).
+    pub replica_sync: Option<bool>,
+    pub replicas_sync_timeout: Duration,
 }
 
 impl Config {
@@ -103,7 +110,7 @@ impl Config {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
     info: RedisResult<ConnectionInfo>,
-    config: Config,
+    pub(crate) config: Config,
     pool_size: u32,
 }
 
@@ -131,6 +138,8 @@ impl Client {
                 retry_delay: Duration::from_millis(500),
                 subscription_timeout: Duration::from_millis(7500),
                 fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
+                replica_sync: None,
+                replicas_sync_timeout: Duration::from_secs(1),
             },
             pool_size: 32,
         }
@@ -412,6 +421,7 @@ impl ClientBuilder {
                 "unlock retries are limited to 100 attempts of at most 1 h delay",
             ));
         }
+        crate::replicas::check_config(&config)?;
         if self.pool_size == 0 || self.pool_size > 10_000 {
             return Err(Error::invalid(format!(
                 "pool size must be between 1 and 10000, got {}",
@@ -427,10 +437,14 @@ impl ClientBuilder {
         drop(pool.get()?);
 
         let registry = Arc::new(Registry::default());
+        let sync = config
+            .replica_sync
+            .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout)));
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
             Arc::clone(&pool),
             config.watchdog_timeout,
+            sync.clone(),
         )?;
         let subscriber = Subscriber::new(
             connector.info().clone(),
@@ -449,6 +463,7 @@ impl ClientBuilder {
                 registry,
                 _watchdog: watchdog,
                 subscriber,
+                sync,
                 publish: "publish",
             }),
         })

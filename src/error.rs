@@ -95,6 +95,24 @@ pub enum Error {
         name: String,
     },
 
+    /// Replica sync is on ([`crate::ClientBuilder::check_lock_synced_replicas`])
+    /// and no connected replica acknowledged the lock write within the sync
+    /// timeout, on every attempt: Redisson's `NoSyncedSlavesException`. After
+    /// an acquire, the lock is not held (each attempt was undone); after an
+    /// unlock, the master has released it but a failover now could bring it
+    /// back until its lease runs out. Transient: the replicas may catch up.
+    #[error(
+        "{operation} of lock `{name}`: none of {replicas} connected replica(s) acknowledged the write"
+    )]
+    NotReplicated {
+        /// What was being done (`lock`, `unlock`).
+        operation: &'static str,
+        /// The lock's name.
+        name: String,
+        /// How many replicas were connected to the master.
+        replicas: u32,
+    },
+
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
     /// oversized lease, an unparsable URL, ...
     #[error("invalid argument: {0}")]
@@ -107,7 +125,7 @@ impl Error {
     /// operation later is reasonable; retrying anything else is not.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Unavailable { .. } | Error::Timeout { .. } => true,
+            Error::Unavailable { .. } | Error::Timeout { .. } | Error::NotReplicated { .. } => true,
             Error::Redis(e) => {
                 e.is_io_error()
                     || e.is_timeout()

@@ -115,9 +115,13 @@ impl<K: Kind> LockGuard<K> {
     pub(crate) fn set_lease(&self, lease: Duration) -> Result<bool> {
         let lease_ms = crate::scripts::lease_millis("lease", lease)?;
         let ticket = self.hold.begin_lease(lease);
-        let result = self.lock.client.with_connection("set lease", |con, _| {
-            crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
-        });
+        let name = &self.lock.name;
+        let result = self
+            .lock
+            .client
+            .with_logged_sync("set lease", name, |con, _| {
+                crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
+            });
         let outcome = match &result {
             Ok(true) => LeaseOutcome::Set,
             Err(e) => LeaseOutcome::of_error(e),

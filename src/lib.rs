@@ -90,6 +90,7 @@ mod names;
 mod owner;
 mod pool;
 mod pubsub;
+mod replicas;
 mod scripts;
 mod unlock;
 mod watchdog;

@@ -14,7 +14,11 @@ use crate::holds::{LeaseOutcome, Registry};
 use crate::locks::{AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, Wake};
 use crate::names;
 use crate::owner;
+use crate::replicas::Synced;
 use crate::scripts::lease_millis;
+
+/// What one acquire attempt got: the guard, or the holder's TTL.
+type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
 
 /// A handle on one named lock of the Redisson family; `Lock` alone (the
 /// default type parameter) is the reentrant lock, byte-for-byte a Redisson
@@ -155,10 +159,12 @@ impl<K: Kind> Lock<K> {
         // Only holds taken before the delete are lost; one taken by another
         // thread right after it is not.
         let before = registry.holds_on(&self.name);
-        let deleted = self.client.with_connection("force unlock", |con, _| {
-            self.kind
-                .force_unlock(con, &self.name, self.client.inner.publish)
-        })?;
+        let deleted = self
+            .client
+            .with_logged_sync("force unlock", &self.name, |con, _| {
+                self.kind
+                    .force_unlock(con, &self.name, self.client.inner.publish)
+            })?;
         for hold in &before {
             registry.lose(hold, LostReason::ForceUnlocked);
         }
@@ -229,7 +235,9 @@ impl<K: Kind> Lock<K> {
         if K::GIVES_UP && gave_up {
             let give_up = self
                 .client
-                .with_connection("give up", |con, _| self.kind.give_up(con, &field, wait_ms));
+                .with_logged_sync("give up", &self.name, |con, _| {
+                    self.kind.give_up(con, &field, wait_ms)
+                });
             if let Err(e) = give_up {
                 log::debug!("redisson-lock: giving up on `{}` failed: {e}", self.name);
             }
@@ -299,14 +307,53 @@ impl<K: Kind> Lock<K> {
         }
     }
 
-    /// One acquire attempt: the guard, or the holder's TTL.
+    /// One acquire attempt: the guard, or the holder's TTL. With replica
+    /// sync checked, an acquisition no replica acknowledged is undone and
+    /// sent again (Redisson's `handleNoSync`), at most the unlock retries.
     fn attempt(
         &self,
         field: &str,
         lease: Duration,
         lease_ms: u64,
         queue: Option<Queue>,
-    ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
+    ) -> Result<Attempt<K>> {
+        let config = &self.client.inner.config;
+        let mut retries = 0;
+        loop {
+            let (acquired, synced) = self.attempt_once(field, lease, lease_ms, queue)?;
+            let guard = match acquired {
+                Ok(guard) => guard,
+                Err(ttl) => return Ok(Err(ttl)),
+            };
+            let Some(error) = synced.error("lock", &self.name) else {
+                return Ok(Ok(guard));
+            };
+            if !self.client.checks_replicas() {
+                log::warn!("redisson-lock: {error}");
+                return Ok(Ok(guard));
+            }
+            if let Err(e) = guard.unlock() {
+                log::debug!(
+                    "redisson-lock: undoing an unreplicated `{}` failed: {e}",
+                    self.name
+                );
+            }
+            if retries >= config.retry_attempts {
+                return Err(error);
+            }
+            retries += 1;
+            std::thread::sleep(config.retry_delay);
+        }
+    }
+
+    /// [`Lock::attempt`] without the replica check.
+    fn attempt_once(
+        &self,
+        field: &str,
+        lease: Duration,
+        lease_ms: u64,
+        queue: Option<Queue>,
+    ) -> Result<(Attempt<K>, Synced)> {
         let inner = &self.client.inner;
         let registry = &inner.registry;
         // This thread's own count is the truth about its field: whatever else
@@ -328,7 +375,7 @@ impl<K: Kind> Lock<K> {
             .as_deref()
             .map(|key| (key, inner.config.latch_ttl_ms()));
         let sent = Instant::now();
-        let acquired = self.client.with_connection("lock", |con, resend| {
+        let acquired = self.client.with_synced_connection("lock", |con, resend| {
             let request = AcquireRequest {
                 name: &self.name,
                 lease_ms,
@@ -340,6 +387,10 @@ impl<K: Kind> Lock<K> {
             };
             self.kind.acquire(con, &request)
         });
+        let (acquired, synced) = match acquired {
+            Ok((acquired, synced)) => (Ok(acquired), synced),
+            Err(e) => (Err(e), Synced::Yes),
+        };
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
                 Ok(Acquired::Yes {
@@ -356,7 +407,7 @@ impl<K: Kind> Lock<K> {
                     // Someone else holds what this thread counted as its own.
                     registry.lose(hold, LostReason::KeyGone);
                 }
-                return Ok(Err(ttl));
+                return Ok((Err(ttl), synced));
             }
             Acquired::Yes { replaced, token } => (replaced, token),
         };
@@ -367,7 +418,7 @@ impl<K: Kind> Lock<K> {
         let reentered = live.as_ref().filter(|_| !replaced);
         let renewal = self.kind.renewal(field);
         let hold = registry.acquired(&self.name, field, renewal, lease, renew, sent, reentered);
-        Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
+        Ok((Ok(LockGuard::new(self.clone(), hold, renew, token)), synced))
     }
 
     /// The lease an acquisition through this handle sets. (The caller has

@@ -163,7 +163,7 @@ impl<K: Kind> Lock<K> {
         let first_sent = Instant::now();
         let mut retries = 0;
         loop {
-            let result = self.client.with_connection("unlock", |con, resend| {
+            let result = self.client.with_synced_connection("unlock", |con, resend| {
                 let outcome = match unlock {
                     Unlock::Latched(_) => {
                         self.kind
@@ -181,6 +181,19 @@ impl<K: Kind> Lock<K> {
                     (_, outcome) => outcome,
                 })
             });
+            // A release no replica acknowledged is sent again (it is
+            // idempotent) like one whose reply was lost, then reported.
+            let result =
+                result.and_then(
+                    |(outcome, synced)| match synced.error("unlock", &self.name) {
+                        Some(e) if self.client.checks_replicas() => Err(e),
+                        Some(e) => {
+                            log::warn!("redisson-lock: {e}");
+                            Ok(outcome)
+                        }
+                        None => Ok(outcome),
+                    },
+                );
             match result {
                 // No connection to be had (refused, silent, pool busy) is an
                 // answer: the lock expires by its lease, and waiting here for

@@ -18,6 +18,7 @@ use redis::ConnectionLike;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
 use crate::pool::Pool;
+use crate::replicas::{ReplicaSync, Synced};
 use crate::scripts::{self, RenewChunk, Renewed};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
@@ -47,7 +48,12 @@ impl Watchdog {
     ///
     /// Its connection is opened here, on the caller's thread: a server that
     /// cannot be reached fails the client's build.
-    pub fn start(registry: Arc<Registry>, pool: Arc<Pool>, lease: Duration) -> Result<Self> {
+    pub fn start(
+        registry: Arc<Registry>,
+        pool: Arc<Pool>,
+        lease: Duration,
+        sync: Option<Arc<ReplicaSync>>,
+    ) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let con = pool
             .connector()
@@ -58,6 +64,7 @@ impl Watchdog {
             pool,
             con: Some(con),
             lease,
+            sync,
             stop_rx,
         };
         thread::Builder::new()
@@ -75,6 +82,8 @@ struct Worker {
     pool: Arc<Pool>,
     con: Option<redis::Connection>,
     lease: Duration,
+    /// Replica sync: a `WAIT` after each round trip of renewals.
+    sync: Option<Arc<ReplicaSync>>,
     stop_rx: Receiver<()>,
 }
 
@@ -203,7 +212,20 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
-        let result = self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms));
+        let sync = self.sync.clone();
+        let result = self.with_connection(|con| {
+            let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
+            if let Some(sync) = &sync {
+                match sync.wait(con) {
+                    Ok(Synced::Yes) => {}
+                    Ok(Synced::No { replicas }) => log::warn!(
+                        "redisson-lock: none of {replicas} replica(s) acknowledged a lease renewal"
+                    ),
+                    Err(e) => log::warn!("redisson-lock: WAIT after a renewal failed: {e}"),
+                }
+            }
+            Ok(replies)
+        });
         let mut tickets = tickets.into_iter();
         let replies = match result {
             Ok(replies) => replies,

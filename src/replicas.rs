@@ -1,0 +1,281 @@
+//! Replica sync (PROTOCOL §1.5, Redisson's `checkLockSyncedSlaves`): every
+//! lock script that writes is followed, on the same connection and in the
+//! same round trip, by `WAIT <connected replicas> <timeout>`, so that a lock
+//! is not reported taken (or released) while no replica has it.
+//!
+//! The number of connected replicas is read from `INFO replication` the
+//! first time and cached; a `WAIT` that answers a different count drops the
+//! cache. With no replica connected no `WAIT` is sent: like Redisson, a
+//! replica that is already disconnected is not waited for, so a master that
+//! lost its replicas keeps granting locks that a failover would lose.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use redis::{ConnectionLike, RedisResult, Value};
+
+use crate::client::{Client, ClientBuilder, Config};
+use crate::error::{Error, Result};
+
+/// The sync settings and the cached replica count of one master.
+#[derive(Debug)]
+pub(crate) struct ReplicaSync {
+    /// `checkLockSyncedSlaves`: no acknowledgement while replicas are
+    /// connected fails the operation (else it is only logged).
+    pub check: bool,
+    /// `slavesSyncTimeout`: the `WAIT` timeout.
+    pub timeout: Duration,
+    /// Replicas connected to the master when last seen; -1: unknown.
+    replicas: AtomicI64,
+}
+
+/// What the replicas said about one write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Synced {
+    /// Acknowledged by at least one replica, or no replica is connected.
+    Yes,
+    /// Replicas are connected and none acknowledged within the timeout.
+    No { replicas: u32 },
+}
+
+impl ReplicaSync {
+    pub fn new(check: bool, timeout: Duration) -> ReplicaSync {
+        ReplicaSync {
+            check,
+            timeout,
+            replicas: AtomicI64::new(-1),
+        }
+    }
+
+    /// Forgets the replica count (a master change, say).
+    pub fn reset(&self) {
+        self.replicas.store(-1, Ordering::Release);
+    }
+
+    /// The connected replicas, from the cache or `INFO replication` on `con`
+    /// (one round trip).
+    fn replicas(&self, con: &mut dyn ConnectionLike) -> Result<u32> {
+        let cached = self.replicas.load(Ordering::Acquire);
+        if let Ok(n) = u32::try_from(cached) {
+            return Ok(n);
+        }
+        let info: String = redis::cmd("INFO").arg("replication").query(con)?;
+        let n = info
+            .lines()
+            .find_map(|line| line.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        self.replicas.store(i64::from(n), Ordering::Release);
+        Ok(n)
+    }
+
+    /// `WAIT <n> <timeout>` in RESP, or `None` with no replica connected.
+    fn wait_command(&self, replicas: u32) -> Option<Vec<u8>> {
+        (replicas > 0).then(|| {
+            redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX))
+                .get_packed_command()
+        })
+    }
+
+    /// Judges a `WAIT` reply for `expected` replicas.
+    fn judge(&self, expected: u32, acked: RedisResult<i64>) -> Result<Synced> {
+        let acked = acked?;
+        if acked != i64::from(expected) {
+            self.reset();
+        }
+        Ok(if acked > 0 {
+            Synced::Yes
+        } else {
+            Synced::No { replicas: expected }
+        })
+    }
+
+    /// Runs `command` (lock scripts that write) on `con` with a `WAIT`
+    /// pipelined behind each request it sends; the last `WAIT`'s verdict
+    /// comes with the command's result. No extra round trip, but for the
+    /// first write (the replica count).
+    pub fn run<T>(
+        &self,
+        con: &mut dyn ConnectionLike,
+        command: impl FnOnce(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<(T, Synced)> {
+        let replicas = self.replicas(con)?;
+        let Some(wait) = self.wait_command(replicas) else {
+            return Ok((command(con)?, Synced::Yes));
+        };
+        let acked = Cell::new(None);
+        let value = command(&mut Waiting {
+            con,
+            wait: &wait,
+            acked: &acked,
+        })?;
+        let synced = match acked.take() {
+            Some(reply) => self.judge(replicas, reply)?,
+            None => Synced::Yes, // nothing was sent
+        };
+        Ok((value, synced))
+    }
+
+    /// A `WAIT` on its own, after writes already made on `con` (the
+    /// watchdog's pipelined renewals). One round trip, none without replicas.
+    pub fn wait(&self, con: &mut dyn ConnectionLike) -> Result<Synced> {
+        let replicas = self.replicas(con)?;
+        let Some(wait) = self.wait_command(replicas) else {
+            return Ok(Synced::Yes);
+        };
+        let reply = con.req_packed_command(&wait).and_then(int);
+        self.judge(replicas, reply)
+    }
+}
+
+impl Synced {
+    /// The error for an operation whose write no replica acknowledged.
+    pub fn error(self, operation: &'static str, name: &str) -> Option<Error> {
+        match self {
+            Synced::Yes => None,
+            Synced::No { replicas } => Some(Error::NotReplicated {
+                operation,
+                name: name.to_owned(),
+                replicas,
+            }),
+        }
+    }
+}
+
+fn int(value: Value) -> RedisResult<i64> {
+    Ok(redis::from_redis_value(value.extract_error()?)?)
+}
+
+/// A connection that sends `wait` behind every request, in one write, and
+/// keeps the last `WAIT` reply.
+struct Waiting<'a> {
+    con: &'a mut dyn ConnectionLike,
+    wait: &'a [u8],
+    acked: &'a Cell<Option<RedisResult<i64>>>,
+}
+
+impl ConnectionLike for Waiting<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let mut both = Vec::with_capacity(cmd.len() + self.wait.len());
+        both.extend_from_slice(cmd);
+        both.extend_from_slice(self.wait);
+        let mut replies = self.con.req_packed_commands(&both, 0, 2)?.into_iter();
+        let (Some(reply), Some(acked)) = (replies.next(), replies.next()) else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "a command and its WAIT got fewer than two replies",
+            )));
+        };
+        self.acked.set(Some(int(acked)));
+        Ok(reply)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.con.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.con.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.con.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.con.is_open()
+    }
+}
+
+/// Checks the replica sync settings at build time.
+pub(crate) fn check_config(config: &Config) -> Result<()> {
+    if config.replica_sync.is_some() && config.replicas_sync_timeout >= config.response_timeout {
+        return Err(Error::invalid(format!(
+            "the replicas sync timeout ({:?}) must be shorter than the response timeout ({:?}): \
+             a lock command's reply waits for its WAIT",
+            config.replicas_sync_timeout, config.response_timeout
+        )));
+    }
+    Ok(())
+}
+
+impl ClientBuilder {
+    /// Follows every lock script that writes (acquire, unlock, force
+    /// unlock, a fair lock's give-up, renewals) with `WAIT <connected
+    /// replicas> <timeout>` in the same round trip, as Redisson does outside
+    /// single-server mode (`checkLockSyncedSlaves`). With `check` true, an
+    /// acquire that no replica acknowledged is undone and retried (the
+    /// [`unlock_retries`](Self::unlock_retries) settings), then fails with
+    /// [`Error::NotReplicated`]; an unlock is retried the same way (it is
+    /// idempotent). With `check` false the `WAIT` is still sent and a missing
+    /// acknowledgement only logged.
+    ///
+    /// Off by default for a standalone server. It costs one `INFO
+    /// replication` round trip for the first write (the replica count is
+    /// cached), then nothing extra unless replicas lag: the reply waits for
+    /// the acknowledgement, at most the [timeout](Self::replicas_sync_timeout).
+    /// Replicas that are disconnected when the lock is written are not
+    /// waited for (Redisson's rule): a master that lost its replicas still
+    /// grants locks a failover would lose.
+    pub fn check_lock_synced_replicas(mut self, check: bool) -> Self {
+        self.config.replica_sync = Some(check);
+        self
+    }
+
+    /// How long a lock write waits for its replicas' acknowledgement
+    /// (Redisson's `slavesSyncTimeout`, default 1 s); must be shorter than the
+    /// response timeout.
+    pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.config.replicas_sync_timeout = timeout;
+        self
+    }
+}
+
+impl Client {
+    /// [`Client::with_connection`] for lock writes: with replica sync on,
+    /// each lock script `command` sends is followed by a `WAIT` on the same
+    /// connection, and the verdict on the last one comes with the result.
+    pub(crate) fn with_synced_connection<T>(
+        &self,
+        operation: &'static str,
+        mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
+    ) -> Result<(T, Synced)> {
+        match &self.inner.sync {
+            None => self
+                .with_connection(operation, |con, resend| command(con, resend))
+                .map(|value| (value, Synced::Yes)),
+            Some(sync) => self.with_connection(operation, |con, resend| {
+                sync.run(con, |con| command(con, resend))
+            }),
+        }
+    }
+
+    /// [`Client::with_synced_connection`] for writes whose operation has no
+    /// retry of its own (force unlock, a fair lock's give-up, a MultiLock's
+    /// lease): a missing acknowledgement is logged.
+    pub(crate) fn with_logged_sync<T>(
+        &self,
+        operation: &'static str,
+        name: &str,
+        command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
+    ) -> Result<T> {
+        let (value, synced) = self.with_synced_connection(operation, command)?;
+        if let Some(e) = synced.error(operation, name) {
+            log::warn!("redisson-lock: {e}");
+        }
+        Ok(value)
+    }
+
+    /// Whether an unacknowledged write fails its operation.
+    pub(crate) fn checks_replicas(&self) -> bool {
+        self.inner.sync.as_ref().is_some_and(|sync| sync.check)
+    }
+}
