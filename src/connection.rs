@@ -52,6 +52,40 @@ impl PooledConnection {
     }
 }
 
+impl PooledConnection {
+    /// Writes `cmd` without reading its reply (scatter/gather over several
+    /// servers: see `crate::scatter`).
+    pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        let result = self.con.send_packed_command(cmd);
+        self.record(result)
+    }
+
+    /// Reads the reply to a command sent by [`PooledConnection::send_packed`],
+    /// waiting at most `within` when it is shorter than the response timeout
+    /// `usual`. A reply not read in time discards the connection.
+    pub fn recv_within(&mut self, within: Duration, usual: Duration) -> RedisResult<Value> {
+        let shorter = within < usual;
+        if shorter {
+            let within = within.max(Duration::from_micros(100));
+            if let Err(e) = self.con.set_read_timeout(Some(within)) {
+                self.dropped = true;
+                return Err(e);
+            }
+        }
+        let result = self.con.recv_response();
+        let result = self.record(result);
+        if shorter && !self.dropped && self.con.set_read_timeout(Some(usual)).is_err() {
+            self.dropped = true;
+        }
+        result
+    }
+
+    /// Never hand this connection out again (a reply on it was not read).
+    pub fn discard(&mut self) {
+        self.dropped = true;
+    }
+}
+
 impl ConnectionLike for PooledConnection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         let result = self.con.req_packed_command(cmd);

@@ -89,6 +89,7 @@ mod names;
 mod owner;
 mod pool;
 mod pubsub;
+mod scatter;
 mod scripts;
 mod unlock;
 mod watchdog;

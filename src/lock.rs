@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::LockGuard;
-use crate::holds::{LeaseOutcome, Registry};
+use crate::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::locks::{AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, Wake};
 use crate::names;
 use crate::owner;
@@ -307,8 +307,21 @@ impl<K: Kind> Lock<K> {
         lease_ms: u64,
         queue: Option<Queue>,
     ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
-        let inner = &self.client.inner;
-        let registry = &inner.registry;
+        let begun = self.begin_attempt(field, lease)?;
+        let sent = Instant::now();
+        let acquired = self.client.with_connection("lock", |con, resend| {
+            let request = begun.request(self, lease_ms, field, resend, queue);
+            self.kind.acquire(con, &request)
+        });
+        self.finish_attempt(begun, field, lease, sent, acquired)
+    }
+
+    /// What an acquire attempt settles before its command is sent: the
+    /// thread's own count on its field, and for a reentry the lease ticket
+    /// and the "replaced" marker. Every [`Attempt`] must be finished by
+    /// [`Lock::finish_attempt`].
+    pub(crate) fn begin_attempt(&self, field: &str, lease: Duration) -> Result<Attempt> {
+        let registry = &self.client.inner.registry;
         // This thread's own count is the truth about its field: whatever else
         // Redis has there was left by an acquire whose reply was lost.
         let live = registry.live(&self.name, field);
@@ -324,22 +337,26 @@ impl<K: Kind> Lock<K> {
             let id = self.client.next_request_id();
             names::replaced_marker(&self.name, id.as_str())
         });
-        let marker = marker
-            .as_deref()
-            .map(|key| (key, inner.config.latch_ttl_ms()));
-        let sent = Instant::now();
-        let acquired = self.client.with_connection("lock", |con, resend| {
-            let request = AcquireRequest {
-                name: &self.name,
-                lease_ms,
-                field,
-                known,
-                marker,
-                resend,
-                queue,
-            };
-            self.kind.acquire(con, &request)
-        });
+        Ok(Attempt {
+            live,
+            known,
+            ticket,
+            marker,
+        })
+    }
+
+    /// The bookkeeping of an attempt's outcome: the guard, or the holder's
+    /// TTL.
+    pub(crate) fn finish_attempt(
+        &self,
+        begun: Attempt,
+        field: &str,
+        lease: Duration,
+        sent: Instant,
+        acquired: Result<Acquired>,
+    ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
+        let registry = &self.client.inner.registry;
+        let Attempt { live, ticket, .. } = begun;
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
                 Ok(Acquired::Yes {
@@ -420,6 +437,40 @@ impl<K: Kind> fmt::Debug for Lock<K> {
             .field("lease", &self.lease)
             .field("client", &self.client.id())
             .finish()
+    }
+}
+
+/// An acquire attempt between [`Lock::begin_attempt`] and
+/// [`Lock::finish_attempt`].
+pub(crate) struct Attempt {
+    live: Option<Arc<Hold>>,
+    known: u32,
+    ticket: Option<LeaseTicket>,
+    marker: Option<String>,
+}
+
+impl Attempt {
+    /// The request the attempt sends through `lock`.
+    pub(crate) fn request<'a, K: Kind>(
+        &'a self,
+        lock: &'a Lock<K>,
+        lease_ms: u64,
+        field: &'a str,
+        resend: bool,
+        queue: Option<Queue>,
+    ) -> AcquireRequest<'a> {
+        AcquireRequest {
+            name: &lock.name,
+            lease_ms,
+            field,
+            known: self.known,
+            marker: self
+                .marker
+                .as_deref()
+                .map(|key| (key, lock.client.inner.config.latch_ttl_ms())),
+            resend,
+            queue,
+        }
     }
 }
 
