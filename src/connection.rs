@@ -36,6 +36,12 @@ pub(crate) struct PooledConnection {
     checked_at: u64,
     dropped: bool,
     drops: Arc<AtomicU64>,
+    /// The socket's read timeout when it is not the response timeout (set
+    /// by [`PooledConnection::recv_within`], restored before the next
+    /// ordinary command).
+    read_timeout: Option<Duration>,
+    /// The response timeout.
+    usual: Duration,
 }
 
 impl PooledConnection {
@@ -61,23 +67,40 @@ impl PooledConnection {
     }
 
     /// Reads the reply to a command sent by [`PooledConnection::send_packed`],
-    /// waiting at most `within` when it is shorter than the response timeout
-    /// `usual`. A reply not read in time discards the connection.
-    pub fn recv_within(&mut self, within: Duration, usual: Duration) -> RedisResult<Value> {
-        let shorter = within < usual;
-        if shorter {
-            let within = within.max(Duration::from_micros(100));
-            if let Err(e) = self.con.set_read_timeout(Some(within)) {
+    /// waiting at most `within` (rounded up to the millisecond) when that
+    /// is shorter than the response timeout. A reply not read in
+    /// time discards the connection. The socket keeps the shorter timeout
+    /// until an ordinary command needs the usual one back: a connection
+    /// used for the same bound again costs no system call.
+    pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
+        let usual = self.usual;
+        let within = Duration::from_millis(
+            u64::try_from(within.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+        )
+        .max(Duration::from_millis(1));
+        let wanted = (within < usual).then_some(within);
+        if wanted != self.read_timeout
+            && let Err(e) = self.con.set_read_timeout(Some(wanted.unwrap_or(usual)))
+        {
+            self.dropped = true;
+            return Err(e);
+        }
+        self.read_timeout = wanted;
+        let result = self.con.recv_response();
+        self.record(result)
+    }
+
+    /// Puts the response timeout back after [`PooledConnection::recv_within`]
+    /// shortened it.
+    fn usual_timeout(&mut self) -> RedisResult<()> {
+        if self.read_timeout.take().is_some() {
+            let usual = self.usual;
+            if let Err(e) = self.con.set_read_timeout(Some(usual)) {
                 self.dropped = true;
                 return Err(e);
             }
         }
-        let result = self.con.recv_response();
-        let result = self.record(result);
-        if shorter && !self.dropped && self.con.set_read_timeout(Some(usual)).is_err() {
-            self.dropped = true;
-        }
-        result
+        Ok(())
     }
 
     /// Never hand this connection out again (a reply on it was not read).
@@ -88,6 +111,7 @@ impl PooledConnection {
 
 impl ConnectionLike for PooledConnection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.usual_timeout()?;
         let result = self.con.req_packed_command(cmd);
         self.record(result)
     }
@@ -98,6 +122,7 @@ impl ConnectionLike for PooledConnection {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        self.usual_timeout()?;
         let result = self.con.req_packed_commands(cmd, offset, count);
         self.record(result)
     }
@@ -153,6 +178,8 @@ impl Connector {
             checked_at,
             dropped: false,
             drops: Arc::clone(&self.drops),
+            read_timeout: None,
+            usual: self.response_timeout,
         })
     }
 

@@ -179,8 +179,7 @@ impl Checkout<'_> {
     /// See [`PooledConnection::recv_within`]: the reply to what
     /// [`Checkout::send_packed`] sent, read within `within` at most.
     pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
-        let usual = self.pool.connector.response_timeout;
-        self.inner()?.recv_within(within, usual)
+        self.inner()?.recv_within(within)
     }
 
     /// Closes the connection instead of returning it to the pool.
