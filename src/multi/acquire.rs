@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::batch::{Cleanup, Leftovers, Outcome, try_all};
+use super::batch::{Cleanup, Cleanups, Leftovers, Outcome, try_all};
 use super::{Composite, Taken};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -15,7 +15,8 @@ use crate::locks::Kind;
 
 /// What the members' outcomes of one attempt add up to.
 struct Tally<K: Kind> {
-    guards: Vec<LockGuard<K>>,
+    /// The members taken, with their positions.
+    guards: Vec<(usize, LockGuard<K>)>,
     leftovers: Leftovers<K>,
     failures: usize,
     fatal: Option<Error>,
@@ -31,13 +32,13 @@ impl<K: Kind> Tally<K> {
         }
     }
 
-    fn add(&mut self, member: &Lock<K>, outcome: Outcome<K>) {
+    fn add(&mut self, index: usize, member: &Lock<K>, outcome: Outcome<K>) {
         match outcome {
-            Ok(Ok(guard)) => self.guards.push(guard),
+            Ok(Ok(guard)) => self.guards.push((index, guard)),
             Ok(Err(_)) => self.failures += 1,
             Err(e) => {
                 // The reply may have been lost after the member was taken.
-                self.leftovers.failed(member, &e);
+                self.leftovers.failed(index, member, &e);
                 if e.is_transient() {
                     log::debug!("redisson-lock: member `{}` failed: {e}", member.name());
                     self.failures += 1;
@@ -59,24 +60,19 @@ impl<K: Kind> Composite<K> {
             ));
         }
         let wait = deadline.saturating_duration_since(Instant::now());
-        let mut cleanup = match self.all_at_once(wait)? {
+        let mut cleanups = Cleanups::default();
+        match self.all_at_once(wait)? {
             Ok(taken) => return Ok(Some(taken)),
-            Err(cleanup) => cleanup,
-        };
+            Err(cleanup) => cleanups.push(cleanup),
+        }
         loop {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            // The same thread's owner field is about to take the same
-            // members again: let the release of the last attempt's land
-            // first, or it could remove what this attempt takes.
-            if let Some(cleanup) = cleanup.take() {
-                cleanup.wait_until(deadline);
-            }
-            cleanup = match self.in_order(deadline, wait)? {
+            match self.in_order(deadline, wait, &cleanups)? {
                 Ok(taken) => return Ok(Some(taken)),
-                Err(cleanup) => cleanup,
-            };
+                Err(cleanup) => cleanups.push(cleanup),
+            }
             if Instant::now() >= deadline {
                 return Ok(None);
             }
@@ -111,8 +107,9 @@ impl<K: Kind> Composite<K> {
         };
         let read_deadline = (!wait.is_zero()).then(|| started + self.member_wait(wait));
         let mut tally = Tally::new(locks.len());
-        for (member, outcome) in locks.iter().zip(try_all(&locks, read_deadline)) {
-            tally.add(member, outcome);
+        let outcomes = try_all(&locks, read_deadline);
+        for (index, (member, outcome)) in locks.iter().zip(outcomes).enumerate() {
+            tally.add(index, member, outcome);
         }
         self.conclude(tally, started, None)
     }
@@ -125,6 +122,7 @@ impl<K: Kind> Composite<K> {
         &self,
         deadline: Instant,
         wait: Duration,
+        cleanups: &Cleanups,
     ) -> Result<std::result::Result<Taken<K>, Option<Cleanup>>> {
         let started = Instant::now();
         let n = self.members.len();
@@ -136,9 +134,22 @@ impl<K: Kind> Composite<K> {
             }
         });
         let mut tally = Tally::new(n);
-        for member in &self.members {
+        for (index, member) in self.members.iter().enumerate() {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let member_wait = self.member_wait(remaining).min(remaining);
+            // The same thread's owner field must not take a member again
+            // while an earlier attempt's release of it is under way: that
+            // release could remove what this attempt takes. It counts as a
+            // failure if the release does not end within the member's wait.
+            if !cleanups.wait_for(index, Instant::now() + member_wait) {
+                tally.failures += 1;
+                if tally.failures > n - self.quorum {
+                    break;
+                }
+                continue;
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let member_wait = member_wait.min(remaining);
             let member = match member_lease {
                 Some(lease) => member.with_lease(lease),
                 None => member.clone(),
@@ -155,7 +166,7 @@ impl<K: Kind> Composite<K> {
                     .try_lock_for(member_wait.min(left))
                     .map(|got| got.ok_or(None));
             }
-            tally.add(&member, outcome);
+            tally.add(index, &member, outcome);
             if tally.fatal.is_some() || tally.failures > n - self.quorum {
                 break;
             }
@@ -192,6 +203,7 @@ impl<K: Kind> Composite<K> {
         }
         // What a lost reply may have taken goes, whatever the outcome.
         leftovers.release_in_background();
+        let guards: Vec<LockGuard<K>> = guards.into_iter().map(|(_, guard)| guard).collect();
         if member_lease.is_some_and(|member_lease| member_lease != lease) {
             for guard in &guards {
                 // A member lost meanwhile shows in the guard; nothing to set.

@@ -107,10 +107,11 @@ pub(super) fn try_all<K: Kind>(
 }
 
 /// What a failed attempt leaves to release: the members it took, and
-/// those whose reply was lost (they may have been taken).
+/// those whose reply was lost (they may have been taken), each with its
+/// position among the members.
 pub(super) struct Leftovers<K: Kind> {
-    pub guards: Vec<LockGuard<K>>,
-    pub orphans: Vec<Orphan<K>>,
+    pub guards: Vec<(usize, LockGuard<K>)>,
+    pub orphans: Vec<(usize, Orphan<K>)>,
 }
 
 impl<K: Kind> Leftovers<K> {
@@ -121,38 +122,49 @@ impl<K: Kind> Leftovers<K> {
         }
     }
 
-    /// A member whose attempt failed with `e` may have been taken (unless
-    /// no connection could be had: then nothing was sent).
-    pub fn failed(&mut self, member: &Lock<K>, e: &Error) {
+    /// Member `index`, whose attempt failed with `e`, may have been taken
+    /// (unless no connection could be had: then nothing was sent).
+    pub fn failed(&mut self, index: usize, member: &Lock<K>, e: &Error) {
         if !matches!(e, Error::Unavailable { .. })
             && let Some(orphan) = member.orphan()
         {
-            self.orphans.push(orphan);
+            self.orphans.push((index, orphan));
         }
     }
 
     /// Releases everything on a background thread: a member whose server
-    /// is frozen or gone must not hold up the caller. The next attempt
-    /// waits for it (within its budget: see [`Cleanup::wait_until`]) before
-    /// it takes the same members again on the same thread's owner field.
+    /// is frozen or gone must not hold up the caller. A later attempt waits
+    /// for a member's release (see [`Cleanups::wait_for`]) before it takes
+    /// that member again on the same thread's owner field, which the
+    /// release could otherwise remove.
     pub fn release_in_background(self) -> Option<Cleanup> {
         if self.guards.is_empty() && self.orphans.is_empty() {
             return None;
         }
-        let detached: Vec<_> = self.guards.into_iter().map(LockGuard::detach).collect();
-        let orphans = self.orphans;
         let cleanup = Cleanup::default();
+        {
+            let mut pending = cleanup.pending.0.lock();
+            pending.extend(self.guards.iter().map(|(index, _)| *index));
+            pending.extend(self.orphans.iter().map(|(index, _)| *index));
+        }
+        let (indexes, guards): (Vec<usize>, Vec<_>) = self
+            .guards
+            .into_iter()
+            .map(|(index, guard)| (index, guard.detach()))
+            .unzip();
+        let orphans = self.orphans;
         let done = cleanup.clone();
         let spawned = std::thread::Builder::new()
             .name("rlock-release".into())
             .spawn(move || {
-                if let Err(e) = guard::release_all(detached) {
+                if let Err(e) = guard::release_all(guards) {
                     log::debug!("redisson-lock: releasing members failed: {e}");
                 }
-                for orphan in orphans {
+                done.finish(&indexes);
+                for (index, orphan) in orphans {
                     orphan.release();
+                    done.finish(&[index]);
                 }
-                done.finish();
             });
         match spawned {
             Ok(_) => Some(cleanup),
@@ -164,25 +176,60 @@ impl<K: Kind> Leftovers<K> {
     }
 }
 
-/// The background release of a failed attempt's members.
+/// The background release of a failed attempt's members: which of them
+/// (by position) are still being released.
 #[derive(Clone, Default)]
 pub(super) struct Cleanup {
-    done: Arc<(Mutex<bool>, Condvar)>,
+    pending: Arc<(Mutex<Vec<usize>>, Condvar)>,
 }
 
 impl Cleanup {
-    fn finish(&self) {
-        *self.done.0.lock() = true;
-        self.done.1.notify_all();
+    fn finish(&self, indexes: &[usize]) {
+        self.pending
+            .0
+            .lock()
+            .retain(|index| !indexes.contains(index));
+        self.pending.1.notify_all();
     }
 
-    /// Waits for the release to finish, until `deadline` at most.
-    pub fn wait_until(&self, deadline: Instant) {
-        let mut done = self.done.0.lock();
-        while !*done {
-            if self.done.1.wait_until(&mut done, deadline).timed_out() {
-                return;
+    /// Waits until member `index` is no longer being released, until
+    /// `deadline` at most; `false` when it still is.
+    fn wait_for(&self, index: usize, deadline: Instant) -> bool {
+        let mut pending = self.pending.0.lock();
+        while pending.contains(&index) {
+            if self
+                .pending
+                .1
+                .wait_until(&mut pending, deadline)
+                .timed_out()
+            {
+                return !pending.contains(&index);
             }
         }
+        true
+    }
+
+    fn is_done(&self) -> bool {
+        self.pending.0.lock().is_empty()
+    }
+}
+
+/// The releases of earlier attempts still under way.
+#[derive(Default)]
+pub(super) struct Cleanups(Vec<Cleanup>);
+
+impl Cleanups {
+    pub fn push(&mut self, cleanup: Option<Cleanup>) {
+        self.0.retain(|cleanup| !cleanup.is_done());
+        self.0.extend(cleanup);
+    }
+
+    /// Waits until no earlier attempt is releasing member `index`, until
+    /// `deadline` at most; `false` when one still is (the member must not
+    /// be taken now).
+    pub fn wait_for(&self, index: usize, deadline: Instant) -> bool {
+        self.0
+            .iter()
+            .all(|cleanup| cleanup.wait_for(index, deadline))
     }
 }
