@@ -65,7 +65,6 @@ impl ConnectionLike for Recorder {
 pub(crate) struct InFlight<'a> {
     /// `None` once the reply was read.
     con: Option<Checkout<'a>>,
-    packed: Vec<u8>,
     sent: std::result::Result<(), RedisError>,
 }
 
@@ -73,12 +72,11 @@ impl Client {
     /// Writes `packed` on a pooled connection of this client. `Err` when no
     /// connection could be had (nothing was sent); a failed write is kept
     /// for the reply (the single-lock path's resend rule then applies).
-    pub(crate) fn send(&self, packed: Vec<u8>) -> Result<InFlight<'_>> {
+    pub(crate) fn send(&self, packed: &[u8]) -> Result<InFlight<'_>> {
         let mut con = self.inner.pool.get_within(RECONNECT_GRACE)?;
-        let sent = con.send_packed(&packed);
+        let sent = con.send_packed(packed);
         Ok(InFlight {
             con: Some(con),
-            packed,
             sent,
         })
     }
@@ -129,7 +127,7 @@ impl<'a> InFlight<'a> {
         };
         Some(Prefetched {
             con,
-            pending: Some((std::mem::take(&mut self.packed), reply)),
+            pending: Some(reply),
             bound,
         })
     }
@@ -143,21 +141,23 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A connection whose first command (if it is the one sent) is answered by
-/// the reply already read; see [`Client::with_prefetched`].
+/// A connection whose first command is answered by the reply already read
+/// (that command is the one sent); see [`Client::with_prefetched`].
 pub(crate) struct Prefetched<'a> {
     con: Checkout<'a>,
-    pending: Option<(Vec<u8>, RedisResult<Value>)>,
+    /// The reply to the command sent, until the first command takes it.
+    pending: Option<RedisResult<Value>>,
     bound: Duration,
 }
 
 impl ConnectionLike for Prefetched<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        // The protocol code sends the command it was recorded sending (a
+        // clock argument, as the fair lock's, may have moved on since: the
+        // reply is to the one the server ran).
         match self.pending.take() {
-            Some((packed, reply)) if packed == cmd => reply,
-            Some((_, Ok(_))) | None => self.con.req_packed_command(cmd),
-            // A different command, and the connection is unusable.
-            Some((_, Err(e))) => Err(e),
+            Some(reply) => reply,
+            None => self.con.req_packed_command(cmd),
         }
     }
 
