@@ -284,6 +284,11 @@ impl<K: Kind> Lock<K> {
 }
 
 impl<K: Kind> Orphan<K> {
+    /// The lock it may have left held.
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+
     /// Sends the release; failures are only logged (the lease frees it).
     pub fn release(self) {
         let remaining = self.remaining;

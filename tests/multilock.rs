@@ -263,6 +263,38 @@ fn multilock_needs_every_member_and_releases_what_it_took() {
 }
 
 #[test]
+fn an_attempt_right_after_a_failed_one_keeps_every_member_it_takes() {
+    // A failed attempt releases what it took on a background thread, with
+    // the same owner field as this thread's next attempt: that release must
+    // not remove a member the next attempt takes again.
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let other = masters.clients();
+    let multi = MultiLock::new(members(&clients, "again"));
+    for round in 0..30 {
+        let blocker = other[4].lock("again").lock().expect("blocker");
+        assert!(multi.try_lock().expect("try_lock").is_none());
+        drop(blocker);
+        // Again at once, as a caller looping on try_lock() would.
+        let started = Instant::now();
+        let guard = loop {
+            if let Some(guard) = multi.try_lock().expect("try_lock") {
+                break guard;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "never taken");
+        };
+        // Long enough for any background release to have landed.
+        thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            masters.holders("again"),
+            5,
+            "round {round}: a member vanished"
+        );
+        guard.unlock().expect("unlock");
+    }
+}
+
+#[test]
 fn multilocks_of_two_clients_exclude_each_other_under_contention() {
     let masters = Masters::start();
     let inside = Arc::new(AtomicUsize::new(0));

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::batch::{Cleanup, Cleanups, Leftovers, Outcome, try_all};
+use super::batch::{Leftovers, Outcome, try_all, wait_released};
 use super::{Composite, Taken};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -15,8 +15,7 @@ use crate::locks::Kind;
 
 /// What the members' outcomes of one attempt add up to.
 struct Tally<K: Kind> {
-    /// The members taken, with their positions.
-    guards: Vec<(usize, LockGuard<K>)>,
+    guards: Vec<LockGuard<K>>,
     leftovers: Leftovers<K>,
     failures: usize,
     fatal: Option<Error>,
@@ -32,13 +31,13 @@ impl<K: Kind> Tally<K> {
         }
     }
 
-    fn add(&mut self, index: usize, member: &Lock<K>, outcome: Outcome<K>) {
+    fn add(&mut self, member: &Lock<K>, outcome: Outcome<K>) {
         match outcome {
-            Ok(Ok(guard)) => self.guards.push((index, guard)),
+            Ok(Ok(guard)) => self.guards.push(guard),
             Ok(Err(_)) => self.failures += 1,
             Err(e) => {
                 // The reply may have been lost after the member was taken.
-                self.leftovers.failed(index, member, &e);
+                self.leftovers.failed(member, &e);
                 if e.is_transient() {
                     log::debug!("redisson-lock: member `{}` failed: {e}", member.name());
                     self.failures += 1;
@@ -60,18 +59,15 @@ impl<K: Kind> Composite<K> {
             ));
         }
         let wait = deadline.saturating_duration_since(Instant::now());
-        let mut cleanups = Cleanups::default();
-        match self.all_at_once(wait)? {
-            Ok(taken) => return Ok(Some(taken)),
-            Err(cleanup) => cleanups.push(cleanup),
+        if let Some(taken) = self.all_at_once(wait)? {
+            return Ok(Some(taken));
         }
         loop {
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            match self.in_order(deadline, wait, &cleanups)? {
-                Ok(taken) => return Ok(Some(taken)),
-                Err(cleanup) => cleanups.push(cleanup),
+            if let Some(taken) = self.in_order(deadline, wait)? {
+                return Ok(Some(taken));
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -96,20 +92,23 @@ impl<K: Kind> Composite<K> {
     /// member's wait at most (the response timeout for a `try_lock`). The
     /// members are taken with the lease itself: none is held while another
     /// is waited for, so Redisson's lease of twice the wait has no use here.
-    fn all_at_once(
-        &self,
-        wait: Duration,
-    ) -> Result<std::result::Result<Taken<K>, Option<Cleanup>>> {
+    fn all_at_once(&self, wait: Duration) -> Result<Option<Taken<K>>> {
         let started = Instant::now();
         let locks: Vec<Lock<K>> = match self.lease {
             Some(lease) => self.members.iter().map(|m| m.with_lease(lease)).collect(),
             None => self.members.clone(),
         };
-        let read_deadline = (!wait.is_zero()).then(|| started + self.member_wait(wait));
+        let member_deadline = started + self.member_wait(wait).min(wait);
+        let read_deadline = (!wait.is_zero()).then_some(member_deadline);
         let mut tally = Tally::new(locks.len());
-        let outcomes = try_all(&locks, read_deadline);
-        for (index, (member, outcome)) in locks.iter().zip(outcomes).enumerate() {
-            tally.add(index, member, outcome);
+        // A member this thread is still releasing (an earlier attempt's) is
+        // not taken again before that release is done: it counts as failed.
+        let (ready, busy): (Vec<Lock<K>>, Vec<Lock<K>>) = locks
+            .into_iter()
+            .partition(|member| wait_released(member, member_deadline));
+        tally.failures += busy.len();
+        for (member, outcome) in ready.iter().zip(try_all(&ready, read_deadline)) {
+            tally.add(member, outcome);
         }
         self.conclude(tally, started, None)
     }
@@ -118,12 +117,7 @@ impl<K: Kind> Composite<K> {
     /// as soon as too many failed. With a lease and a wait, members are
     /// taken with twice the wait and set to the lease once enough are held
     /// (Redisson's rule).
-    fn in_order(
-        &self,
-        deadline: Instant,
-        wait: Duration,
-        cleanups: &Cleanups,
-    ) -> Result<std::result::Result<Taken<K>, Option<Cleanup>>> {
+    fn in_order(&self, deadline: Instant, wait: Duration) -> Result<Option<Taken<K>>> {
         let started = Instant::now();
         let n = self.members.len();
         let member_lease = self.lease.map(|lease| {
@@ -134,14 +128,14 @@ impl<K: Kind> Composite<K> {
             }
         });
         let mut tally = Tally::new(n);
-        for (index, member) in self.members.iter().enumerate() {
+        for member in &self.members {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let member_wait = self.member_wait(remaining).min(remaining);
             // The same thread's owner field must not take a member again
             // while an earlier attempt's release of it is under way: that
             // release could remove what this attempt takes. It counts as a
             // failure if the release does not end within the member's wait.
-            if !cleanups.wait_for(index, Instant::now() + member_wait) {
+            if !wait_released(member, Instant::now() + member_wait) {
                 tally.failures += 1;
                 if tally.failures > n - self.quorum {
                     break;
@@ -166,7 +160,7 @@ impl<K: Kind> Composite<K> {
                     .try_lock_for(member_wait.min(left))
                     .map(|got| got.ok_or(None));
             }
-            tally.add(index, &member, outcome);
+            tally.add(&member, outcome);
             if tally.fatal.is_some() || tally.failures > n - self.quorum {
                 break;
             }
@@ -182,7 +176,7 @@ impl<K: Kind> Composite<K> {
         tally: Tally<K>,
         started: Instant,
         member_lease: Option<Duration>,
-    ) -> Result<std::result::Result<Taken<K>, Option<Cleanup>>> {
+    ) -> Result<Option<Taken<K>>> {
         let Tally {
             guards,
             mut leftovers,
@@ -199,11 +193,11 @@ impl<K: Kind> Composite<K> {
         let valid = !self.red || validity(started, lease) > Duration::ZERO;
         if !(enough && valid) {
             leftovers.guards.extend(guards);
-            return Ok(Err(leftovers.release_in_background()));
+            leftovers.release_in_background();
+            return Ok(None);
         }
         // What a lost reply may have taken goes, whatever the outcome.
         leftovers.release_in_background();
-        let guards: Vec<LockGuard<K>> = guards.into_iter().map(|(_, guard)| guard).collect();
         if member_lease.is_some_and(|member_lease| member_lease != lease) {
             for guard in &guards {
                 // A member lost meanwhile shows in the guard; nothing to set.
@@ -212,7 +206,7 @@ impl<K: Kind> Composite<K> {
                 }
             }
         }
-        Ok(Ok(Taken {
+        Ok(Some(Taken {
             guards,
             started,
             lease,

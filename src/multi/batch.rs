@@ -4,6 +4,7 @@
 //! release of what a failed attempt took, on a background thread the next
 //! attempt can wait for.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -107,11 +108,10 @@ pub(super) fn try_all<K: Kind>(
 }
 
 /// What a failed attempt leaves to release: the members it took, and
-/// those whose reply was lost (they may have been taken), each with its
-/// position among the members.
+/// those whose reply was lost (they may have been taken).
 pub(super) struct Leftovers<K: Kind> {
-    pub guards: Vec<(usize, LockGuard<K>)>,
-    pub orphans: Vec<(usize, Orphan<K>)>,
+    pub guards: Vec<LockGuard<K>>,
+    pub orphans: Vec<Orphan<K>>,
 }
 
 impl<K: Kind> Leftovers<K> {
@@ -122,36 +122,34 @@ impl<K: Kind> Leftovers<K> {
         }
     }
 
-    /// Member `index`, whose attempt failed with `e`, may have been taken
-    /// (unless no connection could be had: then nothing was sent).
-    pub fn failed(&mut self, index: usize, member: &Lock<K>, e: &Error) {
+    /// A member whose attempt failed with `e` may have been taken (unless
+    /// no connection could be had: then nothing was sent).
+    pub fn failed(&mut self, member: &Lock<K>, e: &Error) {
         if !matches!(e, Error::Unavailable { .. })
             && let Some(orphan) = member.orphan()
         {
-            self.orphans.push((index, orphan));
+            self.orphans.push(orphan);
         }
     }
 
     /// Releases everything on a background thread: a member whose server
-    /// is frozen or gone must not hold up the caller. A later attempt waits
-    /// for a member's release (see [`Cleanups::wait_for`]) before it takes
-    /// that member again on the same thread's owner field, which the
-    /// release could otherwise remove.
-    pub fn release_in_background(self) -> Option<Cleanup> {
+    /// is frozen or gone must not hold up the caller. Until a member's
+    /// release is done, this thread does not take that member again (see
+    /// [`wait_released`]): the release could remove what it takes, the
+    /// owner field being the same.
+    pub fn release_in_background(self) {
         if self.guards.is_empty() && self.orphans.is_empty() {
-            return None;
+            return;
         }
+        let guard_keys: Vec<String> = self.guards.iter().map(|g| member_key(g.lock())).collect();
+        let orphan_keys: Vec<String> = self.orphans.iter().map(|o| member_key(o.lock())).collect();
         let cleanup = Cleanup::default();
         {
             let mut pending = cleanup.pending.0.lock();
-            pending.extend(self.guards.iter().map(|(index, _)| *index));
-            pending.extend(self.orphans.iter().map(|(index, _)| *index));
+            pending.extend(guard_keys.iter().cloned());
+            pending.extend(orphan_keys.iter().cloned());
         }
-        let (indexes, guards): (Vec<usize>, Vec<_>) = self
-            .guards
-            .into_iter()
-            .map(|(index, guard)| (index, guard.detach()))
-            .unzip();
+        let guards: Vec<_> = self.guards.into_iter().map(LockGuard::detach).collect();
         let orphans = self.orphans;
         let done = cleanup.clone();
         let spawned = std::thread::Builder::new()
@@ -160,50 +158,76 @@ impl<K: Kind> Leftovers<K> {
                 if let Err(e) = guard::release_all(guards) {
                     log::debug!("redisson-lock: releasing members failed: {e}");
                 }
-                done.finish(&indexes);
-                for (index, orphan) in orphans {
+                done.finish(&guard_keys);
+                for (orphan, key) in orphans.into_iter().zip(orphan_keys) {
                     orphan.release();
-                    done.finish(&[index]);
+                    done.finish(std::slice::from_ref(&key));
                 }
             });
         match spawned {
-            Ok(_) => Some(cleanup),
-            Err(e) => {
-                log::warn!("redisson-lock: cannot start a thread to release members: {e}");
-                None
-            }
+            Ok(_) => RELEASING.with(|releasing| {
+                let mut releasing = releasing.borrow_mut();
+                releasing.retain(|cleanup| !cleanup.is_done());
+                releasing.push(cleanup);
+            }),
+            Err(e) => log::warn!("redisson-lock: cannot start a thread to release members: {e}"),
         }
     }
 }
 
-/// The background release of a failed attempt's members: which of them
-/// (by position) are still being released.
+thread_local! {
+    /// The background releases of this thread's failed attempts still
+    /// under way.
+    static RELEASING: RefCell<Vec<Cleanup>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A member as this thread's releases know it: its client and name (the
+/// owner field follows from the client and the thread).
+fn member_key<K: Kind>(lock: &Lock<K>) -> String {
+    format!("{}\n{}", lock.client.id(), lock.name())
+}
+
+/// Waits until no background release of this thread's is under way for
+/// `member`, until `deadline` at most; `false` when one still is (the
+/// member must not be taken now). Free when there is none.
+pub(super) fn wait_released<K: Kind>(member: &Lock<K>, deadline: Instant) -> bool {
+    let cleanups: Vec<Cleanup> = RELEASING.with(|releasing| {
+        let mut releasing = releasing.borrow_mut();
+        releasing.retain(|cleanup| !cleanup.is_done());
+        releasing.clone()
+    });
+    if cleanups.is_empty() {
+        return true;
+    }
+    let key = member_key(member);
+    cleanups
+        .iter()
+        .all(|cleanup| cleanup.wait_for(&key, deadline))
+}
+
+/// One background release: the members (by [`member_key`]) still being
+/// released.
 #[derive(Clone, Default)]
-pub(super) struct Cleanup {
-    pending: Arc<(Mutex<Vec<usize>>, Condvar)>,
+struct Cleanup {
+    pending: Arc<(Mutex<Vec<String>>, Condvar)>,
 }
 
 impl Cleanup {
-    fn finish(&self, indexes: &[usize]) {
-        self.pending
-            .0
-            .lock()
-            .retain(|index| !indexes.contains(index));
+    fn finish(&self, keys: &[String]) {
+        self.pending.0.lock().retain(|key| !keys.contains(key));
         self.pending.1.notify_all();
     }
 
-    /// Waits until member `index` is no longer being released, until
-    /// `deadline` at most; `false` when it still is.
-    fn wait_for(&self, index: usize, deadline: Instant) -> bool {
+    fn wait_for(&self, key: &str, deadline: Instant) -> bool {
         let mut pending = self.pending.0.lock();
-        while pending.contains(&index) {
+        while pending.iter().any(|pending| pending == key) {
             if self
                 .pending
                 .1
                 .wait_until(&mut pending, deadline)
                 .timed_out()
             {
-                return !pending.contains(&index);
+                return !pending.iter().any(|pending| pending == key);
             }
         }
         true
@@ -211,25 +235,5 @@ impl Cleanup {
 
     fn is_done(&self) -> bool {
         self.pending.0.lock().is_empty()
-    }
-}
-
-/// The releases of earlier attempts still under way.
-#[derive(Default)]
-pub(super) struct Cleanups(Vec<Cleanup>);
-
-impl Cleanups {
-    pub fn push(&mut self, cleanup: Option<Cleanup>) {
-        self.0.retain(|cleanup| !cleanup.is_done());
-        self.0.extend(cleanup);
-    }
-
-    /// Waits until no earlier attempt is releasing member `index`, until
-    /// `deadline` at most; `false` when one still is (the member must not
-    /// be taken now).
-    pub fn wait_for(&self, index: usize, deadline: Instant) -> bool {
-        self.0
-            .iter()
-            .all(|cleanup| cleanup.wait_for(index, deadline))
     }
 }
