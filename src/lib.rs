@@ -77,6 +77,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod attempt;
 mod client;
 mod connection;
 mod error;

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::attempt::Attempt;
 use crate::error::{Error, Result};
 use crate::guard::{self, LockGuard};
-use crate::lock::{Attempt, Lock};
+use crate::lock::Lock;
 use crate::locks::Kind;
 use crate::scatter::{InFlight, Recorder};
 use crate::unlock::Orphan;
