@@ -11,6 +11,9 @@
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
 #   ... --report-only          re-renders the report from the last run's raw.jsonl
+#   ... --only N               runs scenario N alone (1-6; 7: the paired measurements;
+#                              with --quick, to check one
+#                              scenario: the report then holds that scenario only)
 #
 # Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
 # e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
@@ -26,14 +29,20 @@ root=$(pwd)
 
 quick=0
 report_only=0
-for arg in "$@"; do
-  case "$arg" in
+only=
+while [ $# -gt 0 ]; do
+  case "$1" in
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick] [--report-only]" >&2; exit 2 ;;
+    --only) only=${2:-}; shift
+      case "$only" in [1-7]) ;; *) echo "--only takes a scenario number, 1 to 7 (7: the paired measurements)" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--report-only] [--only N]" >&2; exit 2 ;;
   esac
+  shift
 done
+# wanted N: whether scenario N runs (every one unless --only picked another).
+wanted() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
@@ -50,6 +59,7 @@ if [ "$quick" = 1 ]; then
   s4_reps=1
   s5_ms=500; s5_warmup=500
   pair_rounds=6; pair_block_ms=150
+  s6_ms=1000; s6_warmup=300
   soak_cycles=100000
   out_md=$out/BENCHMARKS.md
   out_svg=$out/benchmarks.svg
@@ -65,11 +75,20 @@ else
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
   pair_rounds=20; pair_block_ms=200   # 4 paired measurements x 8 s a repetition
+  s6_ms=2000; s6_warmup=1000   # per side (RedLock, single), alternating: ~15 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
   out_svg=docs/benchmarks.svg
   svg_link=docs/benchmarks.svg
   command="scripts/bench.sh"
+fi
+if [ -n "$only" ]; then
+  # One scenario alone never replaces a whole run's files.
+  out=$out/only-$only
+  out_md=$out/BENCHMARKS.md
+  out_svg=$out/benchmarks.svg
+  svg_link=benchmarks.svg
+  command="$command --only $only"
 fi
 # Scenario 4: the crate and Redisson hold 100,000 locks; rslock, which renews
 # each lock on its own timer, holds 10,000 (at 100,000 it cannot keep them on
@@ -85,6 +104,9 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # own floor (bench/lua/) and Redisson's same type; then 4 readers sharing one
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
+# Scenario 6: RedLock over this many redis-servers (the main one and more,
+# all on the server CPU), for the crate, rslock and Redisson.
+s6_masters=5
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
@@ -131,7 +153,12 @@ if [ "$java_ok" = 1 ]; then
 fi
 contenders="floor raw crate rslock"
 family_contenders="floor crate"
-[ "$java_ok" = 1 ] && contenders="$contenders redisson" && family_contenders="$family_contenders redisson"
+redlock_contenders="crate rslock"
+if [ "$java_ok" = 1 ]; then
+  contenders="$contenders redisson"
+  family_contenders="$family_contenders redisson"
+  redlock_contenders="$redlock_contenders redisson"
+fi
 
 # ---------------------------------------------------------------- pinning
 # Command prefixes (arrays, not functions: a backgrounded simple command is
@@ -153,11 +180,13 @@ port=$("$B" free-port)
 url=redis://127.0.0.1:$port
 server_dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")
 redis_pid=
+master_pids=()
 cleanup() {
-  if [ -n "$redis_pid" ]; then
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-  fi
+  local pid
+  for pid in $redis_pid "${master_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$server_dir"
 }
 trap cleanup EXIT
@@ -166,6 +195,19 @@ trap 'exit 130' INT TERM
   --appendonly no --dir "$server_dir" --logfile "$server_dir/redis.log" &
 redis_pid=$!
 "$B" cmd --url "$url" --wait-s 10 PING >/dev/null
+# Scenario 6's other masters, started like the main one.
+master_urls=$url
+if wanted 6; then
+  for ((i = 2; i <= s6_masters; i++)); do
+    p=$("$B" free-port)
+    mkdir -p "$server_dir/m$i"
+    "${on_server[@]}" "${REDIS_SERVER:-redis-server}" --port "$p" --bind 127.0.0.1 --save '' \
+      --appendonly no --dir "$server_dir/m$i" --logfile "$server_dir/m$i/redis.log" &
+    master_pids+=($!)
+    "$B" cmd --url "redis://127.0.0.1:$p" --wait-s 10 PING >/dev/null
+    master_urls="$master_urls,redis://127.0.0.1:$p"
+  done
+fi
 
 # ---------------------------------------------------------------- machine notes
 cpu_busy() {  # % of all CPUs busy over one second, before we start
@@ -217,6 +259,8 @@ machine=$out/machine.txt
     "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
   printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\n' "$s5_ms" "$s5_warmup" "$s5_types"
   printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
+  printf 's6_duration_ms\t%s\ns6_warmup\t%s\ns6_masters\t%s\n' "$s6_ms" "$s6_warmup" "$s6_masters"
+  [ -n "$only" ] && printf 'only\t%s\n' "$only"
   printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
 note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
@@ -228,6 +272,10 @@ failures=0
 rep=0
 run_id() { echo "r$rep-$1-$2-$$"; }
 flush() { "$B" cmd --url "$url" FLUSHALL >/dev/null; }
+flush_masters() {
+  local u
+  for u in ${master_urls//,/ }; do "$B" cmd --url "$u" FLUSHALL >/dev/null; done
+}
 
 # run_one CONTENDER ARGS...: one process of one contender, JSON line to $raw.
 run_one() {
@@ -343,36 +391,58 @@ watchdog() {  # watchdog CONTENDER
   fi
 }
 
+redlock() {  # redlock CONTENDER: scenario 6, one measurement
+  local c=$1
+  flush_masters
+  run_one "$c" --scenario redlock --urls "$master_urls" --run-id "$(run_id redlock "$c")" \
+    --duration-ms "$s6_ms" --warmup "$s6_warmup" || failed "rep $rep redlock $c"
+}
+
 # ---------------------------------------------------------------- the run
 start=$(date +%s)
 echo "==> $mode run: $reps repetitions of: $contenders (server $url)" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "--> repetition $rep/$reps ($(( $(date +%s) - start )) s)" >&2
-  for c in $contenders; do simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"; done
-  for t in 4 16; do
-    for c in $contenders; do
-      simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+  if wanted 1; then
+    for c in $contenders; do simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"; done
+  fi
+  if wanted 2; then
+    for t in 4 16; do
+      for c in $contenders; do
+        simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+      done
     done
-  done
-  for procs in 1 2; do
-    for c in $contenders; do contended "$c" "$procs"; done
-  done
-  paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
-  if [ "$rep" -le "$s4_reps" ]; then
+  fi
+  if wanted 3; then
+    for procs in 1 2; do
+      for c in $contenders; do contended "$c" "$procs"; done
+    done
+  fi
+  if wanted 7; then
+    paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
+  fi
+  if wanted 4 && [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do
       case "$c" in floor|raw) continue ;; esac   # no watchdog to measure
       watchdog "$c"
     done
   fi
-  for t in $s5_types; do family 1 "$t"; done
-  family 4 read
-  contended crate 1 lock
-  contended crate 1 fair
-  if [ "$java_ok" = 1 ]; then contended redisson 1 fair; fi
+  if wanted 5; then
+    for t in $s5_types; do family 1 "$t"; done
+    family 4 read
+    contended crate 1 lock
+    contended crate 1 fair
+    if [ "$java_ok" = 1 ]; then contended redisson 1 fair; fi
+  fi
+  if wanted 6; then
+    for c in $redlock_contenders; do redlock "$c"; done
+  fi
 done
-echo "--> soak: $soak_cycles cycles, redisson-lock only ($(( $(date +%s) - start )) s)" >&2
-rep=1
-simple crate soak --cycles "$soak_cycles" --threads 4
+if [ -z "$only" ]; then
+  echo "--> soak: $soak_cycles cycles, redisson-lock only ($(( $(date +%s) - start )) s)" >&2
+  rep=1
+  simple crate soak --cycles "$soak_cycles" --threads 4
+fi
 
 busy_end=$(busiest)
 note="$note At the end: ${busy_end:-nothing else above 5% CPU}."

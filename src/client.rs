@@ -28,7 +28,7 @@ use crate::watchdog::Watchdog;
 /// How long a command keeps trying to connect while the server refuses:
 /// long enough for a restarting server to listen again, short enough that a
 /// server that is down is an answer.
-const RECONNECT_GRACE: Duration = Duration::from_millis(100);
+pub(crate) const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 
 /// Redisson's default `lockWatchdogTimeout`.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);

@@ -36,6 +36,12 @@ pub(crate) struct PooledConnection {
     checked_at: u64,
     dropped: bool,
     drops: Arc<AtomicU64>,
+    /// The socket's read timeout when it is not the response timeout (set
+    /// by [`PooledConnection::recv_within`], restored before the next
+    /// ordinary command).
+    read_timeout: Option<Duration>,
+    /// The response timeout.
+    usual: Duration,
 }
 
 impl PooledConnection {
@@ -52,8 +58,60 @@ impl PooledConnection {
     }
 }
 
+impl PooledConnection {
+    /// Writes `cmd` without reading its reply (scatter/gather over several
+    /// servers: see `crate::scatter`).
+    pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        let result = self.con.send_packed_command(cmd);
+        self.record(result)
+    }
+
+    /// Reads the reply to a command sent by [`PooledConnection::send_packed`],
+    /// waiting at most `within` (rounded up to the millisecond) when that
+    /// is shorter than the response timeout. A reply not read in
+    /// time discards the connection. The socket keeps the shorter timeout
+    /// until an ordinary command needs the usual one back: a connection
+    /// used for the same bound again costs no system call.
+    pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
+        let usual = self.usual;
+        let within = Duration::from_millis(
+            u64::try_from(within.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+        )
+        .max(Duration::from_millis(1));
+        let wanted = (within < usual).then_some(within);
+        if wanted != self.read_timeout
+            && let Err(e) = self.con.set_read_timeout(Some(wanted.unwrap_or(usual)))
+        {
+            self.dropped = true;
+            return Err(e);
+        }
+        self.read_timeout = wanted;
+        let result = self.con.recv_response();
+        self.record(result)
+    }
+
+    /// Puts the response timeout back after [`PooledConnection::recv_within`]
+    /// shortened it.
+    fn usual_timeout(&mut self) -> RedisResult<()> {
+        if self.read_timeout.take().is_some() {
+            let usual = self.usual;
+            if let Err(e) = self.con.set_read_timeout(Some(usual)) {
+                self.dropped = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Never hand this connection out again (a reply on it was not read).
+    pub fn discard(&mut self) {
+        self.dropped = true;
+    }
+}
+
 impl ConnectionLike for PooledConnection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.usual_timeout()?;
         let result = self.con.req_packed_command(cmd);
         self.record(result)
     }
@@ -64,6 +122,7 @@ impl ConnectionLike for PooledConnection {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        self.usual_timeout()?;
         let result = self.con.req_packed_commands(cmd, offset, count);
         self.record(result)
     }
@@ -119,6 +178,8 @@ impl Connector {
             checked_at,
             dropped: false,
             drops: Arc::clone(&self.drops),
+            read_timeout: None,
+            usual: self.response_timeout,
         })
     }
 

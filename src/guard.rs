@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome, Registry};
+use crate::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::lock::Lock;
 use crate::locks::{Kind, Reentrant, Wake};
+use crate::scatter::Prefetched;
 use crate::scripts::UnlockOutcome;
 use crate::unlock::Unlock;
 
@@ -140,100 +141,181 @@ pub(crate) struct Detached<K: Kind> {
     renew: bool,
 }
 
-impl<K: Kind> Detached<K> {
-    /// Releases the hold, as the guard's drop would have.
-    pub fn release(self) -> Result<()> {
-        release(&self.lock, &self.hold, self.renew)
-    }
-
-    /// The lock's name, for logs.
-    pub fn name(&self) -> &str {
-        self.lock.name()
+/// One guard's release: every type and every guard goes through here.
+fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
+    match begin_release(lock, hold, renew) {
+        Releasing::Done(result) => result,
+        Releasing::Send(sending) => finish_release(lock, hold, sending, None),
     }
 }
 
-/// One guard's release: every type and every guard goes through here.
-fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
-    {
-        // Before anything else: a forked child must not touch the parent's
-        // bookkeeping, whose mutexes may have been held at the fork.
-        lock.client.check_process()?;
-        let registry = &lock.client.inner.registry;
-        // Unregister first so that a renewal racing with this unlock does not
-        // report a lock we are giving up as lost.
-        let remaining = Registry::count(hold).saturating_sub(1);
-        let last = registry.released(hold, renew);
-        if let Some(reason) = hold.lost_reason() {
-            // Clean up what may be left (a renewal that landed late) once the
-            // last guard of the lost hold goes, unless this thread has taken
-            // the lock again since.
-            if last && registry.live(&hold.name, &hold.field).is_none() {
-                let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
-            }
-            return Err(lock.lost(reason));
+/// A release up to its command: done already (a lost hold, a forked
+/// child), or the command to send.
+enum Releasing {
+    Done(Result<()>),
+    Send(Sending),
+}
+
+struct Sending {
+    remaining: u32,
+    last: bool,
+    ticket: Option<LeaseTicket>,
+    sent: Instant,
+}
+
+fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Releasing {
+    // Before anything else: a forked child must not touch the parent's
+    // bookkeeping, whose mutexes may have been held at the fork.
+    if let Err(e) = lock.client.check_process() {
+        return Releasing::Done(Err(e));
+    }
+    let registry = &lock.client.inner.registry;
+    // Unregister first so that a renewal racing with this unlock does not
+    // report a lock we are giving up as lost.
+    let remaining = Registry::count(hold).saturating_sub(1);
+    let last = registry.released(hold, renew);
+    if let Some(reason) = hold.lost_reason() {
+        // Clean up what may be left (a renewal that landed late) once the
+        // last guard of the lost hold goes, unless this thread has taken
+        // the lock again since.
+        if last && registry.live(&hold.name, &hold.field).is_none() {
+            let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
         }
-        // A partial unlock resets the TTL: a command the hold must count,
-        // with the handle's lease, or (a read release) with the TTL its
-        // reply reports, unknown until then.
-        let sent = Instant::now();
-        let ticket = (!last)
-            .then(|| {
-                if lock.kind.release_sets_lease() {
-                    lock.lease().ok().map(|(lease, _)| lease)
-                } else {
-                    Some(Duration::MAX)
-                }
-            })
-            .flatten()
-            .map(|lease| hold.begin_lease(lease));
-        let remaining = if last { 0 } else { remaining.max(1) };
-        let kept_ttl_ms = Cell::new(None);
-        let result =
-            lock.unlock_raw_reporting(&hold.field, Unlock::Release { remaining }, &kept_ttl_ms);
-        if let Some(ticket) = ticket {
-            match (&result, kept_ttl_ms.get()) {
-                (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
-                    hold.end_lease_with_ttl(ticket, sent, Duration::from_millis(ttl));
-                }
-                (Ok(Some(UnlockOutcome::StillHeld)), None) if lock.kind.release_sets_lease() => {
-                    hold.end_lease(ticket, LeaseOutcome::Set);
-                }
-                (Err(e), _) => hold.end_lease(ticket, LeaseOutcome::of_error(e)),
-                _ => hold.end_lease(ticket, LeaseOutcome::Untouched),
+        return Releasing::Done(Err(lock.lost(reason)));
+    }
+    // A partial unlock resets the TTL: a command the hold must count,
+    // with the handle's lease, or (a read release) with the TTL its
+    // reply reports, unknown until then.
+    let sent = Instant::now();
+    let ticket = (!last)
+        .then(|| {
+            if lock.kind.release_sets_lease() {
+                lock.lease().ok().map(|(lease, _)| lease)
+            } else {
+                Some(Duration::MAX)
             }
-        }
-        match result {
-            Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
-            Ok(Some(UnlockOutcome::Released)) => {
-                if !last {
-                    // Redis had fewer holds than this thread counts: the
-                    // other guards of this hold hold nothing any more.
-                    registry.lose(hold, LostReason::Released);
-                }
-                // A thread of this client is waiting for this lock and is being
-                // woken by the unlock message, one hop (the subscriber thread)
-                // behind our reply. Give it the CPU before this thread can
-                // come back for the lock, or on a busy CPU it nearly always
-                // finds the lock taken again and waits for the next release.
-                // With a free core this returns at once.
-                if let Wake::Channel { channel, entry } = lock.kind.wake(&lock.name, &hold.field)
-                    && lock.client.inner.subscriber.has_waiters(&channel, &entry)
-                {
-                    std::thread::yield_now();
-                }
-                Ok(())
+        })
+        .flatten()
+        .map(|lease| hold.begin_lease(lease));
+    let remaining = if last { 0 } else { remaining.max(1) };
+    Releasing::Send(Sending {
+        remaining,
+        last,
+        ticket,
+        sent,
+    })
+}
+
+fn finish_release<K: Kind>(
+    lock: &Lock<K>,
+    hold: &Arc<Hold>,
+    sending: Sending,
+    first: Option<Result<Prefetched<'_>>>,
+) -> Result<()> {
+    let Sending {
+        remaining,
+        last,
+        ticket,
+        sent,
+    } = sending;
+    let registry = &lock.client.inner.registry;
+    let kept_ttl_ms = Cell::new(None);
+    let result = lock.unlock_raw_from(
+        &hold.field,
+        Unlock::Release { remaining },
+        &kept_ttl_ms,
+        first,
+    );
+    if let Some(ticket) = ticket {
+        match (&result, kept_ttl_ms.get()) {
+            (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
+                hold.end_lease_with_ttl(ticket, sent, Duration::from_millis(ttl));
             }
-            Ok(None) => {
-                registry.lose(hold, LostReason::KeyGone);
-                Err(lock.not_held())
+            (Ok(Some(UnlockOutcome::StillHeld)), None) if lock.kind.release_sets_lease() => {
+                hold.end_lease(ticket, LeaseOutcome::Set);
             }
-            Err(e) if e.code() == Some("WRONGTYPE") => {
-                registry.lose(hold, LostReason::Overwritten);
-                Err(lock.lost(LostReason::Overwritten))
-            }
-            Err(e) => Err(e),
+            (Err(e), _) => hold.end_lease(ticket, LeaseOutcome::of_error(e)),
+            _ => hold.end_lease(ticket, LeaseOutcome::Untouched),
         }
     }
+    match result {
+        Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
+        Ok(Some(UnlockOutcome::Released)) => {
+            if !last {
+                // Redis had fewer holds than this thread counts: the
+                // other guards of this hold hold nothing any more.
+                registry.lose(hold, LostReason::Released);
+            }
+            // A thread of this client is waiting for this lock and is being
+            // woken by the unlock message, one hop (the subscriber thread)
+            // behind our reply. Give it the CPU before this thread can
+            // come back for the lock, or on a busy CPU it nearly always
+            // finds the lock taken again and waits for the next release.
+            // With a free core this returns at once.
+            if let Wake::Channel { channel, entry } = lock.kind.wake(&lock.name, &hold.field)
+                && lock.client.inner.subscriber.has_waiters(&channel, &entry)
+            {
+                std::thread::yield_now();
+            }
+            Ok(())
+        }
+        Ok(None) => {
+            registry.lose(hold, LostReason::KeyGone);
+            Err(lock.not_held())
+        }
+        Err(e) if e.code() == Some("WRONGTYPE") => {
+            registry.lose(hold, LostReason::Overwritten);
+            Err(lock.lost(LostReason::Overwritten))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Releases several holds, each on its own server, at the cost of about one
+/// round trip: every release command is written first, then the replies
+/// are read (each with the single release's retries and bookkeeping).
+/// Reports the first error; every hold is released either way.
+pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
+    let mut first_error = None;
+    let mut sending = Vec::with_capacity(holds.len());
+    for detached in &holds {
+        let Detached { lock, hold, renew } = detached;
+        match begin_release(lock, hold, *renew) {
+            Releasing::Done(result) => {
+                if let Err(e) = result {
+                    first_error.get_or_insert(e);
+                }
+            }
+            Releasing::Send(step) => {
+                let in_flight = if holds.len() > 1 {
+                    lock.release_command(&hold.field, step.remaining)
+                        .map(|packed| lock.client.send(&packed))
+                } else {
+                    None
+                };
+                sending.push((detached, step, in_flight));
+            }
+        }
+    }
+    for (detached, step, in_flight) in sending {
+        let first = in_flight.and_then(|in_flight| match in_flight {
+            Ok(in_flight) => in_flight.receive(far_deadline()).map(Ok),
+            Err(e) => Some(Err(e)),
+        });
+        if let Err(e) = finish_release(&detached.lock, &detached.hold, step, first) {
+            log::debug!(
+                "redisson-lock: releasing member `{}` failed: {e}",
+                detached.lock.name()
+            );
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// A read deadline that leaves the response timeout in charge.
+fn far_deadline() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
 }
 
 impl<K: Kind> Drop for LockGuard<K> {

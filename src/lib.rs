@@ -77,6 +77,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod attempt;
 mod client;
 mod connection;
 mod error;
@@ -91,6 +92,7 @@ mod owner;
 mod pool;
 mod pubsub;
 mod replicas;
+mod scatter;
 mod scripts;
 mod unlock;
 mod watchdog;

@@ -10,9 +10,7 @@ use redis::Commands;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::LockGuard;
-use crate::holds::{LeaseOutcome, Registry};
-use crate::locks::{AcquireRequest, Acquired, Backoff, Kind, Queue, Reentrant, Wake};
-use crate::names;
+use crate::locks::{Backoff, Kind, Queue, Reentrant, Wake};
 use crate::owner;
 use crate::replicas::Synced;
 use crate::scripts::lease_millis;
@@ -68,7 +66,7 @@ pub struct Lock<K: Kind = Reentrant> {
     pub(crate) client: Client,
     pub(crate) name: Arc<str>,
     pub(crate) kind: Arc<K>,
-    lease: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
 }
 
 impl<K: Kind> Clone for Lock<K> {
@@ -281,10 +279,24 @@ impl<K: Kind> Lock<K> {
             }
             Wake::Backoff(backoff) => (None, Some(Spin::new(backoff))),
         };
+        // One connection lost while waiting (a server restarting under the
+        // waiters: the attempt right after the subscriber lost its connection
+        // finds the server down) is retried once, after the retry delay; a
+        // refused connection or a timeout is reported at once.
+        let mut dropped = false;
         loop {
-            ttl = match self.attempt(field, lease, lease_ms, queue())? {
-                Ok(guard) => return Ok(Some(guard)),
-                Err(ttl) => ttl,
+            ttl = match self.attempt(field, lease, lease_ms, queue()) {
+                Ok(Ok(guard)) => return Ok(Some(guard)),
+                Ok(Err(ttl)) => {
+                    dropped = false;
+                    ttl
+                }
+                Err(e) if e.is_connection_dropped() && !dropped => {
+                    dropped = true;
+                    log::debug!("redisson-lock: waiting for `{}`: {e}; retrying", self.name);
+                    Some(config.retry_delay)
+                }
+                Err(e) => return Err(e),
             };
             // A key without a TTL: wait for a message, but poll now and then.
             let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
@@ -354,71 +366,20 @@ impl<K: Kind> Lock<K> {
         lease_ms: u64,
         queue: Option<Queue>,
     ) -> Result<(Attempt<K>, Synced)> {
-        let inner = &self.client.inner;
-        let registry = &inner.registry;
-        // This thread's own count is the truth about its field: whatever else
-        // Redis has there was left by an acquire whose reply was lost.
-        let live = registry.live(&self.name, field);
-        let known = live.as_ref().map_or(0, |hold| Registry::count(hold));
-        if known > 0 && !self.kind.reentrant() {
-            return Err(Error::NotReentrant {
-                name: self.name.to_string(),
-            });
-        }
-        // A reentry sets the TTL of a hold that a renewal may be setting too.
-        let ticket = live.as_ref().map(|hold| hold.begin_lease(lease));
-        let marker = live.as_ref().map(|_| {
-            let id = self.client.next_request_id();
-            names::replaced_marker(&self.name, id.as_str())
-        });
-        let marker = marker
-            .as_deref()
-            .map(|key| (key, inner.config.latch_ttl_ms()));
+        let begun = self.begin_attempt(field, lease)?;
         let sent = Instant::now();
         let acquired = self.client.with_synced_connection("lock", |con, resend| {
-            let request = AcquireRequest {
-                name: &self.name,
-                lease_ms,
-                field,
-                known,
-                marker,
-                resend,
-                queue,
-            };
+            let request = begun.request(self, lease_ms, field, resend, queue);
             self.kind.acquire(con, &request)
         });
         let (acquired, synced) = match acquired {
             Ok((acquired, synced)) => (Ok(acquired), synced),
             Err(e) => (Err(e), Synced::Yes),
         };
-        if let (Some(hold), Some(ticket)) = (&live, ticket) {
-            let outcome = match &acquired {
-                Ok(Acquired::Yes {
-                    replaced: false, ..
-                }) => LeaseOutcome::Set,
-                Err(e) => LeaseOutcome::of_error(e),
-                _ => LeaseOutcome::Untouched,
-            };
-            hold.end_lease(ticket, outcome);
-        }
-        let (replaced, token) = match acquired? {
-            Acquired::No { ttl } => {
-                if let Some(hold) = &live {
-                    // Someone else holds what this thread counted as its own.
-                    registry.lose(hold, LostReason::KeyGone);
-                }
-                return Ok((Err(ttl), synced));
-            }
-            Acquired::Yes { replaced, token } => (replaced, token),
-        };
-        if replaced && let Some(hold) = &live {
-            registry.lose(hold, LostReason::Replaced);
-        }
-        let renew = self.lease.is_none();
-        let reentered = live.as_ref().filter(|_| !replaced);
-        let renewal = self.kind.renewal(field);
-        let hold = registry.acquired(&self.name, field, renewal, lease, renew, sent, reentered);
-        Ok((Ok(LockGuard::new(self.clone(), hold, renew, token)), synced))
+        Ok((
+            self.finish_attempt(begun, field, lease, sent, acquired)?,
+            synced,
+        ))
     }
 
     /// The lease an acquisition through this handle sets. (The caller has

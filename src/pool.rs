@@ -170,6 +170,26 @@ impl Checkout<'_> {
     }
 }
 
+impl Checkout<'_> {
+    /// See [`PooledConnection::send_packed`].
+    pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        self.inner()?.send_packed(cmd)
+    }
+
+    /// See [`PooledConnection::recv_within`]: the reply to what
+    /// [`Checkout::send_packed`] sent, read within `within` at most.
+    pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
+        self.inner()?.recv_within(within)
+    }
+
+    /// Closes the connection instead of returning it to the pool.
+    pub fn discard(&mut self) {
+        if let Some(con) = self.con.as_mut() {
+            con.discard();
+        }
+    }
+}
+
 impl ConnectionLike for Checkout<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         self.inner()?.req_packed_command(cmd)

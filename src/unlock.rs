@@ -10,7 +10,10 @@ use crate::holds::LeaseOutcome;
 use crate::lock::Lock;
 use crate::locks::{Kind, ReleaseRequest};
 use crate::names;
+use crate::scatter::{Prefetched, Recorder};
 use crate::scripts::UnlockOutcome;
+
+use redis::ConnectionLike;
 
 /// Identifies one unlock request. Redisson's unlock latch keys the outcome of
 /// an unlock by it, so sending the same request again (after a lost reply)
@@ -133,6 +136,47 @@ impl<K: Kind> Lock<K> {
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
     ) -> Result<Option<UnlockOutcome>> {
+        self.unlock_raw_from(field, unlock, kept_ttl_ms, None)
+    }
+
+    /// The command a guard's release of `field` keeping `remaining` holds
+    /// sends first, for [`Lock::unlock_raw_from`] with a reply read
+    /// beforehand (scatter/gather over several servers).
+    pub(crate) fn release_command(&self, field: &str, remaining: u32) -> Option<Vec<u8>> {
+        let (_, lease_ms) = self.lease().ok()?;
+        let request = self.release_request(field, lease_ms, remaining);
+        Recorder::record(|con| {
+            let _ = self.kind.release(con, &request);
+        })
+    }
+
+    fn release_request<'a>(
+        &'a self,
+        field: &'a str,
+        lease_ms: u64,
+        remaining: u32,
+    ) -> ReleaseRequest<'a> {
+        ReleaseRequest {
+            name: &self.name,
+            lease_ms,
+            field,
+            publish: self.client.inner.publish,
+            remaining,
+            kept_ttl_ms: Cell::new(None),
+        }
+    }
+
+    /// [`Lock::unlock_raw_reporting`] whose first attempt is answered by
+    /// `first`, a reply already read for the command (or the error that
+    /// kept it from being sent)
+    /// [`Lock::release_command`] packed (when there is one).
+    pub(crate) fn unlock_raw_from(
+        &self,
+        field: &str,
+        unlock: Unlock<'_>,
+        kept_ttl_ms: &Cell<Option<u64>>,
+        mut first: Option<Result<Prefetched<'_>>>,
+    ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let config = &inner.config;
         let (_, lease_ms) = self.lease()?;
@@ -145,14 +189,7 @@ impl<K: Kind> Lock<K> {
             Unlock::Release { remaining } => remaining,
             Unlock::Latched(_) => 0,
         };
-        let request = ReleaseRequest {
-            name: &self.name,
-            lease_ms,
-            field,
-            publish: inner.publish,
-            remaining,
-            kept_ttl_ms: Cell::new(None),
-        };
+        let request = self.release_request(field, lease_ms, remaining);
         // A latched retry must reach Redis while the first attempt's latch
         // lives, or it could release a second hold.
         let retry_window = match unlock {
@@ -163,7 +200,7 @@ impl<K: Kind> Lock<K> {
         let first_sent = Instant::now();
         let mut retries = 0;
         loop {
-            let result = self.client.with_synced_connection("unlock", |con, resend| {
+            let send = |con: &mut dyn ConnectionLike, resend: bool| {
                 let outcome = match unlock {
                     Unlock::Latched(_) => {
                         self.kind
@@ -180,20 +217,27 @@ impl<K: Kind> Lock<K> {
                     }
                     (_, outcome) => outcome,
                 })
-            });
-            // A release no replica acknowledged is sent again (it is
-            // idempotent) like one whose reply was lost, then reported.
-            let result =
-                result.and_then(
-                    |(outcome, synced)| match synced.error("unlock", &self.name) {
-                        Some(e) if self.client.checks_replicas() => Err(e),
-                        Some(e) => {
-                            log::warn!("redisson-lock: {e}");
-                            Ok(outcome)
-                        }
-                        None => Ok(outcome),
-                    },
-                );
+            };
+            let result = match first.take() {
+                Some(Ok(first)) => self.client.with_prefetched("unlock", first, send),
+                // No connection could be had for it: nothing was sent.
+                Some(Err(e)) => Err(e),
+                // A release no replica acknowledged is sent again (it is
+                // idempotent) like one whose reply was lost, then reported.
+                None => self
+                    .client
+                    .with_synced_connection("unlock", |con, resend| send(con, resend))
+                    .and_then(
+                        |(outcome, synced)| match synced.error("unlock", &self.name) {
+                            Some(e) if self.client.checks_replicas() => Err(e),
+                            Some(e) => {
+                                log::warn!("redisson-lock: {e}");
+                                Ok(outcome)
+                            }
+                            None => Ok(outcome),
+                        },
+                    ),
+            };
             match result {
                 // No connection to be had (refused, silent, pool busy) is an
                 // answer: the lock expires by its lease, and waiting here for
@@ -252,6 +296,11 @@ impl<K: Kind> Lock<K> {
 }
 
 impl<K: Kind> Orphan<K> {
+    /// The lock it may have left held.
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+
     /// Sends the release; failures are only logged (the lease frees it).
     pub fn release(self) {
         let remaining = self.remaining;

@@ -30,12 +30,20 @@ impl Masters {
     }
 
     fn clients_with_watchdog(&self, watchdog: Duration) -> Vec<Client> {
+        self.clients_with(watchdog, Duration::from_millis(200))
+    }
+
+    fn clients_with_timeout(&self, response_timeout: Duration) -> Vec<Client> {
+        self.clients_with(redisson_lock::DEFAULT_WATCHDOG_TIMEOUT, response_timeout)
+    }
+
+    fn clients_with(&self, watchdog: Duration, response_timeout: Duration) -> Vec<Client> {
         self.servers
             .iter()
             .map(|server| {
                 Client::builder(server.url())
                     .watchdog_timeout(watchdog)
-                    .response_timeout(Duration::from_millis(200))
+                    .response_timeout(response_timeout)
                     .connect_timeout(Duration::from_millis(500))
                     .build()
                     .expect("client")
@@ -104,23 +112,96 @@ fn redlock_gives_up_within_its_budget_with_three_masters_killed() {
 #[test]
 fn a_frozen_master_costs_an_acquire_no_more_than_its_share_of_the_wait() {
     let masters = Masters::start();
-    let clients = masters.clients();
+    // A response timeout far longer than the share: only the share may
+    // bound the frozen member's reply.
+    let clients = masters.clients_with_timeout(Duration::from_secs(10));
     masters.servers[2].pause();
     let redlock = RedLock::new(members(&clients, "frozen"));
-    let budget = Duration::from_secs(2);
+    let budget = Duration::from_millis(1500);
     let started = Instant::now();
     let got = redlock.try_lock_for(budget).expect("try_lock_for");
     let took = started.elapsed();
     masters.servers[2].resume();
     let guard = got.expect("a majority despite the frozen master");
-    // Its share is budget / 5 = 400 ms; the client's 200 ms response
-    // timeout ends the frozen call sooner.
+    // Its share is budget / 5 = 300 ms.
     assert!(took < Duration::from_millis(900), "took {took:?}");
+    assert!(took >= Duration::from_millis(290), "took {took:?}");
     assert_eq!(guard.guards().len(), 4);
     guard.unlock().expect("unlock");
+    // The frozen member may have been taken once it thawed: it is released
+    // in the background.
     assert!(eventually(Duration::from_secs(3), || masters
         .holders("frozen")
         == 0));
+}
+
+#[test]
+fn a_frozen_master_costs_the_ordered_attempt_no_more_than_its_share_either() {
+    // The first attempt (every member at once) falls short because another
+    // client holds members 0 and 1; the ordered attempt that follows waits
+    // for them (their lease runs out meanwhile) and must not wait for the
+    // frozen member longer than its share either.
+    let masters = Masters::start();
+    let clients = masters.clients_with_timeout(Duration::from_secs(10));
+    let other = masters.clients();
+    let blockers: Vec<_> = other[..2]
+        .iter()
+        .map(|client| {
+            client
+                .lock("frozen-ordered")
+                .with_lease(Duration::from_millis(150))
+                .lock()
+                .expect("blocker")
+        })
+        .collect();
+    masters.servers[4].pause();
+    let redlock = RedLock::new(members(&clients, "frozen-ordered"));
+    let budget = Duration::from_millis(2500);
+    let started = Instant::now();
+    let got = redlock.try_lock_for(budget).expect("try_lock_for");
+    let took = started.elapsed();
+    masters.servers[4].resume();
+    drop(blockers); // long expired
+    let guard = got.expect("a majority despite the frozen master");
+    // Without the bound, the frozen member's reply alone would take the
+    // 10 s response timeout; with it, each attempt pays its share
+    // (500 ms at most).
+    assert!(took < Duration::from_millis(2000), "took {took:?}");
+    assert!(guard.guards().len() >= 3);
+    guard.unlock().expect("unlock");
+    assert!(eventually(Duration::from_secs(3), || masters
+        .holders("frozen-ordered")
+        == 0));
+}
+
+#[test]
+fn multilocks_of_two_processes_exclude_each_other() {
+    let masters = Masters::start();
+    let urls: Vec<String> = masters.servers[..3].iter().map(|s| s.url()).collect();
+    let urls = urls.join(",");
+    let binary = support::example_binary("multilock_worker");
+    let rounds = 60;
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(&binary)
+                .args([urls.as_str(), "two-procs", &rounds.to_string()])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a worker")
+        })
+        .collect();
+    for worker in workers {
+        let out = worker.wait_with_output().expect("worker");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "worker failed: {stdout}");
+        assert!(
+            stdout.contains(&format!("DONE rounds={rounds} overlaps=0")),
+            "{stdout}"
+        );
+    }
+    let total: i64 = masters.servers[0].cmd(&["GET", "two-procs:rounds"]);
+    assert_eq!(total, 2 * rounds);
+    assert_eq!(masters.holders("two-procs"), 0);
 }
 
 #[test]
@@ -182,6 +263,38 @@ fn multilock_needs_every_member_and_releases_what_it_took() {
 }
 
 #[test]
+fn an_attempt_right_after_a_failed_one_keeps_every_member_it_takes() {
+    // A failed attempt releases what it took on a background thread, with
+    // the same owner field as this thread's next attempt: that release must
+    // not remove a member the next attempt takes again.
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let other = masters.clients();
+    let multi = MultiLock::new(members(&clients, "again"));
+    for round in 0..30 {
+        let blocker = other[4].lock("again").lock().expect("blocker");
+        assert!(multi.try_lock().expect("try_lock").is_none());
+        drop(blocker);
+        // Again at once, as a caller looping on try_lock() would.
+        let started = Instant::now();
+        let guard = loop {
+            if let Some(guard) = multi.try_lock().expect("try_lock") {
+                break guard;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "never taken");
+        };
+        // Long enough for any background release to have landed.
+        thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            masters.holders("again"),
+            5,
+            "round {round}: a member vanished"
+        );
+        guard.unlock().expect("unlock");
+    }
+}
+
+#[test]
 fn multilocks_of_two_clients_exclude_each_other_under_contention() {
     let masters = Masters::start();
     let inside = Arc::new(AtomicUsize::new(0));
@@ -212,7 +325,7 @@ fn multilocks_of_two_clients_exclude_each_other_under_contention() {
 }
 
 #[test]
-fn a_lease_with_a_wait_takes_members_for_twice_the_wait_then_sets_the_lease() {
+fn a_lease_with_a_wait_leaves_every_member_with_the_lease() {
     let masters = Masters::start();
     let clients = masters.clients();
     let lease = Duration::from_secs(20);

@@ -141,7 +141,7 @@ impl Factory {
                     guard: None,
                 })
             }
-            Kind::Rslock => Box::new(RslockSession::new(&self.url, name)?),
+            Kind::Rslock => Box::new(RslockSession::new(vec![self.url.clone()], name)?),
         })
     }
 }
@@ -395,11 +395,16 @@ struct RslockSession {
     guard: Option<rslock::LockGuard>,
 }
 
+/// An rslock session over `urls` (several: rslock's own RedLock).
+pub fn rslock_session(urls: Vec<String>, name: &str) -> Result<Box<dyn Session>> {
+    Ok(Box::new(RslockSession::new(urls, name)?))
+}
+
 impl RslockSession {
-    fn new(url: &str, name: &str) -> Result<Self> {
+    fn new(urls: Vec<String>, name: &str) -> Result<Self> {
         Ok(RslockSession {
             rt: current_thread_runtime()?,
-            manager: rslock::LockManager::new(vec![url.to_owned()]),
+            manager: rslock::LockManager::new(urls),
             name: name.to_owned(),
             guard: None,
         })

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! rlock-bench run --contender floor|crate|rslock --scenario S --url U [--key value ...]
-//!     (scenario 5: --scenario family|contended --lock-type fair|read|write|fenced|spin|nonreentrant)
+//!     (scenario 5: --scenario family|contended --lock-type fair|read|write|fenced|spin|nonreentrant;
+//!      scenario 6: --scenario redlock --urls U1,U2,U3,U4,U5)
 //! rlock-bench analyze --contender C [--rep N --scenario S --lock-type T ...] EVENT_FILES...
 //! rlock-bench observe --url U --run-id ID --contender C [--rep N]
 //! rlock-bench server-cost --url U --contender C [--rep N --run-id ID]   (INFO commandstats since the last reset)
@@ -17,6 +18,7 @@ mod contenders;
 mod family;
 mod observe;
 mod paired;
+mod redlock;
 mod report;
 mod scenarios;
 mod soak;

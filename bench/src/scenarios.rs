@@ -36,6 +36,7 @@ pub fn run(args: &Args) -> Result<()> {
         || -> Result<Factory> { Ok(Factory::new(kind, url, watchdog)?.with_lock_type(lock_type)) };
     let mut out = match scenario {
         "family" => crate::family::run(&typed()?, args)?,
+        "redlock" => crate::redlock::run(kind, args)?,
         "contended" if lock_type != LockType::Lock => contended(&typed()?, args)?,
         "uncontended" => uncontended(&Factory::new(kind, url, watchdog)?, args)?,
         "scaled" => scaled(&Factory::new(kind, url, watchdog)?, args)?,

@@ -431,3 +431,43 @@ pub fn threads_named(name: &str) -> usize {
         .filter(|comm| comm.trim_end() == name)
         .count()
 }
+
+/// The example `name`, built for the running test's profile and target dir.
+/// `cargo test` builds examples, but `cargo test --test X` does not, and a
+/// stale binary would test old code: ask cargo (a no-op when up to date).
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // <target>/<profile>/deps/<test>-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable in <target>/<profile>/deps");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if let Ok(cargo) = std::env::var("CARGO") {
+        let target_dir = profile_dir.parent().expect("target dir");
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "--quiet", "--example", name, "--target-dir"])
+            .arg(target_dir);
+        match profile_dir.file_name().and_then(|profile| profile.to_str()) {
+            Some("debug") | None => {}
+            Some("release") => {
+                build.arg("--release");
+            }
+            Some(profile) => {
+                build.args(["--profile", profile]);
+            }
+        }
+        let status = build.status().expect("run cargo build --example");
+        assert!(status.success(), "cargo build --example {name} failed");
+    }
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build --example {name}`",
+        binary.display()
+    );
+    binary
+}

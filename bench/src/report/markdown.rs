@@ -213,6 +213,7 @@ pub fn markdown(
     watchdog::section(w, d, wd);
     family::section(w, d);
     super::paired::section(w, d);
+    super::redlock::section(w, d);
 
     // Soak
     if let Some(s) = soak {

@@ -8,12 +8,13 @@
 //!
 //! Modules: `stats` (medians, ratios, number formatting), `targets` (the
 //! targets table), `watchdog` (scenario 4: joins holder and observer
-//! records), `family` (scenario 5: the lock family), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
+//! records), `family` (scenario 5: the lock family), `redlock` (scenario 6), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
 
 mod chart;
 mod family;
 mod markdown;
 mod paired;
+mod redlock;
 mod stats;
 mod targets;
 mod watchdog;

@@ -35,7 +35,7 @@ import org.redisson.config.Config;
  *
  * <pre>
  *   java -cp redisson-driver-&lt;v&gt;.jar dev.redissonlock.Bench \
- *       --scenario uncontended|scaled|contended|watchdog|family --url redis://127.0.0.1:PORT [--key value ...]
+ *       --scenario uncontended|scaled|contended|watchdog|family|redlock --url redis://127.0.0.1:PORT [--key value ...]
  * </pre>
  *
  * The contended scenario writes one line per acquisition to {@code --events}:
@@ -79,6 +79,9 @@ public final class Bench {
                     break;
                 case "family":
                     out = family(client, a);
+                    break;
+                case "redlock":
+                    out = redlock(client, a);
                     break;
                 default:
                     throw new IllegalArgumentException("scenario " + scenario + " does not apply to redisson");
@@ -130,6 +133,86 @@ public final class Bench {
                 .put("p50_us", percentile(sorted, 0.50) / 1e3)
                 .put("p99_us", percentile(sorted, 0.99) / 1e3)
                 .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, n));
+    }
+
+    /**
+     * Scenario 6: a {@code RedissonRedLock} over one client per {@code --urls}
+     * server, lock()/unlock() pairs for a fixed time, alternating in 100 ms
+     * slices with {@code getLock} on the first server ({@code client}) alone.
+     */
+    static Json redlock(RedissonClient client, Map<String, String> a) {
+        String runId = a.getOrDefault("run-id", "0");
+        long warmup = num(a, "warmup", 500);
+        long durationNs = TimeUnit.MILLISECONDS.toNanos(num(a, "duration-ms", 2_000));
+        String[] urls = req(a, "urls").split(",");
+        List<RedissonClient> members = new ArrayList<>();
+        try {
+            RLock[] locks = new RLock[urls.length];
+            for (int i = 0; i < urls.length; i++) {
+                Config config = new Config();
+                config.useSingleServer().setAddress(urls[i]);
+                config.setLockWatchdogTimeout(num(a, "watchdog-ms", 30_000));
+                RedissonClient member = Redisson.create(config);
+                members.add(member);
+                locks[i] = member.getLock("bench:s6:" + runId);
+            }
+            @SuppressWarnings("deprecation")
+            RLock red = new org.redisson.RedissonRedLock(locks);
+            RLock single = client.getLock("bench:s6:single:" + runId);
+            for (long i = 0; i < warmup; i++) {
+                single.lock();
+                single.unlock();
+                red.lock();
+                red.unlock();
+            }
+            long[][] lat = {new long[1 << 14], new long[1 << 14]};
+            int[] n = {0, 0};
+            long redNs = 0;
+            long redCpu = 0;
+            long start = System.nanoTime();
+            long slice = TimeUnit.MILLISECONDS.toNanos(100);
+            while (System.nanoTime() - start < 2 * durationNs) {
+                for (int side = 0; side < 2; side++) {
+                    RLock lock = side == 0 ? single : red;
+                    long c0 = cpuNs();
+                    long s0 = System.nanoTime();
+                    long end = s0 + slice;
+                    while (true) {
+                        long t0 = System.nanoTime();
+                        if (t0 >= end) {
+                            break;
+                        }
+                        lock.lock();
+                        lock.unlock();
+                        if (n[side] == lat[side].length) {
+                            lat[side] = Arrays.copyOf(lat[side], n[side] * 2);
+                        }
+                        lat[side][n[side]++] = System.nanoTime() - t0;
+                    }
+                    if (side == 1) {
+                        redNs += System.nanoTime() - s0;
+                        redCpu += cpuNs() - c0;
+                    }
+                }
+            }
+            long[] one = Arrays.copyOf(lat[0], n[0]);
+            long[] all = Arrays.copyOf(lat[1], n[1]);
+            Arrays.sort(one);
+            Arrays.sort(all);
+            double p50 = percentile(all, 0.50) / 1e3;
+            double singleP50 = percentile(one, 0.50) / 1e3;
+            return new Json().put("threads", 1).put("members", urls.length).put("pairs", n[1])
+                    .put("pairs_per_s", n[1] / (redNs / 1e9))
+                    .put("p50_us", p50).put("p99_us", percentile(all, 0.99) / 1e3)
+                    .put("cpu_us_per_pair", redCpu / 1e3 / Math.max(1, n[1]))
+                    .put("single_pairs", n[0]).put("single_p50_us", singleP50)
+                    .put("single_p99_us", percentile(one, 0.99) / 1e3)
+                    .put("ratio_p50", singleP50 > 0 ? p50 / singleP50 : 0);
+        } finally {
+            for (RedissonClient member : members) {
+                member.shutdown(0, 2, TimeUnit.SECONDS);
+            }
+        }
     }
 
     /** Scenario 2: N threads on distinct names, for a fixed time. */

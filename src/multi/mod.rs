@@ -2,23 +2,31 @@
 //! any client (one per Redis master, typically), with no keys of their own
 //! (PROTOCOL §8).
 //!
-//! Members are taken in order, each with the member's own protocol. A
-//! `MultiLock` needs every member; a `RedLock` a majority (N/2 + 1) within a
-//! validity time: the lease, less the time the acquisition took, less a
-//! clock drift allowance of 1 % of the lease plus 2 ms. On a failed attempt
-//! every member taken so far is released (a member whose reply was lost
-//! too: it may have been taken), on background threads so that a frozen or
-//! vanished server costs the caller nothing, and the attempt starts over
-//! while the budget lasts.
+//! A `MultiLock` needs every member; a `RedLock` a majority (N/2 + 1)
+//! within a validity time: the lease, less the time the acquisition took,
+//! less a clock drift allowance of 1 % of the lease plus 2 ms.
+//!
+//! An acquisition first tries every member at once, none waiting: each
+//! member's command is written on its own connection before any reply is
+//! read, so free members on N servers cost about one round trip, not N.
+//! When that falls short, what it took is released (a member whose reply
+//! was lost too: it may have been taken) on a background thread, so that a
+//! frozen or vanished server costs the caller nothing, and the members are
+//! taken in order, each waiting its share, as Redisson does, while the
+//! budget lasts. An unlock releases every member at once the same way.
+
+mod acquire;
+mod batch;
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
-use crate::guard::LockGuard;
+use crate::error::Result;
+use crate::guard::{self, LockGuard};
 use crate::lock::Lock;
 use crate::locks::{Kind, Reentrant};
+use acquire::validity;
 
 /// Redisson's `lock()` on a composite: `tryLock` in rounds of this many ms
 /// per member (PROTOCOL §8).
@@ -242,156 +250,6 @@ impl<K: Kind> Composite<K> {
     fn round(&self) -> Duration {
         ROUND_PER_MEMBER.saturating_mul(u32::try_from(self.members.len()).unwrap_or(u32::MAX))
     }
-
-    /// Attempts until `deadline`: each takes the members in order and keeps
-    /// them only when enough were taken (with validity left, for RedLock).
-    fn acquire(&self, deadline: Instant) -> Result<Option<Taken<K>>> {
-        if self.members.is_empty() {
-            return Err(Error::invalid(
-                "a MultiLock or RedLock needs at least one lock",
-            ));
-        }
-        let wait = deadline.saturating_duration_since(Instant::now());
-        loop {
-            if let Some(taken) = self.attempt(deadline, wait)? {
-                return Ok(Some(taken));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            // Let the members' holders move before the next round.
-            std::thread::sleep(Duration::from_millis(1).min(deadline - Instant::now()));
-        }
-    }
-
-    fn attempt(&self, deadline: Instant, wait: Duration) -> Result<Option<Taken<K>>> {
-        let started = Instant::now();
-        let n = self.members.len();
-        let allowed_failures = n - self.quorum;
-        // With a lease and a wait, members are taken with twice the wait
-        // and set to the lease once enough are held (Redisson's rule).
-        let lease = self.lease;
-        let member_lease = lease.map(|lease| {
-            if wait.is_zero() {
-                lease
-            } else {
-                wait.saturating_mul(2).max(Duration::from_millis(1))
-            }
-        });
-        let mut guards = Vec::with_capacity(n);
-        let mut failures = 0;
-        for member in &self.members {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let member_wait = if self.red {
-                (remaining / u32::try_from(n).unwrap_or(u32::MAX)).max(Duration::from_millis(1))
-            } else {
-                remaining
-            };
-            let member = match member_lease {
-                Some(lease) => member.with_lease(lease),
-                None => member.clone(),
-            };
-            let result = if remaining.is_zero() {
-                member.try_lock()
-            } else {
-                member.try_lock_for(member_wait.min(remaining))
-            };
-            match result {
-                Ok(Some(guard)) => guards.push(guard),
-                Ok(None) => failures += 1,
-                Err(e) => {
-                    // The reply may have been lost after the member was taken
-                    // (not when no connection could be had: nothing was sent).
-                    if !matches!(e, Error::Unavailable { .. }) {
-                        release_orphan(&member);
-                    }
-                    if !e.is_transient() {
-                        release_in_background(guards);
-                        return Err(e);
-                    }
-                    log::debug!("redisson-lock: member `{}` failed: {e}", member.name());
-                    failures += 1;
-                }
-            }
-            if failures > allowed_failures {
-                break;
-            }
-        }
-        let lease = lease.unwrap_or_else(|| self.watchdog_timeout());
-        let enough = guards.len() >= self.quorum;
-        let valid = !self.red || validity(started, lease) > Duration::ZERO;
-        if !(enough && valid) {
-            release_in_background(guards);
-            return Ok(None);
-        }
-        if member_lease.is_some_and(|member_lease| member_lease != lease) {
-            for guard in &guards {
-                // A member lost meanwhile shows in the guard; nothing to set.
-                if let Err(e) = guard.set_lease(lease) {
-                    log::debug!("redisson-lock: setting the lease of a member failed: {e}");
-                }
-            }
-        }
-        Ok(Some(Taken {
-            guards,
-            started,
-            lease,
-        }))
-    }
-
-    fn watchdog_timeout(&self) -> Duration {
-        self.members
-            .first()
-            .map_or(crate::DEFAULT_WATCHDOG_TIMEOUT, |member| {
-                member.client.watchdog_timeout()
-            })
-    }
-}
-
-/// The validity left of a RedLock acquisition that started at `started`
-/// with `lease`: lease − elapsed − drift (1 % of the lease + 2 ms).
-fn validity(started: Instant, lease: Duration) -> Duration {
-    let drift = lease / 100 + Duration::from_millis(2);
-    lease
-        .saturating_sub(started.elapsed())
-        .saturating_sub(drift)
-}
-
-/// Releases `guards` on a background thread: a member whose server is
-/// frozen or gone must not hold up the caller.
-fn release_in_background<K: Kind>(guards: Vec<LockGuard<K>>) {
-    if guards.is_empty() {
-        return;
-    }
-    let detached: Vec<_> = guards.into_iter().map(LockGuard::detach).collect();
-    let spawned = std::thread::Builder::new()
-        .name("rlock-release".into())
-        .spawn(move || {
-            for member in detached {
-                let name = member.name().to_owned();
-                if let Err(e) = member.release() {
-                    log::debug!("redisson-lock: releasing member `{name}` failed: {e}");
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        log::warn!("redisson-lock: cannot start a thread to release members: {e}");
-    }
-}
-
-/// A member whose acquire failed without an answer may still have been
-/// taken under this thread's field: release it in the background (a no-op
-/// when it was not).
-fn release_orphan<K: Kind>(member: &Lock<K>) {
-    let Some(orphan) = member.orphan() else {
-        return;
-    };
-    let spawned = std::thread::Builder::new()
-        .name("rlock-release".into())
-        .spawn(move || orphan.release());
-    if let Err(e) = spawned {
-        log::warn!("redisson-lock: cannot start a thread to release a member: {e}");
-    }
 }
 
 fn far_future() -> Instant {
@@ -403,8 +261,8 @@ impl<K: Kind> MultiLockGuard<K> {
     /// Releases every member, even after a failure, and reports the first
     /// error. (Redisson's synchronous unlock stops at the first error and
     /// leaves the rest held.)
-    pub fn unlock(self) -> Result<()> {
-        unlock_all(self.guards)
+    pub fn unlock(mut self) -> Result<()> {
+        unlock_all(&mut self.guards)
     }
 
     /// `true` when any member is known to be lost. No round trip.
@@ -421,8 +279,8 @@ impl<K: Kind> MultiLockGuard<K> {
 impl<K: Kind> RedLockGuard<K> {
     /// Releases every member that was taken, even after a failure, and
     /// reports the first error.
-    pub fn unlock(self) -> Result<()> {
-        unlock_all(self.guards)
+    pub fn unlock(mut self) -> Result<()> {
+        unlock_all(&mut self.guards)
     }
 
     /// `true` when fewer than a majority of the members are still held (by
@@ -445,14 +303,31 @@ impl<K: Kind> RedLockGuard<K> {
     }
 }
 
-fn unlock_all<K: Kind>(guards: Vec<LockGuard<K>>) -> Result<()> {
-    let mut first = None;
-    for guard in guards {
-        if let Err(e) = guard.unlock() {
-            first.get_or_insert(e);
+/// Releases every member at once (one round trip when the servers answer)
+/// and reports the first error.
+fn unlock_all<K: Kind>(guards: &mut Vec<LockGuard<K>>) -> Result<()> {
+    guard::release_all(
+        std::mem::take(guards)
+            .into_iter()
+            .map(LockGuard::detach)
+            .collect(),
+    )
+}
+
+impl<K: Kind> Drop for MultiLockGuard<K> {
+    fn drop(&mut self) {
+        if let Err(e) = unlock_all(&mut self.guards) {
+            log::warn!("redisson-lock: releasing a MultiLock failed: {e}");
         }
     }
-    first.map_or(Ok(()), Err)
+}
+
+impl<K: Kind> Drop for RedLockGuard<K> {
+    fn drop(&mut self) {
+        if let Err(e) = unlock_all(&mut self.guards) {
+            log::warn!("redisson-lock: releasing a RedLock failed: {e}");
+        }
+    }
 }
 
 impl<K: Kind> fmt::Debug for MultiLock<K> {

@@ -1,0 +1,164 @@
+//! Scenario 6: RedLock over five independent redis-servers. One thread
+//! takes and releases a RedLock over the five (every member free) for a
+//! fixed time, alternating in short slices with the same contender's plain
+//! lock on the first server alone, so that the ratio of the two pair times
+//! compares like with like on the same machine at the same moment.
+//!
+//! - `crate`: `RedLock::new` over one `Client` per server; the single lock
+//!   is `Client::lock` on the first.
+//! - `rslock`: one `LockManager` over the five URLs (rslock is RedLock
+//!   itself); the single lock is a `LockManager` over the first URL.
+//! - Redisson (Java, `Bench.java`): `RedissonRedLock` over one
+//!   `RedissonClient` per server; the single lock is `getLock` on the first.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use crate::common::{Args, cpu_ns, percentile, us};
+use crate::contenders::{Kind, LEASE, Session, rslock_session};
+
+/// How long each side runs before the other takes over.
+const SLICE: Duration = Duration::from_millis(100);
+
+pub fn run(kind: Kind, args: &Args) -> Result<Value> {
+    let urls: Vec<String> = args.str("urls")?.split(',').map(str::to_owned).collect();
+    if urls.len() < 3 {
+        bail!(
+            "scenario redlock needs at least 3 --urls, got {}",
+            urls.len()
+        );
+    }
+    let run_id = args.str_or("run-id", "0");
+    let warmup = args.num_or("warmup", 500)?;
+    let duration = Duration::from_millis(args.num_or("duration-ms", 2_000)?);
+    let red_name = format!("bench:s6:{run_id}");
+    let single_name = format!("bench:s6:single:{run_id}");
+    let (mut single, mut red): (Box<dyn Session>, Box<dyn Session>) = match kind {
+        Kind::Crate => {
+            let clients = urls
+                .iter()
+                .map(|url| {
+                    redisson_lock::Client::builder(url.as_str())
+                        .watchdog_timeout(LEASE)
+                        .build()
+                })
+                .collect::<redisson_lock::Result<Vec<_>>>()?;
+            let members: Vec<_> = clients.iter().map(|c| c.lock(&red_name)).collect();
+            (
+                Box::new(CrateSingle {
+                    lock: clients[0].lock(&single_name),
+                    guard: None,
+                }),
+                Box::new(CrateRed {
+                    lock: redisson_lock::RedLock::new(members),
+                    guard: None,
+                }),
+            )
+        }
+        Kind::Rslock => (
+            rslock_session(vec![urls[0].clone()], &single_name)?,
+            rslock_session(urls.clone(), &red_name)?,
+        ),
+        other => bail!("scenario redlock does not apply to {}", other.name()),
+    };
+    for _ in 0..warmup {
+        single.lock()?;
+        single.unlock()?;
+        red.lock()?;
+        red.unlock()?;
+    }
+    let mut single_lat = Vec::with_capacity(100_000);
+    let mut red_lat = Vec::with_capacity(100_000);
+    let cpu0 = cpu_ns();
+    let mut red_time = Duration::ZERO;
+    let mut cpu_red = 0;
+    let start = Instant::now();
+    while start.elapsed() < duration * 2 {
+        pairs(&mut *single, SLICE, &mut single_lat)?;
+        let c0 = cpu_ns();
+        red_time += pairs(&mut *red, SLICE, &mut red_lat)?;
+        cpu_red += cpu_ns() - c0;
+    }
+    let _ = cpu0;
+    single_lat.sort_unstable();
+    red_lat.sort_unstable();
+    let n = red_lat.len() as u64;
+    let p50 = us(percentile(&red_lat, 0.50));
+    let single_p50 = us(percentile(&single_lat, 0.50));
+    Ok(json!({
+        "threads": 1,
+        "members": urls.len(),
+        "pairs": n,
+        "pairs_per_s": n as f64 / red_time.as_secs_f64().max(1e-9),
+        "p50_us": p50,
+        "p99_us": us(percentile(&red_lat, 0.99)),
+        "cpu_us_per_pair": us(cpu_red) / n.max(1) as f64,
+        "single_pairs": single_lat.len(),
+        "single_p50_us": single_p50,
+        "single_p99_us": us(percentile(&single_lat, 0.99)),
+        "ratio_p50": if single_p50 > 0.0 { p50 / single_p50 } else { 0.0 },
+    }))
+}
+
+/// Lock+unlock pairs for `slice`; their latencies go to `out`.
+fn pairs(session: &mut dyn Session, slice: Duration, out: &mut Vec<u64>) -> Result<Duration> {
+    let start = Instant::now();
+    let end = start + slice;
+    loop {
+        let t0 = Instant::now();
+        if t0 >= end {
+            return Ok(start.elapsed());
+        }
+        session.lock()?;
+        session.unlock()?;
+        out.push(t0.elapsed().as_nanos() as u64);
+    }
+}
+
+struct CrateSingle {
+    lock: redisson_lock::Lock,
+    guard: Option<redisson_lock::LockGuard>,
+}
+
+impl Session for CrateSingle {
+    fn lock(&mut self) -> Result<()> {
+        self.guard = Some(self.lock.lock()?);
+        Ok(())
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => Ok(guard.unlock()?),
+            None => bail!("crate: unlock without a guard"),
+        }
+    }
+}
+
+struct CrateRed {
+    lock: redisson_lock::RedLock,
+    guard: Option<redisson_lock::RedLockGuard>,
+}
+
+impl Session for CrateRed {
+    fn lock(&mut self) -> Result<()> {
+        let guard = self.lock.lock()?;
+        if guard.guards().len() != self.lock.members().len() {
+            bail!(
+                "crate: RedLock took {} of {} free members",
+                guard.guards().len(),
+                self.lock.members().len()
+            );
+        }
+        self.guard = Some(guard);
+        Ok(())
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        match self.guard.take() {
+            Some(guard) => Ok(guard.unlock()?),
+            None => bail!("crate: unlock without a guard"),
+        }
+    }
+}
