@@ -21,6 +21,8 @@ use crate::owner;
 use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
 use crate::scripts::lease_millis;
+use crate::sentinel::{SentinelSettings, SentinelWatch};
+use crate::tls::TlsSettings;
 use crate::unlock::RequestId;
 use crate::watchdog::Watchdog;
 
@@ -68,6 +70,9 @@ pub(crate) struct Inner {
     pub registry: Arc<Registry>,
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
+    /// Under Sentinel: held for its `Drop`, which stops the thread that
+    /// follows the master.
+    pub _sentinel: Option<SentinelWatch>,
     pub subscriber: Subscriber,
     /// `publish` on a standalone server (PROTOCOL §1.6).
     pub publish: &'static str,
@@ -102,9 +107,12 @@ impl Config {
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
-    info: RedisResult<ConnectionInfo>,
+    /// The server's URL; under Sentinel, the master's scheme and settings.
+    pub(crate) info: RedisResult<ConnectionInfo>,
     config: Config,
     pool_size: u32,
+    pub(crate) tls: TlsSettings,
+    pub(crate) sentinel: Option<SentinelSettings>,
 }
 
 impl Client {
@@ -133,6 +141,8 @@ impl Client {
                 fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
             },
             pool_size: 32,
+            tls: TlsSettings::default(),
+            sentinel: None,
         }
     }
 
@@ -270,6 +280,7 @@ impl Client {
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
         let pool = &self.inner.pool;
+        let generation = pool.connector().endpoint().generation();
         let mut con = pool.get_within(RECONNECT_GRACE)?;
         let result = match command(&mut con, false) {
             Err(e) if e.is_connection_dropped() => {
@@ -283,6 +294,17 @@ impl Client {
             }
             other => other,
         };
+        let result = match result {
+            // A former master refused the write, so the command did not
+            // run: once the client follows the new master, send it there.
+            Err(e) if e.code() == Some("READONLY") && self.await_failover(generation) => {
+                match pool.get_within(RECONNECT_GRACE) {
+                    Ok(mut con) => command(&mut con, false),
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        };
         result.map_err(|e| match e {
             Error::Redis(e) if e.is_timeout() => Error::Timeout {
                 operation,
@@ -290,6 +312,16 @@ impl Client {
             },
             other => other,
         })
+    }
+}
+
+impl Client {
+    /// Under Sentinel, waits up to the connect timeout for the client to
+    /// follow the master past endpoint generation `generation`; whether it
+    /// did. `false` at once for a standalone server.
+    fn await_failover(&self, generation: u64) -> bool {
+        let endpoint = self.inner.pool.connector().endpoint();
+        endpoint.is_watched() && endpoint.await_move(generation, self.inner.config.connect_timeout)
     }
 }
 
@@ -419,7 +451,22 @@ impl ClientBuilder {
             )));
         }
 
-        let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
+        let endpoint = self.tls.endpoint(info)?;
+        let timeouts = (config.connect_timeout, config.response_timeout);
+        let sentinels = match self.sentinel {
+            Some(settings) => {
+                let sentinels = settings.prepare(&self.tls)?;
+                sentinels.locate(&endpoint, timeouts)?;
+                Some(sentinels)
+            }
+            None => None,
+        };
+        let endpoint = Arc::new(endpoint);
+        let connector = Connector::new(
+            Arc::clone(&endpoint),
+            config.connect_timeout,
+            config.response_timeout,
+        )?;
         let pool = Arc::new(Pool::new(connector.clone(), self.pool_size));
         // Fail now if the server cannot be reached (at once when it refuses,
         // within the connect timeout when it is silent) or refuses the
@@ -433,10 +480,14 @@ impl ClientBuilder {
             config.watchdog_timeout,
         )?;
         let subscriber = Subscriber::new(
-            connector.info().clone(),
+            Arc::clone(&endpoint),
             config.connect_timeout,
             config.response_timeout,
         );
+        let sentinel = match sentinels {
+            Some(sentinels) => Some(sentinels.watch(endpoint, subscriber.handle(), timeouts)?),
+            None => None,
+        };
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -448,6 +499,7 @@ impl ClientBuilder {
                 pid: std::process::id(),
                 registry,
                 _watchdog: watchdog,
+                _sentinel: sentinel,
                 subscriber,
                 publish: "publish",
             }),

@@ -79,6 +79,7 @@
 
 mod client;
 mod connection;
+mod endpoint;
 mod error;
 mod guard;
 mod holds;
@@ -90,6 +91,8 @@ mod owner;
 mod pool;
 mod pubsub;
 mod scripts;
+mod sentinel;
+mod tls;
 mod unlock;
 mod watchdog;
 

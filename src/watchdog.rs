@@ -35,6 +35,9 @@ const PIPELINED_CHUNKS: usize = 20;
 const RENEWAL_RETRY_DELAY: Duration = Duration::from_secs(1);
 const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 
+/// How often the thread checks whether the master moved (Sentinel only).
+const MOVE_CHECK: Duration = Duration::from_millis(100);
+
 /// The client's renewal thread. Dropping this stops it.
 pub(crate) struct Watchdog {
     /// Never sent on: dropping it disconnects the thread's receiver.
@@ -49,6 +52,7 @@ impl Watchdog {
     /// cannot be reached fails the client's build.
     pub fn start(registry: Arc<Registry>, pool: Arc<Pool>, lease: Duration) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
+        let generation = pool.connector().endpoint().generation();
         let con = pool
             .connector()
             .connect()
@@ -57,6 +61,7 @@ impl Watchdog {
             registry,
             pool,
             con: Some(con),
+            generation,
             lease,
             stop_rx,
         };
@@ -74,6 +79,9 @@ struct Worker {
     registry: Arc<Registry>,
     pool: Arc<Pool>,
     con: Option<redis::Connection>,
+    /// The endpoint generation `con` was opened at: after a Sentinel
+    /// failover the connection is reopened to the new master.
+    generation: u64,
     lease: Duration,
     stop_rx: Receiver<()>,
 }
@@ -83,9 +91,21 @@ impl Worker {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
         loop {
-            match self.stop_rx.recv_deadline(next_tick) {
+            // Under Sentinel, a look every MOVE_CHECK (an atomic load) for
+            // a failover: the locks are renewed on the new master at once,
+            // before the copies it replicated run out.
+            let endpoint = self.pool.connector().endpoint();
+            let wake = if endpoint.is_watched() {
+                next_tick.min(Instant::now() + MOVE_CHECK)
+            } else {
+                next_tick
+            };
+            match self.stop_rx.recv_deadline(wake) {
                 Err(RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() < next_tick && endpoint.generation() == self.generation {
+                continue;
             }
             let delay = if self.renew_all() {
                 period
@@ -107,6 +127,11 @@ impl Worker {
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         for attempt in 0..2 {
+            let now = self.pool.connector().endpoint().generation();
+            if now != self.generation {
+                self.con = None;
+                self.generation = now;
+            }
             let con = match self.con.take() {
                 Some(con) => Some(con),
                 None => match self.pool.connector().connect() {
@@ -120,6 +145,13 @@ impl Worker {
             let result = match con {
                 Some(mut con) => {
                     let result = command(&mut con);
+                    if result
+                        .as_ref()
+                        .is_err_and(|e| e.code() == Some("READONLY") || e.is_connection_dropped())
+                    {
+                        // A former master, or a lost one: look again.
+                        self.pool.connector().endpoint().suspect();
+                    }
                     if !result.as_ref().is_err_and(Error::is_transient) {
                         self.con = Some(con);
                     }

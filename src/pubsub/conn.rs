@@ -294,7 +294,7 @@ impl Shared {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
-            let stream = match Stream::connect(&self.info, self.connect_timeout) {
+            let stream = match Stream::connect(&self.endpoint, self.connect_timeout) {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !reported {
@@ -315,6 +315,8 @@ impl Shared {
                 && !self.closed.load(Ordering::Acquire)
             {
                 log::debug!("redisson-lock: subscriber connection lost: {e}");
+                // Under Sentinel the master may have moved.
+                self.endpoint.suspect();
             }
             if answered {
                 if reported {
