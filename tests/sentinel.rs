@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redisson_lock::Client;
+use redisson_lock::{Client, Error, LostReason};
 use support::sentinel::{MASTER_NAME, SentinelSetup, con};
 
 fn client(setup: &SentinelSetup, watchdog: Duration) -> Client {
@@ -146,4 +146,38 @@ fn no_lock_is_taken_on_the_demoted_master_after_the_switch() {
         );
         guard.unlock().expect("unlock");
     }
+}
+
+#[test]
+fn a_lock_the_new_master_never_got_is_reported_lost() {
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    let holder = client(setup, Duration::from_secs(6));
+    let other = client(setup, Duration::from_secs(6));
+    let lock = holder.lock("s-lost");
+    let mut guard = None;
+    let (old, new) = setup.failover_losing_writes(|| {
+        guard = Some(lock.lock().expect("lock on the master alone"));
+    });
+    let guard = guard.expect("taken");
+    let switched = Instant::now();
+    eprintln!("lossy failover {old} -> {new}");
+    // The watchdog's first renewal on the new master finds the hold gone.
+    assert!(
+        support::eventually(Duration::from_secs(10), || guard.is_lost()),
+        "the hold is reported lost after the failover"
+    );
+    eprintln!("reported lost {:?} after the switch", switched.elapsed());
+    assert_eq!(guard.lost_reason(), Some(LostReason::KeyGone));
+    // The hazard itself: another client takes the same lock on the new master.
+    let theirs = other
+        .lock("s-lost")
+        .try_lock()
+        .expect("try_lock")
+        .expect("the new master never saw the first hold");
+    match guard.unlock() {
+        Err(Error::Lost { reason, .. }) => assert_eq!(reason, LostReason::KeyGone),
+        other => panic!("unlock of a lost hold: {other:?}"),
+    }
+    drop(theirs);
 }

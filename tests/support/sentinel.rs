@@ -10,14 +10,14 @@
 //! file. (scripts/lib.sh's `reap_test_servers` also finds them by their
 //! working directory.)
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{SERVERS, eventually, free_port, listens_on, redis_server_binary};
+use super::{SERVERS, eventually, free_port, listens_on, redis_server_binary, signal};
 
 pub const MASTER_NAME: &str = "mymaster";
 
@@ -25,12 +25,52 @@ pub struct SentinelSetup {
     pub data_ports: Vec<u16>,
     pub sentinel_ports: Vec<u16>,
     dir: PathBuf,
-    /// Kept so that the children are not reaped as zombies early; the
-    /// reaper kills them.
-    _children: Vec<Child>,
+    /// The data nodes' processes, in `data_ports` order (one is replaced
+    /// when a test kills a master).
+    data: Mutex<Vec<Child>>,
+    /// The reaper and the sentinels, kept for their pids; the reaper kills
+    /// them.
+    _others: Vec<Child>,
 }
 
-fn spawn_node(dir: &PathBuf, port: u16, args: &[String]) -> Option<Child> {
+fn data_args(port: u16, dir: &Path, replica_of: Option<u16>) -> Vec<String> {
+    let port = port.to_string();
+    let mut args: Vec<String> = [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(["--dir".into(), dir.display().to_string()]);
+    if let Some(master) = replica_of {
+        args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
+    }
+    args
+}
+
+fn record_pid(dir: &Path, child: &Child) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("pids"))
+        .expect("pid file");
+    writeln!(file, "{}", child.id()).expect("record a pid");
+}
+
+fn spawn_node(dir: &Path, port: u16, args: &[String]) -> Option<Child> {
     let mut child = Command::new(redis_server_binary())
         .args(args)
         .stdin(Stdio::null())
@@ -111,16 +151,10 @@ impl SentinelSetup {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the reaper");
-        let record = |child: &Child| {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&pids)
-                .expect("pid file");
-            writeln!(file, "{}", child.id()).expect("record a pid");
-        };
+        let record = |child: &Child| record_pid(&dir, child);
 
         let mut children = vec![reaper];
+        let mut data = Vec::new();
         let mut data_ports: Vec<u16> = Vec::new();
         for i in 0..3 {
             let node_dir = dir.join(format!("data{i}"));
@@ -128,35 +162,13 @@ impl SentinelSetup {
             let child = (0..5)
                 .find_map(|_| {
                     let port = free_port();
-                    let mut args: Vec<String> = [
-                        "--port",
-                        &port.to_string(),
-                        "--bind",
-                        "127.0.0.1",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--daemonize",
-                        "no",
-                        "--loglevel",
-                        "warning",
-                        "--repl-diskless-sync-delay",
-                        "0",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                    args.extend(["--dir".into(), node_dir.display().to_string()]);
-                    if let Some(master) = data_ports.first() {
-                        args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
-                    }
+                    let args = data_args(port, &node_dir, data_ports.first().copied());
                     spawn_node(&node_dir, port, &args).map(|child| (child, port))
                 })
                 .expect("start a data node");
             record(&child.0);
             data_ports.push(child.1);
-            children.push(child.0);
+            data.push(child.0);
         }
         let master = data_ports[0];
         assert!(
@@ -197,7 +209,8 @@ impl SentinelSetup {
             data_ports,
             sentinel_ports,
             dir,
-            _children: children,
+            data: Mutex::new(data),
+            _others: children,
         };
         setup.wait_stable();
         eprintln!("sentinel topology up in {:?}", started.elapsed());
@@ -291,6 +304,74 @@ impl SentinelSetup {
             }),
             "the sentinels switched the master"
         );
+        (old, new)
+    }
+
+    /// The Sentinel form of the "lost lock on failover" recipe
+    /// (TOPOLOGIES §4.3): the replicas are frozen and cut off, `write` runs
+    /// on the master (which no replica will ever see), the master is killed,
+    /// the replicas thawed, and the sentinels promote one of them. The
+    /// killed node is started again, empty, as a replica of the new master.
+    /// Returns (former master, new master).
+    pub fn failover_losing_writes(&self, write: impl FnOnce()) -> (u16, u16) {
+        let old = self.master_port();
+        let index = self
+            .data_ports
+            .iter()
+            .position(|&p| p == old)
+            .expect("a data node");
+        let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let replicas: Vec<u32> = (0..data.len())
+            .filter(|&i| i != index)
+            .map(|i| data[i].id())
+            .collect();
+        for &pid in &replicas {
+            signal(pid, "STOP");
+        }
+        let thaw = || {
+            for &pid in &replicas {
+                signal(pid, "CONT");
+            }
+        };
+        let killed: redis::RedisResult<i64> = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut con(old));
+        if killed.is_err() {
+            thaw();
+            panic!("CLIENT KILL TYPE replica: {killed:?}");
+        }
+        let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write));
+        let _ = data[index].kill();
+        let _ = data[index].wait();
+        thaw();
+        if let Err(panic) = wrote {
+            std::panic::resume_unwind(panic);
+        }
+        let mut new = old;
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                new = self.master_by(0).unwrap_or(old);
+                new != old && info_field(new, "role").as_deref() == Some("master")
+            }),
+            "the sentinels promoted a replica"
+        );
+        let node_dir = self.dir.join(format!("data{index}"));
+        let args = data_args(old, &node_dir, Some(new));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let child = loop {
+            if let Some(child) = spawn_node(&node_dir, old, &args) {
+                break child;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "restart the killed master as a replica"
+            );
+            thread::sleep(Duration::from_millis(100));
+        };
+        record_pid(&self.dir, &child);
+        data[index] = child;
         (old, new)
     }
 }
