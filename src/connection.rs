@@ -55,7 +55,7 @@ impl PooledConnection {
             self.dropped |= e.is_connection_dropped() || e.is_timeout();
             // A former master (Sentinel failover): never reuse it, and have
             // the master looked up again; likewise for a lost connection.
-            if e.code() == Some("READONLY") {
+            if e.code() == Some("READONLY") && self.endpoint.is_watched() {
                 self.dropped = true;
                 self.endpoint.suspect();
             } else if e.is_connection_dropped() {

@@ -57,6 +57,11 @@ impl Endpoint {
         self.info.read().addr().to_string()
     }
 
+    /// Whether the endpoint is at `host:port` now.
+    pub fn is_at(&self, host: &str, port: u16) -> bool {
+        same_server(self.info.read().addr(), host, port)
+    }
+
     /// Points every new connection at `host:port` (keeping the scheme, TLS
     /// material, credentials and database); `false` if it already was.
     pub fn move_to(&self, host: &str, port: u16) -> bool {

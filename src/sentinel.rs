@@ -141,14 +141,18 @@ pub(crate) struct Sentinels {
 }
 
 impl Sentinels {
-    /// Finds the master and points `endpoint` at it. One round trip per
-    /// sentinel asked, one `ROLE` per address confirmed; each connect and
-    /// reply bounded by `timeouts`.
+    /// Finds the master and points `endpoint` at it; whether it moved. One
+    /// connection and round trip per sentinel asked, one more and a `ROLE`
+    /// for a new address; each connect and reply bounded by `timeouts`.
     pub fn locate(&self, endpoint: &Endpoint, timeouts: (Duration, Duration)) -> Result<bool> {
         let mut failures = Vec::new();
         for node in &self.nodes {
             let answer = ask(node, &self.master_name, timeouts).and_then(|found| {
                 let (host, port) = found.ok_or("does not know the master name".to_owned())?;
+                // The current master needs no confirming: nothing would change.
+                if endpoint.is_at(&host, port) {
+                    return Ok((host, port));
+                }
                 confirm(&with_server(endpoint.info(), &host, port), timeouts)
                     .map_err(|e| format!("named {host}:{port}, which {e}"))?;
                 Ok((host, port))

@@ -74,6 +74,19 @@ fn lock_and_wake_up_through_the_sentinel_master() {
         "woken by the unlock message: {handoff:?}"
     );
     handle.join().expect("waiter");
+    assert_eq!(
+        support::threads_named("rlock-sentinel"),
+        2,
+        "one thread per client"
+    );
+    drop(holder);
+    drop(waiter);
+    assert!(
+        support::eventually(Duration::from_secs(3), || {
+            support::threads_named("rlock-sentinel") == 0
+        }),
+        "the Sentinel threads end with their clients"
+    );
 }
 
 #[test]
