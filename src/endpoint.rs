@@ -139,3 +139,43 @@ pub(crate) fn with_server(info: ConnectionInfo, host: &str, port: u16) -> Connec
     };
     info.set_addr(addr)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    #[test]
+    fn a_move_keeps_the_settings_and_bumps_the_generation() {
+        let info = "redis://user:secret@127.0.0.1:1000/3"
+            .into_connection_info()
+            .expect("url");
+        let endpoint = Endpoint::new(info);
+        assert_eq!(endpoint.generation(), 0);
+        assert!(!endpoint.move_to("127.0.0.1", 1000), "already there");
+        assert!(endpoint.move_to("10.0.0.2", 2000));
+        assert_eq!(endpoint.generation(), 1);
+        assert!(endpoint.is_at("10.0.0.2", 2000));
+        let moved = endpoint.info();
+        assert_eq!(moved.redis_settings().db(), 3);
+        assert_eq!(moved.redis_settings().username(), Some("user"));
+        assert_eq!(moved.redis_settings().password(), Some("secret"));
+        assert!(endpoint.await_move(0, Duration::ZERO), "moved past 0");
+        assert!(
+            !endpoint.await_move(1, Duration::from_millis(1)),
+            "not past 1"
+        );
+    }
+
+    #[test]
+    fn suspecting_an_unwatched_endpoint_does_nothing() {
+        let endpoint = Endpoint::new(("127.0.0.1", 1u16).into_connection_info().expect("addr"));
+        assert!(!endpoint.is_watched());
+        endpoint.suspect();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        endpoint.watch_with(tx);
+        endpoint.suspect();
+        endpoint.suspect(); // never blocks on a full channel
+        assert!(rx.try_recv().is_ok());
+    }
+}
