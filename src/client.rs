@@ -315,16 +315,6 @@ impl Client {
     }
 }
 
-impl Client {
-    /// Under Sentinel, waits up to the connect timeout for the client to
-    /// follow the master past endpoint generation `generation`; whether it
-    /// did. `false` at once for a standalone server.
-    fn await_failover(&self, generation: u64) -> bool {
-        let endpoint = self.inner.pool.connector().endpoint();
-        endpoint.is_watched() && endpoint.await_move(generation, self.inner.config.connect_timeout)
-    }
-}
-
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Deliberately not the connection info: it may carry credentials.
@@ -453,14 +443,10 @@ impl ClientBuilder {
 
         let endpoint = self.tls.endpoint(info)?;
         let timeouts = (config.connect_timeout, config.response_timeout);
-        let sentinels = match self.sentinel {
-            Some(settings) => {
-                let sentinels = settings.prepare(&self.tls)?;
-                sentinels.locate(&endpoint, timeouts)?;
-                Some(sentinels)
-            }
-            None => None,
-        };
+        // Under Sentinel, the endpoint moves to the master they name.
+        let sentinels = (self.sentinel)
+            .map(|settings| settings.locate(&self.tls, &endpoint, timeouts))
+            .transpose()?;
         let endpoint = Arc::new(endpoint);
         let connector = Connector::new(
             Arc::clone(&endpoint),
@@ -484,10 +470,9 @@ impl ClientBuilder {
             config.connect_timeout,
             config.response_timeout,
         );
-        let sentinel = match sentinels {
-            Some(sentinels) => Some(sentinels.watch(endpoint, subscriber.handle(), timeouts)?),
-            None => None,
-        };
+        let sentinel = sentinels
+            .map(|sentinels| sentinels.watch(endpoint, subscriber.handle(), timeouts))
+            .transpose()?;
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {

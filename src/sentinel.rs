@@ -104,6 +104,16 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Under Sentinel, waits up to the connect timeout for the client to
+    /// follow the master past endpoint generation `generation`; whether it
+    /// did. `false` at once for a standalone server.
+    pub(crate) fn await_failover(&self, generation: u64) -> bool {
+        let endpoint = self.inner.pool.connector().endpoint();
+        endpoint.is_watched() && endpoint.await_move(generation, self.inner.config.connect_timeout)
+    }
+}
+
 impl ClientBuilder {
     /// For a [Sentinel](Client::sentinel_builder) client: the scheme,
     /// credentials and database to reach the master with, as a URL whose
@@ -116,8 +126,21 @@ impl ClientBuilder {
 }
 
 impl SentinelSettings {
+    /// Checks the sentinel URLs (attaching TLS to the `rediss://` ones) and
+    /// points `endpoint` at the master they name ([`Sentinels::locate`]).
+    pub fn locate(
+        self,
+        tls: &TlsSettings,
+        endpoint: &Endpoint,
+        timeouts: (Duration, Duration),
+    ) -> Result<Sentinels> {
+        let sentinels = self.prepare(tls)?;
+        sentinels.locate(endpoint, timeouts)?;
+        Ok(sentinels)
+    }
+
     /// Checks the sentinel URLs, attaching TLS to the `rediss://` ones.
-    pub fn prepare(self, tls: &TlsSettings) -> Result<Sentinels> {
+    fn prepare(self, tls: &TlsSettings) -> Result<Sentinels> {
         if self.master_name.is_empty() {
             return Err(Error::invalid("the Sentinel master name is empty"));
         }
