@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::pubsub::SubscriberHandle;
 use crate::tls::TlsSettings;
 
-/// How often the sentinels are asked for the master (Redisson's
+/// How often the sentinels are asked for the master by default (Redisson's
 /// `scanInterval` for Sentinel, 1 s).
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The least time between two lookups, however often one is asked for.
@@ -35,6 +35,7 @@ const RECHECK_MIN: Duration = Duration::from_millis(50);
 pub(crate) struct SentinelSettings {
     master_name: String,
     sentinels: Vec<RedisResult<ConnectionInfo>>,
+    scan_interval: Duration,
 }
 
 impl Client {
@@ -48,7 +49,8 @@ impl Client {
     /// `ROLE`; it fails with [`Error::Unavailable`] when no sentinel names a
     /// master that confirms. The client then follows the master: a thread
     /// (`rlock-sentinel`, stopped with the client's last clone) asks again
-    /// every second, and at once after a `READONLY` reply or a lost
+    /// every second (see [`ClientBuilder::sentinel_scan_interval`]), and at
+    /// once after a `READONLY` reply or a lost
     /// connection. After a failover, new commands go to the new master
     /// (pooled connections to the former one are discarded), the watchdog
     /// renews the held locks there (a lock the new master has, because it
@@ -99,6 +101,7 @@ impl Client {
         builder.sentinel = Some(SentinelSettings {
             master_name: master_name.to_owned(),
             sentinels,
+            scan_interval: POLL_INTERVAL,
         });
         builder
     }
@@ -119,10 +122,38 @@ impl ClientBuilder {
     /// credentials and database to reach the master with, as a URL whose
     /// host and port are ignored (e.g. `redis://:secret@master/2`).
     /// Without it the first sentinel URL's are used.
+    /// [`build`](Self::build) fails with [`Error::InvalidArgument`] when
+    /// the builder is not a Sentinel one.
     pub fn sentinel_master_url(mut self, url: impl IntoConnectionInfo) -> Self {
-        self.info = url.into_connection_info();
+        self.info = match self.sentinel {
+            Some(_) => url.into_connection_info(),
+            None => Err(not_sentinel("sentinel_master_url")),
+        };
         self
     }
+
+    /// For a [Sentinel](Client::sentinel_builder) client: how often the
+    /// sentinels are asked for the master (Redisson's `scanInterval`,
+    /// default 1 s). A `READONLY` reply or a lost connection still makes
+    /// the client ask at once. Each look-up costs a connection and one round
+    /// trip to a sentinel. [`build`](Self::build) fails with
+    /// [`Error::InvalidArgument`] outside 10 ms..=24 h, or when the builder
+    /// is not a Sentinel one.
+    pub fn sentinel_scan_interval(mut self, interval: Duration) -> Self {
+        match self.sentinel.as_mut() {
+            Some(settings) => settings.scan_interval = interval,
+            None => self.info = Err(not_sentinel("sentinel_scan_interval")),
+        }
+        self
+    }
+}
+
+fn not_sentinel(method: &str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "a Sentinel setting on a builder that is not a Sentinel one",
+        format!("`{method}` needs `Client::sentinel_builder`"),
+    ))
 }
 
 impl SentinelSettings {
@@ -144,6 +175,14 @@ impl SentinelSettings {
         if self.master_name.is_empty() {
             return Err(Error::invalid("the Sentinel master name is empty"));
         }
+        if !(Duration::from_millis(10)..=Duration::from_secs(24 * 3600))
+            .contains(&self.scan_interval)
+        {
+            return Err(Error::invalid(format!(
+                "the Sentinel scan interval must be between 10 ms and 24 h, got {:?}",
+                self.scan_interval
+            )));
+        }
         let mut nodes = Vec::with_capacity(self.sentinels.len());
         for info in self.sentinels {
             let info =
@@ -153,6 +192,7 @@ impl SentinelSettings {
         Ok(Sentinels {
             master_name: self.master_name,
             nodes,
+            scan_interval: self.scan_interval,
         })
     }
 }
@@ -161,6 +201,7 @@ impl SentinelSettings {
 pub(crate) struct Sentinels {
     master_name: String,
     nodes: Vec<ConnectionInfo>,
+    scan_interval: Duration,
 }
 
 impl Sentinels {
@@ -282,7 +323,7 @@ impl Watcher {
             select! {
                 recv(self.stop_rx) -> _ => return,
                 recv(self.recheck_rx) -> _ => {}
-                default(POLL_INTERVAL) => {}
+                default(self.sentinels.scan_interval) => {}
             }
         }
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redisson_lock::{Client, Error, LostReason};
-use support::sentinel::{MASTER_NAME, SentinelSetup, con};
+use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
 
 fn client(setup: &SentinelSetup, watchdog: Duration) -> Client {
     Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
@@ -193,4 +193,61 @@ fn a_lock_the_new_master_never_got_is_reported_lost() {
         other => panic!("unlock of a lost hold: {other:?}"),
     }
     drop(theirs);
+}
+
+#[test]
+fn a_readonly_reply_makes_the_client_follow_the_master_at_once() {
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    // No periodic look-up during the test: only the demoted master's
+    // READONLY (or its dropping the connection) can move the client.
+    support::logs::install();
+    let client = Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
+        .sentinel_scan_interval(Duration::from_secs(3600))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("build a Sentinel client");
+    drop(client.lock("s-ro-warmup").lock().expect("lock before"));
+    let (old, new) = setup.failover();
+    assert!(
+        support::eventually(Duration::from_secs(30), || role(old).as_deref()
+            == Some("slave")),
+        "the sentinels demote the former master"
+    );
+    let moves = || {
+        support::logs::lines()
+            .iter()
+            .filter(|line| line.contains(&format!("is now 127.0.0.1:{new}")))
+            .count()
+    };
+    let before = moves();
+    let started = Instant::now();
+    let guard = client
+        .lock("s-ro")
+        .lock()
+        .expect("the lock is taken on the new master, not refused");
+    eprintln!("lock after the demotion took {:?}", started.elapsed());
+    assert_eq!(
+        moves(),
+        before + 1,
+        "the client followed the master during the lock call, not before"
+    );
+    let count: Option<i64> = con(new).hget("s-ro", client.owner_field()).expect("HGET");
+    assert_eq!(count, Some(1), "taken on the new master {new}");
+    guard.unlock().expect("unlock on the new master");
+}
+
+#[test]
+fn sentinel_settings_need_a_sentinel_builder() {
+    for builder in [
+        Client::builder("redis://127.0.0.1:1/").sentinel_master_url("redis://127.0.0.1:2/"),
+        Client::builder("redis://127.0.0.1:1/").sentinel_scan_interval(Duration::from_secs(1)),
+        Client::sentinel_builder(MASTER_NAME, ["redis://127.0.0.1:1/"])
+            .sentinel_scan_interval(Duration::ZERO),
+        Client::sentinel_builder("", ["redis://127.0.0.1:1/"]),
+        Client::sentinel_builder(MASTER_NAME, Vec::<String>::new()),
+    ] {
+        let error = builder.build().expect_err("a misused Sentinel setting");
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    }
 }

@@ -104,6 +104,11 @@ pub fn con(port: u16) -> redis::Connection {
     con
 }
 
+/// `role` of `INFO replication` (`master`, `slave`), if the node answers.
+pub fn role(port: u16) -> Option<String> {
+    info_field(port, "role")
+}
+
 fn info_field(port: u16, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
