@@ -292,10 +292,24 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Until the client is dropped: waits for the scan interval or a
+    /// "check now", looks the master up, and moves the client when it moved.
+    /// (`build` has just looked it up: the first look-up waits too.)
     fn run(self) {
         let mut failing = false;
+        let mut last = Instant::now();
         loop {
-            let started = Instant::now();
+            let pause = RECHECK_MIN.saturating_sub(last.elapsed());
+            select! {
+                recv(self.stop_rx) -> _ => return,
+                default(pause) => {}
+            }
+            select! {
+                recv(self.stop_rx) -> _ => return,
+                recv(self.recheck_rx) -> _ => {}
+                default(self.sentinels.scan_interval) => {}
+            }
+            last = Instant::now();
             match self.sentinels.locate(&self.endpoint, self.timeouts) {
                 Ok(true) => {
                     log::warn!(
@@ -314,16 +328,6 @@ impl Watcher {
                     }
                     failing = true;
                 }
-            }
-            let pause = RECHECK_MIN.saturating_sub(started.elapsed());
-            select! {
-                recv(self.stop_rx) -> _ => return,
-                default(pause) => {}
-            }
-            select! {
-                recv(self.stop_rx) -> _ => return,
-                recv(self.recheck_rx) -> _ => {}
-                default(self.sentinels.scan_interval) => {}
             }
         }
     }
