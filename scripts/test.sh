@@ -26,6 +26,7 @@ cargo clippy --all-targets --features tls-rustls -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tls-rustls
 echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 

@@ -98,6 +98,10 @@ impl Read for TlsSocket {
                     // at least some of the backlog.
                     let mut rest = self.backlog.as_slice();
                     let taken = session.read_tls(&mut rest)?;
+                    if taken == 0 {
+                        // Cannot happen with an empty plaintext buffer; never spin.
+                        return Err(io::Error::other("the TLS session takes no more data"));
+                    }
                     self.backlog.drain(..taken);
                     let processed = session.process_new_packets();
                     // Alerts, key updates: best effort, the error matters more.
