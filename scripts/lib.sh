@@ -17,6 +17,19 @@ ensure_redis_server() {
   exit 1
 }
 
+# Makes sure openssl is installed: the TLS tests make their CA and certificates with it.
+ensure_openssl() {
+  command -v openssl >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing openssl (apt-get)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >&2
+    return 0
+  fi
+  echo "error: the TLS tests need openssl (Debian/Ubuntu: sudo apt-get install openssl)." >&2
+  exit 1
+}
+
 # Makes sure a JDK (java, javac) and Maven are installed, for the Java interop tests.
 ensure_java_maven() {
   local missing=()

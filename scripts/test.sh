@@ -22,13 +22,16 @@ cargo fmt --check
 cargo fmt --check --manifest-path bench/Cargo.toml
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features tls-rustls -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tls-rustls
 echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 
 ensure_redis_server
+ensure_openssl
 trap reap_test_servers EXIT
 ensure_java_maven
 
@@ -45,6 +48,10 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 cargo test --doc
+# TLS (rediss://) needs the feature: a TLS-only server with a CA made by
+# openssl in the test's directory.
+echo "==> cargo test --features tls-rustls --test tls"
+cargo test --features tls-rustls --test tls
 
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line

@@ -22,6 +22,8 @@ use crate::pool::{Checkout, Pool};
 use crate::pubsub::Subscriber;
 use crate::replicas::ReplicaSync;
 use crate::scripts::lease_millis;
+use crate::sentinel::{SentinelSettings, SentinelWatch};
+use crate::tls::TlsSettings;
 use crate::unlock::RequestId;
 use crate::watchdog::Watchdog;
 
@@ -69,6 +71,9 @@ pub(crate) struct Inner {
     pub registry: Arc<Registry>,
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
+    /// Under Sentinel: held for its `Drop`, which stops the thread that
+    /// follows the master.
+    pub _sentinel: Option<SentinelWatch>,
     pub subscriber: Subscriber,
     /// Replica sync of lock writes, when on.
     pub sync: Option<Arc<ReplicaSync>>,
@@ -109,9 +114,12 @@ impl Config {
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
-    info: RedisResult<ConnectionInfo>,
+    /// The server's URL; under Sentinel, the master's scheme and settings.
+    pub(crate) info: RedisResult<ConnectionInfo>,
     pub(crate) config: Config,
     pool_size: u32,
+    pub(crate) tls: TlsSettings,
+    pub(crate) sentinel: Option<SentinelSettings>,
 }
 
 impl Client {
@@ -142,6 +150,8 @@ impl Client {
                 replicas_sync_timeout: Duration::from_secs(1),
             },
             pool_size: 32,
+            tls: TlsSettings::default(),
+            sentinel: None,
         }
     }
 
@@ -279,6 +289,7 @@ impl Client {
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
         let pool = &self.inner.pool;
+        let generation = pool.connector().endpoint().generation();
         let mut con = pool.get_within(RECONNECT_GRACE)?;
         let result = match command(&mut con, false) {
             Err(e) if e.is_connection_dropped() => {
@@ -287,6 +298,17 @@ impl Client {
                 // that the first one may have run.
                 match pool.get_within(RECONNECT_GRACE) {
                     Ok(mut con) => command(&mut con, true),
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        };
+        let result = match result {
+            // A former master refused the write, so the command did not
+            // run: once the client follows the new master, send it there.
+            Err(e) if e.code() == Some("READONLY") && self.await_failover(generation) => {
+                match pool.get_within(RECONNECT_GRACE) {
+                    Ok(mut con) => command(&mut con, false),
                     Err(_) => Err(e),
                 }
             }
@@ -429,7 +451,18 @@ impl ClientBuilder {
             )));
         }
 
-        let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
+        let endpoint = self.tls.endpoint(info)?;
+        let timeouts = (config.connect_timeout, config.response_timeout);
+        // Under Sentinel, the endpoint moves to the master they name.
+        let sentinels = (self.sentinel)
+            .map(|settings| settings.locate(&self.tls, &endpoint, timeouts))
+            .transpose()?;
+        let endpoint = Arc::new(endpoint);
+        let connector = Connector::new(
+            Arc::clone(&endpoint),
+            config.connect_timeout,
+            config.response_timeout,
+        )?;
         let pool = Arc::new(Pool::new(connector.clone(), self.pool_size));
         // Fail now if the server cannot be reached (at once when it refuses,
         // within the connect timeout when it is silent) or refuses the
@@ -447,10 +480,13 @@ impl ClientBuilder {
             sync.clone(),
         )?;
         let subscriber = Subscriber::new(
-            connector.info().clone(),
+            Arc::clone(&endpoint),
             config.connect_timeout,
             config.response_timeout,
         );
+        let sentinel = sentinels
+            .map(|sentinels| sentinels.watch(endpoint, subscriber.handle(), timeouts))
+            .transpose()?;
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -462,6 +498,7 @@ impl ClientBuilder {
                 pid: std::process::id(),
                 registry,
                 _watchdog: watchdog,
+                _sentinel: sentinel,
                 subscriber,
                 sync,
                 publish: "publish",

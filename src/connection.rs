@@ -5,15 +5,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::{ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
+use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
+use crate::endpoint::Endpoint;
 use crate::error::Error;
 
 /// Opens command connections with the client's connect and response timeouts:
 /// a lock library must never hang on a dead server.
 #[derive(Clone)]
 pub(crate) struct Connector {
-    client: redis::Client,
+    /// Where connections go (moves on a Sentinel failover).
+    endpoint: Arc<Endpoint>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
     /// Bumped whenever a pooled connection is found dropped: pooled
@@ -42,6 +44,10 @@ pub(crate) struct PooledConnection {
     read_timeout: Option<Duration>,
     /// The response timeout.
     usual: Duration,
+    /// The [`Endpoint::generation`] it was opened at: an older one is a
+    /// connection to a former master, discarded on its next checkout.
+    generation: u64,
+    endpoint: Arc<Endpoint>,
 }
 
 impl PooledConnection {
@@ -53,6 +59,14 @@ impl PooledConnection {
             // A reply that timed out may still arrive: never reuse the
             // connection (its next command could read that reply).
             self.dropped |= e.is_connection_dropped() || e.is_timeout();
+            // A former master (Sentinel failover): never reuse it, and have
+            // the master looked up again; likewise for a lost connection.
+            if e.code() == Some("READONLY") && self.endpoint.is_watched() {
+                self.dropped = true;
+                self.endpoint.suspect();
+            } else if e.is_connection_dropped() {
+                self.endpoint.suspect();
+            }
         }
         result
     }
@@ -142,25 +156,26 @@ impl ConnectionLike for PooledConnection {
 
 impl Connector {
     pub fn new(
-        info: ConnectionInfo,
+        endpoint: Arc<Endpoint>,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> RedisResult<Self> {
         Ok(Connector {
-            client: redis::Client::open(info)?,
+            endpoint,
             connect_timeout,
             response_timeout,
             drops: Arc::new(AtomicU64::new(0)),
         })
     }
 
-    pub fn info(&self) -> &ConnectionInfo {
-        self.client.get_connection_info()
+    pub fn endpoint(&self) -> &Arc<Endpoint> {
+        &self.endpoint
     }
 
+    /// A new connection to the endpoint's current server. (Building the
+    /// redis-rs client is a clone of the connection info, no I/O.)
     pub fn connect(&self) -> RedisResult<redis::Connection> {
-        let con = self
-            .client
+        let con = redis::Client::open(self.endpoint.info())?
             .get_connection_with_timeout(self.connect_timeout)?;
         con.set_read_timeout(Some(self.response_timeout))?;
         con.set_write_timeout(Some(self.response_timeout))?;
@@ -173,6 +188,7 @@ impl Connector {
     pub fn open_pooled(&self) -> RedisResult<PooledConnection> {
         // Read before connecting: a drop seen meanwhile may predate us.
         let checked_at = self.drops.load(Ordering::Acquire);
+        let generation = self.endpoint.generation();
         Ok(PooledConnection {
             con: self.connect()?,
             checked_at,
@@ -180,13 +196,22 @@ impl Connector {
             drops: Arc::clone(&self.drops),
             read_timeout: None,
             usual: self.response_timeout,
+            generation,
+            endpoint: Arc::clone(&self.endpoint),
         })
     }
 
     /// Called on every checkout of an idle connection: free unless a pooled
     /// connection was found dropped since this one was last known good, then
-    /// one `PING`.
+    /// one `PING`. A connection to a former master fails (it would answer
+    /// the `PING`, but every write with `READONLY`).
     pub fn validate(&self, con: &mut PooledConnection) -> RedisResult<()> {
+        if self.is_stale(con) {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "connection to a former master",
+            )));
+        }
         let drops = self.drops.load(Ordering::Acquire);
         if con.checked_at == drops {
             return Ok(());
@@ -194,6 +219,11 @@ impl Connector {
         redis::cmd("PING").query::<()>(con)?;
         con.checked_at = drops;
         Ok(())
+    }
+
+    /// Whether `con` was opened before the endpoint last moved.
+    pub fn is_stale(&self, con: &PooledConnection) -> bool {
+        con.generation != self.endpoint.generation()
     }
 
     /// A failed connect as the caller should see it: a refused connection or
@@ -214,7 +244,7 @@ impl Connector {
             "cannot connect"
         };
         Error::Unavailable {
-            reason: format!("{what} ({}): {e}", self.info().addr()),
+            reason: format!("{what} ({}): {e}", self.endpoint.describe()),
         }
     }
 }

@@ -12,7 +12,10 @@
 //! - [`Client`] connects to one Redis server. It owns a connection pool, one
 //!   watchdog thread that renews every lock it holds (30 s lease, renewed every
 //!   10 s, batched), and one subscriber connection that wakes waiting threads
-//!   when a lock is released.
+//!   when a lock is released. The server is standalone, or the master that
+//!   Redis Sentinels name ([`Client::sentinel_builder`], followed across
+//!   failovers), reached over TCP, a Unix socket, or TLS (`rediss://`, with
+//!   the `tls-rustls` feature: `ClientBuilder::tls_root_ca_pem`).
 //! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
 //!   released on drop, and `!Send` because a lock belongs to the thread that
 //!   took it. Both are generic over the lock type ([`Kind`]): the reentrant
@@ -80,6 +83,7 @@
 mod attempt;
 mod client;
 mod connection;
+mod endpoint;
 mod error;
 mod guard;
 mod holds;
@@ -94,6 +98,8 @@ mod pubsub;
 mod replicas;
 mod scatter;
 mod scripts;
+mod sentinel;
+mod tls;
 mod unlock;
 mod watchdog;
 

@@ -10,7 +10,7 @@
 //! lost its replicas keeps granting locks that a failover would lose.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionLike, RedisResult, Value};
@@ -28,6 +28,9 @@ pub(crate) struct ReplicaSync {
     pub timeout: Duration,
     /// Replicas connected to the master when last seen; -1: unknown.
     replicas: AtomicI64,
+    /// The endpoint generation the count was read at: a master that moved
+    /// (Sentinel) has its own replicas.
+    generation: AtomicU64,
 }
 
 /// What the replicas said about one write.
@@ -45,6 +48,7 @@ impl ReplicaSync {
             check,
             timeout,
             replicas: AtomicI64::new(-1),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -53,9 +57,12 @@ impl ReplicaSync {
         self.replicas.store(-1, Ordering::Release);
     }
 
-    /// The connected replicas, from the cache or `INFO replication` on `con`
-    /// (one round trip).
-    fn replicas(&self, con: &mut dyn ConnectionLike) -> Result<u32> {
+    /// The connected replicas of the master at endpoint `generation`, from
+    /// the cache or `INFO replication` on `con` (one round trip).
+    fn replicas(&self, generation: u64, con: &mut dyn ConnectionLike) -> Result<u32> {
+        if self.generation.swap(generation, Ordering::AcqRel) != generation {
+            self.reset();
+        }
         let cached = self.replicas.load(Ordering::Acquire);
         if let Ok(n) = u32::try_from(cached) {
             return Ok(n);
@@ -99,10 +106,11 @@ impl ReplicaSync {
     /// first write (the replica count).
     pub fn run<T>(
         &self,
+        generation: u64,
         con: &mut dyn ConnectionLike,
         command: impl FnOnce(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<(T, Synced)> {
-        let replicas = self.replicas(con)?;
+        let replicas = self.replicas(generation, con)?;
         let Some(wait) = self.wait_command(replicas) else {
             return Ok((command(con)?, Synced::Yes));
         };
@@ -121,8 +129,8 @@ impl ReplicaSync {
 
     /// A `WAIT` on its own, after writes already made on `con` (the
     /// watchdog's pipelined renewals). One round trip, none without replicas.
-    pub fn wait(&self, con: &mut dyn ConnectionLike) -> Result<Synced> {
-        let replicas = self.replicas(con)?;
+    pub fn wait(&self, generation: u64, con: &mut dyn ConnectionLike) -> Result<Synced> {
+        let replicas = self.replicas(generation, con)?;
         let Some(wait) = self.wait_command(replicas) else {
             return Ok(Synced::Yes);
         };
@@ -218,7 +226,7 @@ impl ClientBuilder {
     /// idempotent). With `check` false the `WAIT` is still sent and a missing
     /// acknowledgement only logged.
     ///
-    /// Off by default for a standalone server. It costs one `INFO
+    /// Off by default for a standalone server, on for Sentinel. It costs one `INFO
     /// replication` round trip for the first write (the replica count is
     /// cached), then nothing extra unless replicas lag: the reply waits for
     /// the acknowledgement, at most the [timeout](Self::replicas_sync_timeout).
@@ -253,7 +261,8 @@ impl Client {
                 .with_connection(operation, |con, resend| command(con, resend))
                 .map(|value| (value, Synced::Yes)),
             Some(sync) => self.with_connection(operation, |con, resend| {
-                sync.run(con, |con| command(con, resend))
+                let generation = self.inner.pool.connector().endpoint().generation();
+                sync.run(generation, con, |con| command(con, resend))
             }),
         }
     }

@@ -36,6 +36,9 @@ const PIPELINED_CHUNKS: usize = 20;
 const RENEWAL_RETRY_DELAY: Duration = Duration::from_secs(1);
 const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 
+/// How often the thread checks whether the master moved (Sentinel only).
+const MOVE_CHECK: Duration = Duration::from_millis(100);
+
 /// The client's renewal thread. Dropping this stops it.
 pub(crate) struct Watchdog {
     /// Never sent on: dropping it disconnects the thread's receiver.
@@ -55,6 +58,7 @@ impl Watchdog {
         sync: Option<Arc<ReplicaSync>>,
     ) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
+        let generation = pool.connector().endpoint().generation();
         let con = pool
             .connector()
             .connect()
@@ -63,6 +67,7 @@ impl Watchdog {
             registry,
             pool,
             con: Some(con),
+            generation,
             lease,
             sync,
             stop_rx,
@@ -81,6 +86,9 @@ struct Worker {
     registry: Arc<Registry>,
     pool: Arc<Pool>,
     con: Option<redis::Connection>,
+    /// The endpoint generation `con` was opened at: after a Sentinel
+    /// failover the connection is reopened to the new master.
+    generation: u64,
     lease: Duration,
     /// Replica sync: a `WAIT` after each round trip of renewals.
     sync: Option<Arc<ReplicaSync>>,
@@ -92,9 +100,21 @@ impl Worker {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
         loop {
-            match self.stop_rx.recv_deadline(next_tick) {
+            // Under Sentinel, a look every MOVE_CHECK (an atomic load) for
+            // a failover: the locks are renewed on the new master at once,
+            // before the copies it replicated run out.
+            let endpoint = self.pool.connector().endpoint();
+            let wake = if endpoint.is_watched() {
+                next_tick.min(Instant::now() + MOVE_CHECK)
+            } else {
+                next_tick
+            };
+            match self.stop_rx.recv_deadline(wake) {
                 Err(RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() < next_tick && endpoint.generation() == self.generation {
+                continue;
             }
             let delay = if self.renew_all() {
                 period
@@ -116,6 +136,11 @@ impl Worker {
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         for attempt in 0..2 {
+            let now = self.pool.connector().endpoint().generation();
+            if now != self.generation {
+                self.con = None;
+                self.generation = now;
+            }
             let con = match self.con.take() {
                 Some(con) => Some(con),
                 None => match self.pool.connector().connect() {
@@ -129,6 +154,13 @@ impl Worker {
             let result = match con {
                 Some(mut con) => {
                     let result = command(&mut con);
+                    if result
+                        .as_ref()
+                        .is_err_and(|e| e.code() == Some("READONLY") || e.is_connection_dropped())
+                    {
+                        // A former master, or a lost one: look again.
+                        self.pool.connector().endpoint().suspect();
+                    }
                     if !result.as_ref().is_err_and(Error::is_transient) {
                         self.con = Some(con);
                     }
@@ -212,11 +244,12 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
-        let sync = self.sync.clone();
+        let (sync, pool) = (self.sync.clone(), Arc::clone(&self.pool));
         let result = self.with_connection(|con| {
             let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
             if let Some(sync) = &sync {
-                match sync.wait(con) {
+                let generation = pool.connector().endpoint().generation();
+                match sync.wait(generation, con) {
                     Ok(Synced::Yes) => {}
                     Ok(Synced::No { replicas }) => log::warn!(
                         "redisson-lock: none of {replicas} replica(s) acknowledged a lease renewal"

@@ -294,7 +294,8 @@ impl Shared {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
-            let stream = match Stream::connect(&self.info, self.connect_timeout) {
+            let generation = self.endpoint.generation();
+            let stream = match Stream::connect(&self.endpoint, self.connect_timeout) {
                 Ok(stream) => stream,
                 Err(e) => {
                     if !reported {
@@ -310,11 +311,13 @@ impl Shared {
             // accepts and then drops us at once (maxclients, a proxy without
             // a backend) is a failed connect, not a reconnect.
             let mut answered = false;
-            let served = self.serve(stream, &mut answered);
+            let served = self.serve(stream, generation, &mut answered);
             if let Err(e) = &served
                 && !self.closed.load(Ordering::Acquire)
             {
                 log::debug!("redisson-lock: subscriber connection lost: {e}");
+                // Under Sentinel the master may have moved.
+                self.endpoint.suspect();
             }
             if answered {
                 if reported {
@@ -348,12 +351,17 @@ impl Shared {
 
     /// Subscribes everything wanted on a fresh connection, then dispatches
     /// what it reads until the connection fails or the client closes.
-    fn serve(&self, stream: Stream, answered: &mut bool) -> io::Result<()> {
+    /// `generation` is the endpoint's when the connect began: a connection
+    /// to a master that moved meanwhile is dropped at once.
+    fn serve(&self, stream: Stream, generation: u64, answered: &mut bool) -> io::Result<()> {
         let mut reader = stream.try_clone()?;
         {
             let mut conn = self.conn.lock();
             if self.closed.load(Ordering::Acquire) {
                 return Ok(());
+            }
+            if self.endpoint.generation() != generation {
+                return Err(io::Error::other("the master moved while connecting"));
             }
             conn.reset(Some(stream));
             self.write_difference(&mut conn, true);

@@ -38,8 +38,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::ConnectionInfo;
 
+use crate::endpoint::Endpoint;
 use crate::error::Result;
 use conn::Conn;
 use entries::{Entry, Lot};
@@ -51,7 +51,8 @@ pub(crate) struct Subscriber {
 
 /// What the subscriber's handle, its subscriptions and its thread share.
 struct Shared {
-    info: ConnectionInfo,
+    /// The server to (re)connect to: it moves on a Sentinel failover.
+    endpoint: Arc<Endpoint>,
     connect_timeout: Duration,
     /// The bound on every write once connected, and the health check's
     /// silence while threads wait.
@@ -78,16 +79,16 @@ pub(crate) struct Subscription {
 }
 
 impl Subscriber {
-    /// A subscriber for the server `info` points to. Nothing connects until
-    /// the first [`subscribe`](Self::subscribe).
+    /// A subscriber for the server `endpoint` points to. Nothing connects
+    /// until the first [`subscribe`](Self::subscribe).
     pub fn new(
-        info: ConnectionInfo,
+        endpoint: Arc<Endpoint>,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Self {
         Subscriber {
             shared: Arc::new(Shared {
-                info,
+                endpoint,
                 connect_timeout,
                 response_timeout,
                 closed: AtomicBool::new(false),
@@ -165,6 +166,28 @@ impl Subscriber {
         {
             log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
             self.shared.thread_started.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Lets a topology watcher move the subscriber without keeping it alive.
+pub(crate) struct SubscriberHandle(std::sync::Weak<Shared>);
+
+impl Subscriber {
+    /// A handle for [`SubscriberHandle::reconnect`].
+    pub fn handle(&self) -> SubscriberHandle {
+        SubscriberHandle(Arc::downgrade(&self.shared))
+    }
+}
+
+impl SubscriberHandle {
+    /// Drops the subscriber's connection (if it has one): its thread wakes
+    /// every waiter to retry, connects to the endpoint's current server and
+    /// subscribes there to every channel that still has waiters. Never
+    /// blocks on I/O but the socket's shutdown.
+    pub fn reconnect(&self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.conn.lock().close();
         }
     }
 }

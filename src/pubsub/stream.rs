@@ -6,7 +6,9 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use redis::{ConnectionAddr, ConnectionInfo, Value};
+use redis::{ConnectionAddr, Value};
+
+use crate::endpoint::Endpoint;
 
 /// The subscriber's socket. Reads happen on the subscriber thread, writes
 /// under the connection mutex, each through its own clone of the socket.
@@ -14,31 +16,43 @@ pub(super) enum Stream {
     Tcp(TcpStream),
     #[cfg(unix)]
     Unix(UnixStream),
+    #[cfg(feature = "tls-rustls")]
+    Tls(crate::tls::TlsSocket),
+}
+
+/// A TCP connection to `host:port` (the first address that answers), with
+/// Nagle off.
+fn tcp_connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(tcp) => {
+                tcp.set_nodelay(true)?;
+                return Ok(tcp);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("address resolved to nothing")))
 }
 
 impl Stream {
     /// Connects to the server `info` names and authenticates, within
     /// `timeout` for each step; the socket's read and write timeouts are
     /// `timeout` until changed.
-    pub(super) fn connect(info: &ConnectionInfo, timeout: Duration) -> io::Result<Stream> {
-        let mut stream = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let mut last = None;
-                let mut connected = None;
-                for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, timeout) {
-                        Ok(tcp) => {
-                            connected = Some(tcp);
-                            break;
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                let tcp = connected.ok_or_else(|| {
-                    last.unwrap_or_else(|| io::Error::other("address resolved to nothing"))
+    pub(super) fn connect(endpoint: &Endpoint, timeout: Duration) -> io::Result<Stream> {
+        let info = endpoint.info();
+        let mut stream = match endpoint.info().addr() {
+            ConnectionAddr::Tcp(host, port) => Stream::Tcp(tcp_connect(host, *port, timeout)?),
+            #[cfg(feature = "tls-rustls")]
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                let tcp = tcp_connect(host, *port, timeout)?;
+                tcp.set_read_timeout(Some(timeout))?;
+                tcp.set_write_timeout(Some(timeout))?;
+                let config = endpoint.tls.clone().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::Unsupported, "no TLS configuration")
                 })?;
-                tcp.set_nodelay(true)?;
-                Stream::Tcp(tcp)
+                Stream::Tls(crate::tls::TlsSocket::handshake(tcp, host, config)?)
             }
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
@@ -77,6 +91,8 @@ impl Stream {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             #[cfg(unix)]
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => Stream::Tls(s.try_clone()?),
         })
     }
 
@@ -85,6 +101,8 @@ impl Stream {
             Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(timeout),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.set_read_timeout(timeout),
         }
     }
 
@@ -93,6 +111,8 @@ impl Stream {
             Stream::Tcp(s) => s.set_write_timeout(timeout),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_write_timeout(timeout),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.set_write_timeout(timeout),
         }
     }
 
@@ -102,6 +122,8 @@ impl Stream {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             #[cfg(unix)]
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.shutdown(),
         }
     }
 }
@@ -112,6 +134,8 @@ impl Read for Stream {
             Stream::Tcp(s) => s.read(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -122,6 +146,8 @@ impl Write for Stream {
             Stream::Tcp(s) => s.write(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.write(buf),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
@@ -130,6 +156,8 @@ impl Write for Stream {
             Stream::Tcp(s) => s.flush(),
             #[cfg(unix)]
             Stream::Unix(s) => s.flush(),
+            #[cfg(feature = "tls-rustls")]
+            Stream::Tls(s) => s.flush(),
         }
     }
 }

@@ -8,6 +8,8 @@
 pub mod actor;
 pub mod java;
 pub mod proxy;
+pub mod sentinel;
+pub mod tls;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;

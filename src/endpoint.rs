@@ -1,0 +1,181 @@
+//! Where a client's connections go: the one server it talks to now.
+//!
+//! For a standalone server the endpoint never changes. Under Sentinel it
+//! is moved to the new master after a failover ([`crate::sentinel`]), and
+//! its generation counts the moves: pooled connections opened at an older
+//! generation are discarded on their next checkout, the watchdog reopens its
+//! connection, and the subscriber reconnects.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use parking_lot::{Condvar, Mutex, RwLock};
+use redis::{ConnectionAddr, ConnectionInfo};
+
+/// The server connections go to, and how to reach it.
+pub(crate) struct Endpoint {
+    info: RwLock<ConnectionInfo>,
+    /// Mirrors `moves` for lock-free reads.
+    generation: AtomicU64,
+    moves: Mutex<u64>,
+    moved: Condvar,
+    /// TLS for the subscriber's hand-written socket (`rediss://` only).
+    #[cfg(feature = "tls-rustls")]
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// Set when something watches the topology: asks it to check now.
+    recheck: OnceLock<Sender<()>>,
+}
+
+impl Endpoint {
+    /// An endpoint at `info`, generation 0.
+    pub fn new(info: ConnectionInfo) -> Self {
+        Endpoint {
+            info: RwLock::new(info),
+            generation: AtomicU64::new(0),
+            moves: Mutex::new(0),
+            moved: Condvar::new(),
+            #[cfg(feature = "tls-rustls")]
+            tls: None,
+            recheck: OnceLock::new(),
+        }
+    }
+
+    /// The current server's connection info (a clone: no lock is held).
+    pub fn info(&self) -> ConnectionInfo {
+        self.info.read().clone()
+    }
+
+    /// How many times the endpoint moved.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// `host:port` of the current server, for messages.
+    pub fn describe(&self) -> String {
+        self.info.read().addr().to_string()
+    }
+
+    /// Whether the endpoint is at `host:port` now.
+    pub fn is_at(&self, host: &str, port: u16) -> bool {
+        same_server(self.info.read().addr(), host, port)
+    }
+
+    /// Points every new connection at `host:port` (keeping the scheme, TLS
+    /// material, credentials and database); `false` if it already was.
+    pub fn move_to(&self, host: &str, port: u16) -> bool {
+        let mut moves = self.moves.lock();
+        {
+            let mut info = self.info.write();
+            if same_server(info.addr(), host, port) {
+                return false;
+            }
+            *info = with_server(info.clone(), host, port);
+        }
+        *moves += 1;
+        self.generation.store(*moves, Ordering::Release);
+        self.moved.notify_all();
+        true
+    }
+
+    /// Blocks until the endpoint has moved past `generation` or `within`
+    /// passes; whether it did.
+    pub fn await_move(&self, generation: u64, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut moves = self.moves.lock();
+        while *moves == generation {
+            if self.moved.wait_until(&mut moves, deadline).timed_out() {
+                break;
+            }
+        }
+        *moves != generation
+    }
+
+    /// Installs the topology watcher's "check now" channel (once).
+    pub fn watch_with(&self, recheck: Sender<()>) {
+        let _ = self.recheck.set(recheck);
+    }
+
+    /// Whether something watches the topology (Sentinel).
+    pub fn is_watched(&self) -> bool {
+        self.recheck.get().is_some()
+    }
+
+    /// Tells the topology watcher that the server may have changed (a
+    /// `READONLY` reply, a lost connection). Never blocks.
+    pub fn suspect(&self) {
+        if let Some(recheck) = self.recheck.get() {
+            let _ = recheck.try_send(());
+        }
+    }
+}
+
+fn same_server(addr: &ConnectionAddr, host: &str, port: u16) -> bool {
+    match addr {
+        ConnectionAddr::Tcp(h, p)
+        | ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => h == host && *p == port,
+        _ => false,
+    }
+}
+
+/// `info` pointed at `host:port`, keeping TLS (and its certificates) if it
+/// had it.
+pub(crate) fn with_server(info: ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let addr = match info.addr().clone() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure,
+            tls_params,
+        },
+        _ => ConnectionAddr::Tcp(host.to_owned(), port),
+    };
+    info.set_addr(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    #[test]
+    fn a_move_keeps_the_settings_and_bumps_the_generation() {
+        let info = "redis://user:secret@127.0.0.1:1000/3"
+            .into_connection_info()
+            .expect("url");
+        let endpoint = Endpoint::new(info);
+        assert_eq!(endpoint.generation(), 0);
+        assert!(!endpoint.move_to("127.0.0.1", 1000), "already there");
+        assert!(endpoint.move_to("10.0.0.2", 2000));
+        assert_eq!(endpoint.generation(), 1);
+        assert!(endpoint.is_at("10.0.0.2", 2000));
+        let moved = endpoint.info();
+        assert_eq!(moved.redis_settings().db(), 3);
+        assert_eq!(moved.redis_settings().username(), Some("user"));
+        assert_eq!(moved.redis_settings().password(), Some("secret"));
+        assert!(endpoint.await_move(0, Duration::ZERO), "moved past 0");
+        assert!(
+            !endpoint.await_move(1, Duration::from_millis(1)),
+            "not past 1"
+        );
+    }
+
+    #[test]
+    fn suspecting_an_unwatched_endpoint_does_nothing() {
+        let endpoint = Endpoint::new(("127.0.0.1", 1u16).into_connection_info().expect("addr"));
+        assert!(!endpoint.is_watched());
+        endpoint.suspect();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        endpoint.watch_with(tx);
+        endpoint.suspect();
+        endpoint.suspect(); // never blocks on a full channel
+        assert!(rx.try_recv().is_ok());
+    }
+}

@@ -1,0 +1,378 @@
+//! Redis Sentinel: finding the master, and following it across failovers.
+//!
+//! The master is the address the sentinels give for the master name
+//! (`SENTINEL GET-MASTER-ADDR-BY-NAME`, asked of each sentinel in turn until
+//! one answers), confirmed by the server itself (`ROLE` says `master`). A
+//! thread (`rlock-sentinel`) asks again every second, as Redisson's
+//! Sentinel manager does, and at once when a connection gets a `READONLY`
+//! reply or is lost. When the master moved, the client's [`Endpoint`] moves:
+//! pooled connections to the former master are discarded on their next
+//! checkout (a demoted master still answers `PING`, but every write with
+//! `READONLY`), the watchdog reopens its connection, and the subscriber
+//! reconnects to the new master, resubscribes and wakes its waiters to try
+//! again.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, select};
+use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
+
+use crate::client::{Client, ClientBuilder};
+use crate::endpoint::{Endpoint, with_server};
+use crate::error::{Error, Result};
+use crate::pubsub::SubscriberHandle;
+use crate::tls::TlsSettings;
+
+/// How often the sentinels are asked for the master by default (Redisson's
+/// `scanInterval` for Sentinel, 1 s).
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time between two lookups, however often one is asked for.
+const RECHECK_MIN: Duration = Duration::from_millis(50);
+
+/// What [`Client::sentinel_builder`] was given.
+pub(crate) struct SentinelSettings {
+    master_name: String,
+    sentinels: Vec<RedisResult<ConnectionInfo>>,
+    scan_interval: Duration,
+}
+
+impl Client {
+    /// Starts configuring a client for the master that the Redis Sentinels
+    /// at `sentinels` monitor under `master_name` (Redisson's
+    /// `useSentinelServers().setMasterName(..).addSentinelAddress(..)`).
+    ///
+    /// [`build`](ClientBuilder::build) asks the sentinels in turn for the
+    /// master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`, one round trip
+    /// each, with the connect and response timeouts) and confirms it with
+    /// `ROLE`; it fails with [`Error::Unavailable`] when no sentinel names a
+    /// master that confirms. The client then follows the master: a thread
+    /// (`rlock-sentinel`, stopped with the client's last clone) asks again
+    /// every second (see [`ClientBuilder::sentinel_scan_interval`]), and at
+    /// once after a `READONLY` reply or a lost
+    /// connection. After a failover, new commands go to the new master
+    /// (pooled connections to the former one are discarded), the watchdog
+    /// renews the held locks there (a lock the new master has, because it
+    /// had replicated, stays held; one it lacks is reported
+    /// [lost](crate::LockGuard::is_lost) with reason
+    /// [`KeyGone`](crate::LostReason::KeyGone)), and waiting threads are woken to try
+    /// again while the subscriber moves. A command answered `READONLY` by
+    /// the former master waits up to the connect timeout for the move and is
+    /// sent once more (it provably did not run).
+    ///
+    /// The master is reached with the scheme (`rediss://` for TLS),
+    /// credentials and database of the first sentinel URL, unless
+    /// [`ClientBuilder::sentinel_master_url`] gives others. Between a
+    /// failover and the next lookup (at most a second), locks can still be
+    /// taken on the former master while it accepts writes; so can Redisson's.
+    ///
+    /// ```no_run
+    /// let client = redisson_lock::Client::sentinel_builder(
+    ///     "mymaster",
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    /// )
+    /// .build()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn sentinel_builder(
+        master_name: &str,
+        sentinels: impl IntoIterator<Item = impl IntoConnectionInfo>,
+    ) -> ClientBuilder {
+        let sentinels: Vec<_> = sentinels
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect();
+        let template = match sentinels.first() {
+            Some(Ok(info)) => Ok(info.clone()),
+            Some(Err(e)) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "invalid sentinel URL",
+                e.to_string(),
+            ))),
+            None => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "no sentinel address given",
+            ))),
+        };
+        // The placeholder address is replaced by `template` at once.
+        let mut builder = Client::builder(("127.0.0.1", 0u16));
+        builder.info = template;
+        // Redisson waits for the replicas outside single-server mode.
+        builder.config.replica_sync = Some(true);
+        builder.sentinel = Some(SentinelSettings {
+            master_name: master_name.to_owned(),
+            sentinels,
+            scan_interval: POLL_INTERVAL,
+        });
+        builder
+    }
+}
+
+impl Client {
+    /// Under Sentinel, waits up to the connect timeout for the client to
+    /// follow the master past endpoint generation `generation`; whether it
+    /// did. `false` at once for a standalone server.
+    pub(crate) fn await_failover(&self, generation: u64) -> bool {
+        let endpoint = self.inner.pool.connector().endpoint();
+        endpoint.is_watched() && endpoint.await_move(generation, self.inner.config.connect_timeout)
+    }
+}
+
+impl ClientBuilder {
+    /// For a [Sentinel](Client::sentinel_builder) client: the scheme,
+    /// credentials and database to reach the master with, as a URL whose
+    /// host and port are ignored (e.g. `redis://:secret@master/2`).
+    /// Without it the first sentinel URL's are used.
+    /// [`build`](Self::build) fails with [`Error::InvalidArgument`] when
+    /// the builder is not a Sentinel one.
+    pub fn sentinel_master_url(mut self, url: impl IntoConnectionInfo) -> Self {
+        self.info = match self.sentinel {
+            Some(_) => url.into_connection_info(),
+            None => Err(not_sentinel("sentinel_master_url")),
+        };
+        self
+    }
+
+    /// For a [Sentinel](Client::sentinel_builder) client: how often the
+    /// sentinels are asked for the master (Redisson's `scanInterval`,
+    /// default 1 s). A `READONLY` reply or a lost connection still makes
+    /// the client ask at once. Each look-up costs a connection and one round
+    /// trip to a sentinel. [`build`](Self::build) fails with
+    /// [`Error::InvalidArgument`] outside 10 ms..=24 h, or when the builder
+    /// is not a Sentinel one.
+    pub fn sentinel_scan_interval(mut self, interval: Duration) -> Self {
+        match self.sentinel.as_mut() {
+            Some(settings) => settings.scan_interval = interval,
+            None => self.info = Err(not_sentinel("sentinel_scan_interval")),
+        }
+        self
+    }
+}
+
+fn not_sentinel(method: &str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "a Sentinel setting on a builder that is not a Sentinel one",
+        format!("`{method}` needs `Client::sentinel_builder`"),
+    ))
+}
+
+impl SentinelSettings {
+    /// Checks the sentinel URLs (attaching TLS to the `rediss://` ones) and
+    /// points `endpoint` at the master they name ([`Sentinels::locate`]).
+    pub fn locate(
+        self,
+        tls: &TlsSettings,
+        endpoint: &Endpoint,
+        timeouts: (Duration, Duration),
+    ) -> Result<Sentinels> {
+        let sentinels = self.prepare(tls)?;
+        sentinels.locate(endpoint, timeouts)?;
+        Ok(sentinels)
+    }
+
+    /// Checks the sentinel URLs, attaching TLS to the `rediss://` ones.
+    fn prepare(self, tls: &TlsSettings) -> Result<Sentinels> {
+        if self.master_name.is_empty() {
+            return Err(Error::invalid("the Sentinel master name is empty"));
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(24 * 3600))
+            .contains(&self.scan_interval)
+        {
+            return Err(Error::invalid(format!(
+                "the Sentinel scan interval must be between 10 ms and 24 h, got {:?}",
+                self.scan_interval
+            )));
+        }
+        let mut nodes = Vec::with_capacity(self.sentinels.len());
+        for info in self.sentinels {
+            let info =
+                info.map_err(|e| Error::invalid(format!("invalid sentinel address: {e}")))?;
+            nodes.push(tls.apply(info)?);
+        }
+        Ok(Sentinels {
+            master_name: self.master_name,
+            nodes,
+            scan_interval: self.scan_interval,
+        })
+    }
+}
+
+/// The checked sentinel addresses and the master name.
+pub(crate) struct Sentinels {
+    master_name: String,
+    nodes: Vec<ConnectionInfo>,
+    scan_interval: Duration,
+}
+
+impl Sentinels {
+    /// Finds the master and points `endpoint` at it; whether it moved. One
+    /// connection and round trip per sentinel asked, one more and a `ROLE`
+    /// for a new address; each connect and reply bounded by `timeouts`.
+    pub fn locate(&self, endpoint: &Endpoint, timeouts: (Duration, Duration)) -> Result<bool> {
+        let mut failures = Vec::new();
+        for node in &self.nodes {
+            let answer = ask(node, &self.master_name, timeouts).and_then(|found| {
+                let (host, port) = found.ok_or("does not know the master name".to_owned())?;
+                // The current master needs no confirming: nothing would change.
+                if endpoint.is_at(&host, port) {
+                    return Ok((host, port));
+                }
+                confirm(&with_server(endpoint.info(), &host, port), timeouts)
+                    .map_err(|e| format!("named {host}:{port}, which {e}"))?;
+                Ok((host, port))
+            });
+            match answer {
+                Ok((host, port)) => {
+                    let moved = endpoint.move_to(&host, port);
+                    if moved {
+                        log::info!(
+                            "redisson-lock: Sentinel master `{}` is {host}:{port}",
+                            self.master_name
+                        );
+                    }
+                    return Ok(moved);
+                }
+                Err(e) => failures.push(format!("sentinel {}: {e}", node.addr())),
+            }
+        }
+        Err(Error::Unavailable {
+            reason: format!(
+                "no sentinel named a master for `{}`: {}",
+                self.master_name,
+                if failures.is_empty() {
+                    "no sentinel address given".to_owned()
+                } else {
+                    failures.join("; ")
+                }
+            ),
+        })
+    }
+
+    /// Starts the thread that follows the master (see the module docs).
+    pub fn watch(
+        self,
+        endpoint: Arc<Endpoint>,
+        subscriber: SubscriberHandle,
+        timeouts: (Duration, Duration),
+    ) -> Result<SentinelWatch> {
+        let (stop, stop_rx) = crossbeam_channel::bounded(0);
+        let (recheck, recheck_rx) = crossbeam_channel::bounded(1);
+        endpoint.watch_with(recheck);
+        let watcher = Watcher {
+            sentinels: self,
+            endpoint,
+            subscriber,
+            timeouts,
+            stop_rx,
+            recheck_rx,
+        };
+        thread::Builder::new()
+            .name("rlock-sentinel".into())
+            .spawn(move || watcher.run())
+            .map_err(|e| Error::Unavailable {
+                reason: format!("cannot start the Sentinel thread: {e}"),
+            })?;
+        Ok(SentinelWatch { _stop: stop })
+    }
+}
+
+/// The client's Sentinel thread. Dropping this stops it.
+pub(crate) struct SentinelWatch {
+    /// Never sent on: dropping it disconnects the thread's receiver.
+    _stop: Sender<()>,
+}
+
+struct Watcher {
+    sentinels: Sentinels,
+    endpoint: Arc<Endpoint>,
+    subscriber: SubscriberHandle,
+    timeouts: (Duration, Duration),
+    stop_rx: Receiver<()>,
+    recheck_rx: Receiver<()>,
+}
+
+impl Watcher {
+    /// Until the client is dropped: waits for the scan interval or a
+    /// "check now", looks the master up, and moves the client when it moved.
+    /// (`build` has just looked it up: the first look-up waits too.)
+    fn run(self) {
+        let mut failing = false;
+        let mut last = Instant::now();
+        loop {
+            let pause = RECHECK_MIN.saturating_sub(last.elapsed());
+            select! {
+                recv(self.stop_rx) -> _ => return,
+                default(pause) => {}
+            }
+            select! {
+                recv(self.stop_rx) -> _ => return,
+                recv(self.recheck_rx) -> _ => {}
+                default(self.sentinels.scan_interval) => {}
+            }
+            last = Instant::now();
+            match self.sentinels.locate(&self.endpoint, self.timeouts) {
+                Ok(true) => {
+                    log::warn!(
+                        "redisson-lock: Sentinel failover: the master of `{}` is now {}; \
+                         moving every connection there",
+                        self.sentinels.master_name,
+                        self.endpoint.describe()
+                    );
+                    self.subscriber.reconnect();
+                    failing = false;
+                }
+                Ok(false) => failing = false,
+                Err(e) => {
+                    if !failing {
+                        log::warn!("redisson-lock: cannot look up the Sentinel master: {e}");
+                    }
+                    failing = true;
+                }
+            }
+        }
+    }
+}
+
+/// One connection with the client's timeouts.
+fn open(
+    info: &ConnectionInfo,
+    (connect, response): (Duration, Duration),
+) -> Result<redis::Connection, String> {
+    let con = redis::Client::open(info.clone())
+        .and_then(|client| client.get_connection_with_timeout(connect))
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    con.set_read_timeout(Some(response))
+        .and_then(|()| con.set_write_timeout(Some(response)))
+        .map_err(|e| e.to_string())?;
+    Ok(con)
+}
+
+/// The master address sentinel `node` gives for `name`, if it knows it.
+fn ask(
+    node: &ConnectionInfo,
+    name: &str,
+    timeouts: (Duration, Duration),
+) -> Result<Option<(String, u16)>, String> {
+    let mut con = open(node, timeouts)?;
+    redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(name)
+        .query(&mut con)
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the server at `info` says it is a master.
+fn confirm(info: &ConnectionInfo, timeouts: (Duration, Duration)) -> Result<(), String> {
+    let mut con = open(info, timeouts)?;
+    let role: Value = redis::cmd("ROLE")
+        .query(&mut con)
+        .map_err(|e| format!("answered ROLE with {e}"))?;
+    match role {
+        Value::Array(items) if matches!(items.first(), Some(Value::BulkString(r)) if r == b"master") => {
+            Ok(())
+        }
+        _ => Err("is not a master (ROLE)".to_owned()),
+    }
+}

@@ -1,0 +1,206 @@
+//! TLS (`rediss://`, feature `tls-rustls`): the certificates a client is
+//! built with, applied to redis-rs's connections (commands, watchdog,
+//! Sentinel) and to the subscriber's own socket, which this module wraps in
+//! a rustls session. Without the feature only the (empty) settings type
+//! exists, and every connection is the plain socket it always was.
+
+use redis::ConnectionInfo;
+
+#[cfg(feature = "tls-rustls")]
+use crate::client::ClientBuilder;
+use crate::endpoint::Endpoint;
+use crate::error::{Error, Result};
+
+/// The TLS material given to the builder.
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    #[cfg(feature = "tls-rustls")]
+    root_ca_pem: Option<Vec<u8>>,
+    #[cfg(feature = "tls-rustls")]
+    client_pem: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+#[cfg(feature = "tls-rustls")]
+impl ClientBuilder {
+    /// Trusts the certificate authorities in `pem` (one or more PEM
+    /// `CERTIFICATE` blocks) for `rediss://` servers, instead of the
+    /// operating system's trust store. Applies to every connection of the
+    /// client: commands, watchdog, subscriber, and Sentinel nodes reached
+    /// with `rediss://`. Only with the `tls-rustls` feature.
+    ///
+    /// The PEM is parsed by [`build`](Self::build), which fails with
+    /// [`Error::InvalidArgument`] for one that holds no certificate. A server
+    /// whose certificate this CA did not sign, or whose name (the URL's host)
+    /// it does not carry, is refused when connecting: `build` fails with
+    /// [`Error::Unavailable`] naming the certificate problem.
+    ///
+    /// # Crypto provider
+    ///
+    /// rustls needs a process-wide `CryptoProvider`. If the application has
+    /// installed none (`rustls::crypto::CryptoProvider::install_default`)
+    /// when a `rediss://` client is built, `build` installs rustls's `ring`
+    /// provider; to use another one (e.g. `aws-lc-rs`), install it before
+    /// building the first client.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tls-rustls")] {
+    /// let client = redisson_lock::Client::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_ca_pem(std::fs::read("ca.crt")?)
+    ///     .tls_client_cert_pem(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents the client certificate chain `cert_pem` (PEM, leaf first)
+    /// with its private key `key_pem` (PEM: PKCS#8, PKCS#1 or SEC1) to
+    /// servers that ask for one (Redis's `tls-auth-clients yes`, mutual
+    /// TLS), on every connection of the client. Only with the `tls-rustls`
+    /// feature. Parsed by [`build`](Self::build), which fails with
+    /// [`Error::InvalidArgument`] for an unusable certificate or key.
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_pem = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+}
+
+impl TlsSettings {
+    /// Whether a certificate was given (which needs a `rediss://` URL).
+    fn is_empty(&self) -> bool {
+        #[cfg(feature = "tls-rustls")]
+        {
+            self.root_ca_pem.is_none() && self.client_pem.is_none()
+        }
+        #[cfg(not(feature = "tls-rustls"))]
+        {
+            true
+        }
+    }
+
+    /// `info` with the certificates attached when it is `rediss://`;
+    /// unchanged otherwise. For Sentinel nodes.
+    pub fn apply(&self, info: ConnectionInfo) -> Result<ConnectionInfo> {
+        #[cfg(feature = "tls-rustls")]
+        if let redis::ConnectionAddr::TcpTls { insecure, .. } = info.addr() {
+            if *insecure {
+                return Err(Error::invalid(
+                    "insecure TLS (`#insecure`) is not supported: give the server's CA with \
+                     `tls_root_ca_pem` instead",
+                ));
+            }
+            ensure_provider();
+            if self.is_empty() {
+                return Ok(info);
+            }
+            let certificates = redis::TlsCertificates {
+                client_tls: self.client_pem.clone().map(|(client_cert, client_key)| {
+                    redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    }
+                }),
+                root_cert: self.root_ca_pem.clone(),
+            };
+            return redis::Client::build_with_tls(info, certificates)
+                .map(|client| client.get_connection_info().clone())
+                .map_err(|e| Error::invalid(format!("unusable TLS certificates: {e}")));
+        }
+        Ok(info)
+    }
+
+    /// The endpoint for `info`, with TLS prepared for every connection when
+    /// it is `rediss://`. Fails with [`Error::InvalidArgument`] for
+    /// certificates given with a `redis://` URL or that cannot be parsed.
+    pub fn endpoint(&self, info: ConnectionInfo) -> Result<Endpoint> {
+        let tls_url = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        if !tls_url && !self.is_empty() {
+            return Err(Error::invalid(
+                "TLS certificates were given, but the URL is not `rediss://`",
+            ));
+        }
+        let info = self.apply(info)?;
+        #[cfg(feature = "tls-rustls")]
+        if tls_url {
+            let mut endpoint = Endpoint::new(info);
+            endpoint.tls = Some(self.subscriber_config()?);
+            return Ok(endpoint);
+        }
+        Ok(Endpoint::new(info))
+    }
+}
+
+#[cfg(feature = "tls-rustls")]
+pub(crate) use socket::TlsSocket;
+
+#[cfg(feature = "tls-rustls")]
+use rustls::pki_types::pem::PemObject;
+
+/// Installs rustls's `ring` provider as the process default unless the
+/// application installed one (a lost race with another installer is fine:
+/// some provider is installed either way).
+#[cfg(feature = "tls-rustls")]
+fn ensure_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(feature = "tls-rustls")]
+impl TlsSettings {
+    /// The rustls configuration of the subscriber's socket: the same roots
+    /// and client certificate as redis-rs's connections.
+    fn subscriber_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>> {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let invalid = |what: &str, e: &dyn std::fmt::Display| {
+            Error::invalid(format!("unusable TLS {what}: {e}"))
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.root_ca_pem {
+            Some(pem) => {
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|e| invalid("root CA PEM", &e))?;
+                    roots.add(cert).map_err(|e| invalid("root CA", &e))?;
+                }
+                if roots.is_empty() {
+                    return Err(Error::invalid("the TLS root CA PEM holds no certificate"));
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                let _ = roots.add_parsable_certificates(found.certs);
+            }
+        }
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid("configuration", &e))?
+            .with_root_certificates(roots);
+        let config = match &self.client_pem {
+            Some((cert_pem, key_pem)) => {
+                let chain = CertificateDer::pem_slice_iter(cert_pem)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| invalid("client certificate PEM", &e))?;
+                let key = PrivateKeyDer::from_pem_slice(key_pem)
+                    .map_err(|e| invalid("client key PEM", &e))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| invalid("client certificate", &e))?
+            }
+            None => builder.with_no_client_auth(),
+        };
+        Ok(std::sync::Arc::new(config))
+    }
+}
+
+#[cfg(feature = "tls-rustls")]
+mod socket;

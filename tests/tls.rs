@@ -1,0 +1,148 @@
+//! TLS (`rediss://`, feature `tls-rustls`) against a TLS-only server with a
+//! CA made by the test: every connection of the client goes through TLS
+//! (the server has no plain TCP port), the subscriber's included, so a
+//! waiter is woken by the unlock message; mutual TLS with a client
+//! certificate; a server signed by another CA is refused at once.
+#![cfg(feature = "tls-rustls")]
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Error};
+use support::tls::{Certs, TlsServer};
+
+fn tls_client(
+    server: &TlsServer,
+    certs: &Certs,
+    client_cert: bool,
+) -> redisson_lock::Result<Client> {
+    let mut builder = Client::builder(server.url())
+        .tls_root_ca_pem(certs.pem("ca.crt"))
+        .connect_timeout(Duration::from_secs(5));
+    if client_cert {
+        builder = builder.tls_client_cert_pem(certs.pem("client.crt"), certs.pem("client.key"));
+    }
+    builder.build()
+}
+
+fn pubsub_clients(server: &TlsServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.con())
+        .expect("CLIENT LIST");
+    list.lines().filter(|line| !line.trim().is_empty()).count()
+}
+
+/// One client holds `name`, another's thread waits for it; the release must
+/// reach the waiter through its (TLS) subscriber well before the lease ends.
+fn assert_contend_and_wake(server: &TlsServer, holder: &Client, waiter: &Client, name: &str) {
+    let guard = holder.lock(name).lock().expect("lock over TLS");
+    assert_eq!(holder.lock(name).hold_count().expect("hold count"), 1);
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(name)
+        .query(&mut server.con())
+        .expect("HKEYS");
+    assert_eq!(
+        fields,
+        vec![holder.owner_field()],
+        "the lock hash is in Redis"
+    );
+
+    let (tx, rx) = mpsc::channel();
+    let lock = waiter.lock(name);
+    let handle = thread::spawn(move || {
+        let guard = lock.lock().expect("the waiter gets the lock");
+        tx.send(Instant::now()).expect("send");
+        drop(guard);
+    });
+    assert!(
+        support::eventually(Duration::from_secs(5), || waiter.diagnostics().waiters == 1
+            && pubsub_clients(server) == 1),
+        "the waiter subscribed over TLS"
+    );
+    assert!(
+        waiter.lock(name).try_lock().expect("try_lock").is_none(),
+        "the lock excludes the other client"
+    );
+    thread::sleep(Duration::from_millis(100));
+    let released = Instant::now();
+    guard.unlock().expect("unlock over TLS");
+    let woken = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter was woken");
+    let handoff = woken.duration_since(released);
+    eprintln!("TLS handoff {handoff:?}");
+    assert!(
+        handoff < Duration::from_millis(200),
+        "woken by the unlock message, not by polling: {handoff:?}"
+    );
+    handle.join().expect("waiter thread");
+}
+
+#[test]
+fn lock_contend_and_wake_up_over_tls() {
+    let certs = Certs::make();
+    let server = TlsServer::start(&certs, false);
+    let holder = tls_client(&server, &certs, false).expect("build a TLS client");
+    let waiter = tls_client(&server, &certs, false).expect("build a TLS client");
+    assert_contend_and_wake(&server, &holder, &waiter, "tls-lock");
+    // And once more on the same subscriber connection.
+    assert_contend_and_wake(&server, &waiter, &holder, "tls-lock");
+}
+
+#[test]
+fn mutual_tls_with_a_client_certificate() {
+    let certs = Certs::make();
+    let server = TlsServer::start(&certs, true);
+    let holder = tls_client(&server, &certs, true).expect("build an mTLS client");
+    let waiter = tls_client(&server, &certs, true).expect("build an mTLS client");
+    assert_contend_and_wake(&server, &holder, &waiter, "mtls-lock");
+
+    // Without the client certificate the server turns the client away.
+    let started = Instant::now();
+    let refused = tls_client(&server, &certs, false);
+    assert!(refused.is_err(), "no client certificate, no connection");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "refused at once"
+    );
+}
+
+#[test]
+fn a_server_signed_by_another_ca_is_refused_fast_and_clearly() {
+    let certs = Certs::make();
+    let server = TlsServer::start(&certs, false);
+    let started = Instant::now();
+    let result = Client::builder(server.url())
+        .tls_root_ca_pem(certs.pem("other-ca.crt"))
+        .build();
+    let elapsed = started.elapsed();
+    let error = result.expect_err("an untrusted server certificate");
+    let message = error.to_string();
+    eprintln!("wrong CA after {elapsed:?}: {message}");
+    assert!(elapsed < Duration::from_secs(2), "fails fast: {elapsed:?}");
+    assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
+    assert!(
+        message.to_lowercase().contains("certificate"),
+        "the error names the certificate problem: {message}"
+    );
+}
+
+#[test]
+fn certificates_need_a_rediss_url_and_a_parsable_pem() {
+    let error = Client::builder("redis://127.0.0.1:1/")
+        .tls_root_ca_pem(b"-----BEGIN CERTIFICATE-----\n".to_vec())
+        .build()
+        .expect_err("certificates with a plain URL");
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+    let error = Client::builder("rediss://127.0.0.1:1/")
+        .tls_root_ca_pem(b"not a pem".to_vec())
+        .build()
+        .expect_err("a PEM without certificates");
+    assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+}
