@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
+use crate::cluster::Cluster;
 use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
@@ -62,14 +63,18 @@ pub struct Client {
 pub(crate) struct Inner {
     pub id: String,
     pub config: Config,
+    /// The standalone server's pool; in a cluster, the first seed's (for
+    /// the watchdog's last resort only: commands go through `cluster`).
     pub pool: Arc<Pool>,
+    /// The slot table and per-master pools when connected to a cluster.
+    pub cluster: Option<Arc<Cluster>>,
     /// The process that built the client (see [`Error::ForkedProcess`]).
     pub pid: u32,
     pub registry: Arc<Registry>,
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
     pub subscriber: Subscriber,
-    /// `publish` on a standalone server (PROTOCOL §1.6).
+    /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6).
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without
     /// asking the OS for randomness on every unlock.
@@ -102,9 +107,11 @@ impl Config {
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
-    info: RedisResult<ConnectionInfo>,
-    config: Config,
-    pool_size: u32,
+    pub(crate) info: RedisResult<ConnectionInfo>,
+    pub(crate) config: Config,
+    pub(crate) pool_size: u32,
+    /// Cluster seeds (`info` is the first one); `None` for one server.
+    pub(crate) seeds: Option<Vec<ConnectionInfo>>,
 }
 
 impl Client {
@@ -133,6 +140,7 @@ impl Client {
                 fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
             },
             pool_size: 32,
+            seeds: None,
         }
     }
 
@@ -221,7 +229,10 @@ impl Client {
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
     pub fn diagnostics(&self) -> Diagnostics {
         let (subscribed_channels, waiters) = self.inner.subscriber.stats();
-        let (pooled_connections, idle_connections) = self.inner.pool.state();
+        let (pooled_connections, idle_connections) = match &self.inner.cluster {
+            Some(cluster) => cluster.pool_state(),
+            None => self.inner.pool.state(),
+        };
         Diagnostics {
             registered_holds: self.inner.registry.len(),
             subscribed_channels,
@@ -251,7 +262,9 @@ impl Client {
         })
     }
 
-    /// Runs `command` on a pooled connection; its second argument says
+    /// Runs `command` on a pooled connection to the server that holds `key`
+    /// (in a cluster, the master serving its slot, see [`Cluster::run`]);
+    /// its second argument says
     /// whether this is a resend. If the connection turns out to be dropped
     /// (it died idle in the pool: the server restarted, a proxy closed it),
     /// `command` runs once more on a connection that is fresh or has just
@@ -266,9 +279,14 @@ impl Client {
     /// the process ([`Client::check_process`]) before.
     pub(crate) fn with_connection<T>(
         &self,
+        key: &str,
         operation: &'static str,
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
+        if let Some(cluster) = &self.inner.cluster {
+            let result = cluster.run(key, command, RECONNECT_GRACE);
+            return result.map_err(|e| self.timeout_error(operation, e));
+        }
         let pool = &self.inner.pool;
         let mut con = pool.get_within(RECONNECT_GRACE)?;
         let result = match command(&mut con, false) {
@@ -283,13 +301,19 @@ impl Client {
             }
             other => other,
         };
-        result.map_err(|e| match e {
+        result.map_err(|e| self.timeout_error(operation, e))
+    }
+
+    /// A reply that did not come within the response timeout is
+    /// [`Error::Timeout`] for `operation`.
+    fn timeout_error(&self, operation: &'static str, e: Error) -> Error {
+        match e {
             Error::Redis(e) if e.is_timeout() => Error::Timeout {
                 operation,
                 after: self.inner.config.response_timeout,
             },
             other => other,
-        })
+        }
     }
 }
 
@@ -419,21 +443,48 @@ impl ClientBuilder {
             )));
         }
 
-        let connector = Connector::new(info, config.connect_timeout, config.response_timeout)?;
-        let pool = Arc::new(Pool::new(connector.clone(), self.pool_size));
-        // Fail now if the server cannot be reached (at once when it refuses,
-        // within the connect timeout when it is silent) or refuses the
-        // credentials; the connection stays in the pool for the first command.
-        drop(pool.get()?);
+        let (pool, cluster) = match self.seeds {
+            None => {
+                let connector =
+                    Connector::new(info, config.connect_timeout, config.response_timeout)?;
+                let pool = Arc::new(Pool::new(connector, self.pool_size));
+                // Fail now if the server cannot be reached (at once when it
+                // refuses, within the connect timeout when it is silent) or
+                // refuses the credentials; the connection stays in the pool
+                // for the first command.
+                drop(pool.get()?);
+                (pool, None)
+            }
+            Some(seeds) => {
+                let cluster = Cluster::connect(
+                    seeds,
+                    config.connect_timeout,
+                    config.response_timeout,
+                    self.pool_size,
+                )?;
+                let first =
+                    cluster
+                        .masters()
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| Error::Unavailable {
+                            reason: "the cluster reports no master".into(),
+                        })?;
+                let pool = cluster.pool(&first)?;
+                drop(pool.get()?);
+                (pool, Some(Arc::new(cluster)))
+            }
+        };
 
         let registry = Arc::new(Registry::default());
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
             Arc::clone(&pool),
+            cluster.clone(),
             config.watchdog_timeout,
         )?;
         let subscriber = Subscriber::new(
-            connector.info().clone(),
+            pool.connector().info().clone(),
             config.connect_timeout,
             config.response_timeout,
         );
@@ -445,6 +496,7 @@ impl ClientBuilder {
                 id: id.to_string(),
                 config,
                 pool,
+                cluster,
                 pid: std::process::id(),
                 registry,
                 _watchdog: watchdog,

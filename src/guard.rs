@@ -115,9 +115,12 @@ impl<K: Kind> LockGuard<K> {
     pub(crate) fn set_lease(&self, lease: Duration) -> Result<bool> {
         let lease_ms = crate::scripts::lease_millis("lease", lease)?;
         let ticket = self.hold.begin_lease(lease);
-        let result = self.lock.client.with_connection("set lease", |con, _| {
-            crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
-        });
+        let result = self
+            .lock
+            .client
+            .with_connection(&self.lock.name, "set lease", |con, _| {
+                crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
+            });
         let outcome = match &result {
             Ok(true) => LeaseOutcome::Set,
             Err(e) => LeaseOutcome::of_error(e),

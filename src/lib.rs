@@ -78,6 +78,7 @@
 )]
 
 mod client;
+mod cluster;
 mod connection;
 mod error;
 mod guard;

@@ -155,10 +155,12 @@ impl<K: Kind> Lock<K> {
         // Only holds taken before the delete are lost; one taken by another
         // thread right after it is not.
         let before = registry.holds_on(&self.name);
-        let deleted = self.client.with_connection("force unlock", |con, _| {
-            self.kind
-                .force_unlock(con, &self.name, self.client.inner.publish)
-        })?;
+        let deleted = self
+            .client
+            .with_connection(&self.name, "force unlock", |con, _| {
+                self.kind
+                    .force_unlock(con, &self.name, self.client.inner.publish)
+            })?;
         for hold in &before {
             registry.lose(hold, LostReason::ForceUnlocked);
         }
@@ -170,7 +172,9 @@ impl<K: Kind> Lock<K> {
     pub fn is_locked(&self) -> Result<bool> {
         self.check()?;
         self.client
-            .with_connection("is_locked", |con, _| self.kind.is_locked(con, &self.name))
+            .with_connection(&self.name, "is_locked", |con, _| {
+                self.kind.is_locked(con, &self.name)
+            })
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
@@ -178,7 +182,7 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let field = self.owner_field();
         self.client
-            .with_connection("is_held_by_current_thread", |con, _| {
+            .with_connection(&self.name, "is_held_by_current_thread", |con, _| {
                 Ok(con.hexists(&*self.name, &field)?)
             })
     }
@@ -187,9 +191,11 @@ impl<K: Kind> Lock<K> {
     pub fn hold_count(&self) -> Result<u64> {
         self.check()?;
         let field = self.owner_field();
-        let count: Option<u64> = self
-            .client
-            .with_connection("hold_count", |con, _| Ok(con.hget(&*self.name, &field)?))?;
+        let count: Option<u64> =
+            self.client
+                .with_connection(&self.name, "hold_count", |con, _| {
+                    Ok(con.hget(&*self.name, &field)?)
+                })?;
         Ok(count.unwrap_or(0))
     }
 
@@ -199,7 +205,9 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let ttl: i64 = self
             .client
-            .with_connection("remaining_ttl", |con, _| Ok(con.pttl(&*self.name)?))?;
+            .with_connection(&self.name, "remaining_ttl", |con, _| {
+                Ok(con.pttl(&*self.name)?)
+            })?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
@@ -229,7 +237,9 @@ impl<K: Kind> Lock<K> {
         if K::GIVES_UP && gave_up {
             let give_up = self
                 .client
-                .with_connection("give up", |con, _| self.kind.give_up(con, &field, wait_ms));
+                .with_connection(&self.name, "give up", |con, _| {
+                    self.kind.give_up(con, &field, wait_ms)
+                });
             if let Err(e) = give_up {
                 log::debug!("redisson-lock: giving up on `{}` failed: {e}", self.name);
             }
@@ -328,18 +338,20 @@ impl<K: Kind> Lock<K> {
             .as_deref()
             .map(|key| (key, inner.config.latch_ttl_ms()));
         let sent = Instant::now();
-        let acquired = self.client.with_connection("lock", |con, resend| {
-            let request = AcquireRequest {
-                name: &self.name,
-                lease_ms,
-                field,
-                known,
-                marker,
-                resend,
-                queue,
-            };
-            self.kind.acquire(con, &request)
-        });
+        let acquired = self
+            .client
+            .with_connection(&self.name, "lock", |con, resend| {
+                let request = AcquireRequest {
+                    name: &self.name,
+                    lease_ms,
+                    field,
+                    known,
+                    marker,
+                    resend,
+                    queue,
+                };
+                self.kind.acquire(con, &request)
+            });
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
                 Ok(Acquired::Yes {

@@ -163,24 +163,26 @@ impl<K: Kind> Lock<K> {
         let first_sent = Instant::now();
         let mut retries = 0;
         loop {
-            let result = self.client.with_connection("unlock", |con, resend| {
-                let outcome = match unlock {
-                    Unlock::Latched(_) => {
-                        self.kind
-                            .unlock_latched(con, &request, &latch, latch_ttl_ms)?
-                    }
-                    Unlock::Release { .. } => self.kind.release(con, &request)?,
-                };
-                // A resend of a release that finds the field gone: the
-                // first one freed it (its reply was lost).
-                let may_have_run = resend || retries > 0;
-                Ok(match (unlock, outcome) {
-                    (Unlock::Release { remaining: 0 }, None) if may_have_run => {
-                        Some(UnlockOutcome::Released)
-                    }
-                    (_, outcome) => outcome,
-                })
-            });
+            let result = self
+                .client
+                .with_connection(&self.name, "unlock", |con, resend| {
+                    let outcome = match unlock {
+                        Unlock::Latched(_) => {
+                            self.kind
+                                .unlock_latched(con, &request, &latch, latch_ttl_ms)?
+                        }
+                        Unlock::Release { .. } => self.kind.release(con, &request)?,
+                    };
+                    // A resend of a release that finds the field gone: the
+                    // first one freed it (its reply was lost).
+                    let may_have_run = resend || retries > 0;
+                    Ok(match (unlock, outcome) {
+                        (Unlock::Release { remaining: 0 }, None) if may_have_run => {
+                            Some(UnlockOutcome::Released)
+                        }
+                        (_, outcome) => outcome,
+                    })
+                });
             match result {
                 // No connection to be had (refused, silent, pool busy) is an
                 // answer: the lock expires by its lease, and waiting here for

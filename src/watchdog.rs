@@ -8,6 +8,7 @@
 //! renewals. If it drops and cannot be reopened, a run borrows an idle
 //! connection from the command pool.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redis::ConnectionLike;
 
+use crate::cluster::{Cluster, slot};
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
 use crate::pool::Pool;
@@ -46,17 +48,28 @@ impl Watchdog {
     /// `lease` every `lease / 3`.
     ///
     /// Its connection is opened here, on the caller's thread: a server that
-    /// cannot be reached fails the client's build.
-    pub fn start(registry: Arc<Registry>, pool: Arc<Pool>, lease: Duration) -> Result<Self> {
+    /// cannot be reached fails the client's build. In a cluster it has none:
+    /// each chunk goes to its slot's master over that master's pool.
+    pub fn start(
+        registry: Arc<Registry>,
+        pool: Arc<Pool>,
+        cluster: Option<Arc<Cluster>>,
+        lease: Duration,
+    ) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
-        let con = pool
-            .connector()
-            .connect()
-            .map_err(|e| pool.connector().connect_error(e))?;
+        let con = match cluster {
+            Some(_) => None,
+            None => Some(
+                pool.connector()
+                    .connect()
+                    .map_err(|e| pool.connector().connect_error(e))?,
+            ),
+        };
         let worker = Worker {
             registry,
             pool,
-            con: Some(con),
+            cluster,
+            con,
             lease,
             stop_rx,
         };
@@ -73,6 +86,7 @@ impl Watchdog {
 struct Worker {
     registry: Arc<Registry>,
     pool: Arc<Pool>,
+    cluster: Option<Arc<Cluster>>,
     con: Option<redis::Connection>,
     lease: Duration,
     stop_rx: Receiver<()>,
@@ -163,12 +177,20 @@ impl Worker {
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
+        if let Some(cluster) = self.cluster.clone() {
+            let complete = self.renew_in_cluster(&cluster, fields, readers, lease_ms);
+            log::debug!(
+                "redisson-lock: renewed {due} lock(s) in {:?}",
+                started.elapsed()
+            );
+            return complete;
+        }
         let chunks: Vec<&[Arc<Hold>]> = fields
             .chunks(RENEWAL_BATCH_SIZE)
             .chain(readers.chunks(RENEWAL_BATCH_SIZE))
             .collect();
         for round in chunks.chunks(PIPELINED_CHUNKS) {
-            if !self.renew_round(round, lease_ms) {
+            if !self.renew_round(round, lease_ms, None) {
                 return false;
             }
         }
@@ -181,7 +203,12 @@ impl Worker {
 
     /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined, each of
     /// one renewal kind; `false` if some locks could not be renewed.
-    fn renew_round(&mut self, round: &[&[Arc<Hold>]], lease_ms: u64) -> bool {
+    fn renew_round(
+        &mut self,
+        round: &[&[Arc<Hold>]],
+        lease_ms: u64,
+        node: Option<(&Cluster, &Arc<str>)>,
+    ) -> bool {
         let lease = self.lease;
         let chunks: Vec<RenewChunk<'_>> = round
             .iter()
@@ -203,7 +230,10 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
-        let result = self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms));
+        let result = match node {
+            None => self.with_connection(|con| scripts::renew_chunks(con, &chunks, lease_ms)),
+            Some((cluster, addr)) => cluster_renewal(cluster, addr, &chunks, lease_ms),
+        };
         let mut tickets = tickets.into_iter();
         let replies = match result {
             Ok(replies) => replies,
@@ -229,6 +259,9 @@ impl Worker {
                         "redisson-lock: can't renew {} lock(s), will retry: {e}",
                         chunk.len()
                     );
+                    if let (Some((cluster, _)), Error::Redis(e)) = (node, &e) {
+                        cluster.note_redirect(e);
+                    }
                     complete = false;
                     let outcome = LeaseOutcome::of_error(&e);
                     for (hold, ticket) in chunk.iter().zip(tickets.by_ref()) {
@@ -264,4 +297,72 @@ impl Worker {
             }
         }
     }
+}
+
+impl Worker {
+    /// One renewal run in a cluster: holds grouped by slot (a script's keys
+    /// must share one), chunks of one slot and one renewal kind, each
+    /// master's chunks pipelined on one of its pooled connections. `false`
+    /// if some locks could not be renewed (a `MOVED` chunk is retried at the
+    /// next, early, run, on the new owner).
+    fn renew_in_cluster(
+        &mut self,
+        cluster: &Cluster,
+        fields: Vec<Arc<Hold>>,
+        readers: Vec<Arc<Hold>>,
+        lease_ms: u64,
+    ) -> bool {
+        let mut by_slot: HashMap<(u16, bool), Vec<Arc<Hold>>> = HashMap::new();
+        for (hold, read) in fields
+            .into_iter()
+            .map(|h| (h, false))
+            .chain(readers.into_iter().map(|h| (h, true)))
+        {
+            let slot = slot::key_slot(hold.name.as_bytes());
+            by_slot.entry((slot, read)).or_default().push(hold);
+        }
+        let mut by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = HashMap::new();
+        let mut complete = true;
+        for ((slot, _), holds) in &by_slot {
+            match cluster.owner(*slot) {
+                Some(owner) => by_node
+                    .entry(owner)
+                    .or_default()
+                    .extend(holds.chunks(RENEWAL_BATCH_SIZE)),
+                None => {
+                    log::warn!("redisson-lock: no master known for slot {slot}, will retry");
+                    cluster.schedule_refresh();
+                    complete = false;
+                }
+            }
+        }
+        for (addr, chunks) in &by_node {
+            for round in chunks.chunks(PIPELINED_CHUNKS) {
+                if !self.renew_round(round, lease_ms, Some((cluster, addr))) {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        complete
+    }
+}
+
+/// One pipelined renewal round on a pooled connection to the master at
+/// `addr`. A lost connection costs nothing but this round: the next run
+/// (early, after a failure) finds the new table.
+fn cluster_renewal(
+    cluster: &Cluster,
+    addr: &Arc<str>,
+    chunks: &[RenewChunk<'_>],
+    lease_ms: u64,
+) -> Result<Vec<Result<Vec<Renewed>>>> {
+    let result = cluster.pool(addr).and_then(|pool| {
+        let mut con = pool.get()?;
+        scripts::renew_chunks(&mut con, chunks, lease_ms)
+    });
+    if result.as_ref().is_err_and(Error::is_transient) {
+        cluster.schedule_refresh();
+    }
+    result
 }

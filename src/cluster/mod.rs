@@ -1,0 +1,275 @@
+//! Redis Cluster support: the slot function ([`slot`]), the slot table read
+//! from `CLUSTER SLOTS` ([`table`]), one connection pool per master, and the
+//! routing of every lock command to the master of its key's slot
+//! ([`router`]).
+//!
+//! Lock scripts deliberately do not go through redis-rs's
+//! `cluster::ClusterConnection`: it re-sends a command whose reply timed
+//! out (up to 16 times), so one acquire can run several times and leave a
+//! hold count above one (TOPOLOGIES §3). Here a command is sent again only
+//! when the server's reply proves it did not run (`MOVED`, `ASK`,
+//! `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `READONLY`, `MASTERDOWN`, `BUSY`;
+//! `NOSCRIPT` is handled by the script call itself), or as a flagged resend
+//! after a dropped connection, which every lock command knows how to treat.
+
+mod builder;
+mod router;
+pub(crate) mod slot;
+mod table;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::{Mutex, RwLock};
+use redis::{ConnectionAddr, ConnectionInfo};
+
+use crate::connection::Connector;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use table::Table;
+
+/// How often the slot table is read again with nothing prompting it
+/// (Redisson's `scanInterval`).
+const SCAN_INTERVAL: Duration = Duration::from_secs(5);
+/// The least time between two refreshes that a `MOVED` or a lost
+/// connection asks for.
+const REFRESH_MIN_GAP: Duration = Duration::from_millis(50);
+
+/// The client's view of a Redis Cluster. Dropping it stops the refresh thread.
+pub(crate) struct Cluster {
+    pub(crate) state: Arc<State>,
+    /// Wakes the refresh thread; dropping it stops the thread.
+    wake: Sender<()>,
+}
+
+/// What the cluster handle and its refresh thread share.
+pub(crate) struct State {
+    seeds: Vec<ConnectionInfo>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    pool_size: u32,
+    table: RwLock<Arc<Table>>,
+    pools: Mutex<HashMap<Arc<str>, Arc<Pool>>>,
+    last_refresh: Mutex<Instant>,
+}
+
+impl Cluster {
+    /// Reads the slot table from the first seed that answers, and starts
+    /// the refresh thread (`rlock-cluster`). Fails with
+    /// [`Error::Unavailable`] when no seed answers `CLUSTER SLOTS`.
+    pub fn connect(
+        seeds: Vec<ConnectionInfo>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_size: u32,
+    ) -> Result<Cluster> {
+        if seeds.is_empty() {
+            return Err(Error::invalid("a cluster needs at least one seed"));
+        }
+        for seed in &seeds {
+            if node_addr(seed).is_none() {
+                return Err(Error::invalid(format!(
+                    "cluster seeds must be TCP addresses, got {}",
+                    seed.addr()
+                )));
+            }
+        }
+        let state = Arc::new(State {
+            seeds,
+            connect_timeout,
+            response_timeout,
+            pool_size,
+            table: RwLock::new(Arc::new(Table::empty())),
+            pools: Mutex::new(HashMap::new()),
+            last_refresh: Mutex::new(Instant::now()),
+        });
+        state.refresh()?;
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let worker = Arc::clone(&state);
+        thread::Builder::new()
+            .name("rlock-cluster".into())
+            .spawn(move || worker.run(&wake_rx))
+            .map_err(|e| Error::Unavailable {
+                reason: format!("cannot start the cluster refresh thread: {e}"),
+            })?;
+        Ok(Cluster { state, wake })
+    }
+
+    /// Asks the refresh thread to read the slot table again soon; never blocks.
+    pub fn schedule_refresh(&self) {
+        match self.wake.try_send(()) {
+            Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+        }
+    }
+
+    /// The master serving `slot` now, as `host:port`.
+    pub fn owner(&self, slot: u16) -> Option<Arc<str>> {
+        self.state.table.read().owner(slot).cloned()
+    }
+
+    /// The pool of the node at `addr` (`host:port`), created on first use.
+    pub fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {
+        self.state.pool(addr)
+    }
+
+    /// The connection info of the node at `addr`: the first seed's
+    /// settings (credentials, database, TLS) with that address.
+    #[allow(dead_code)] // used by the sharded subscriber
+    pub fn node_info(&self, addr: &str) -> Result<ConnectionInfo> {
+        self.state.node_info(addr)
+    }
+
+    /// Every master serving slots, per the current table.
+    pub fn masters(&self) -> Vec<Arc<str>> {
+        self.state.table.read().masters().cloned().collect()
+    }
+
+    /// Pooled connections over all nodes, and of those how many are idle.
+    pub fn pool_state(&self) -> (u32, u32) {
+        let pools = self.state.pools.lock();
+        pools.values().fold((0, 0), |(open, idle), pool| {
+            let (o, i) = pool.state();
+            (open.saturating_add(o), idle.saturating_add(i))
+        })
+    }
+
+    /// Records a `MOVED` for `slot` to `addr` at once, and schedules a full
+    /// refresh.
+    pub fn moved(&self, slot: u16, addr: &str) {
+        {
+            let mut table = self.state.table.write();
+            if table.owner(slot).is_none_or(|owner| &**owner != addr) {
+                *table = Arc::new(table.with_move(slot, addr));
+            }
+        }
+        self.schedule_refresh();
+    }
+}
+
+impl State {
+    fn run(&self, wake: &Receiver<()>) {
+        loop {
+            match wake.recv_timeout(SCAN_INTERVAL) {
+                Ok(()) => {
+                    let since = self.last_refresh.lock().elapsed();
+                    if since < REFRESH_MIN_GAP {
+                        thread::sleep(REFRESH_MIN_GAP - since);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if let Err(e) = self.refresh() {
+                log::warn!("redisson-lock: cannot refresh the cluster's slot table: {e}");
+            }
+        }
+    }
+
+    /// Reads `CLUSTER SLOTS` from a known master, else from a seed, and
+    /// installs the table. One connect and one round trip per node tried.
+    fn refresh(&self) -> Result<()> {
+        *self.last_refresh.lock() = Instant::now();
+        let known: Vec<Arc<str>> = self.table.read().masters().cloned().collect();
+        let mut last_error = None;
+        let seeds = self.seeds.iter().filter_map(|seed| {
+            node_addr(seed).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")))
+        });
+        for addr in known.into_iter().chain(seeds) {
+            match self.read_table(&addr) {
+                Ok(table) if table.is_complete() => {
+                    *self.table.write() = Arc::new(table);
+                    return Ok(());
+                }
+                Ok(_) => {
+                    last_error = Some(Error::Unavailable {
+                        reason: format!("{addr} reports slots without a master"),
+                    });
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::Unavailable {
+            reason: "no cluster node to ask for the slot table".into(),
+        }))
+    }
+
+    fn read_table(&self, addr: &str) -> Result<Table> {
+        let connector = Connector::new(
+            self.node_info(addr)?,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        let mut con = connector
+            .connect()
+            .map_err(|e| connector.connect_error(e))?;
+        let reply = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;
+        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+        Table::parse(reply, host)
+    }
+
+    fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {
+        if let Some(pool) = self.pools.lock().get(addr) {
+            return Ok(Arc::clone(pool));
+        }
+        let connector = Connector::new(
+            self.node_info(addr)?,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        let mut pools = self.pools.lock();
+        let pool = pools
+            .entry(Arc::clone(addr))
+            .or_insert_with(|| Arc::new(Pool::new(connector, self.pool_size)));
+        Ok(Arc::clone(pool))
+    }
+
+    fn node_info(&self, addr: &str) -> Result<ConnectionInfo> {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+            .ok_or_else(|| Error::UnexpectedReply(format!("bad cluster node address {addr}")))?;
+        let template = self
+            .seeds
+            .first()
+            .ok_or_else(|| Error::invalid("a cluster needs at least one seed"))?;
+        let mut node = template.addr().clone();
+        match &mut node {
+            ConnectionAddr::Tcp(h, p)
+            | ConnectionAddr::TcpTls {
+                host: h, port: p, ..
+            } => {
+                host.clone_into(h);
+                *p = port;
+            }
+            _ => {
+                return Err(Error::invalid("cluster seeds must be TCP addresses"));
+            }
+        }
+        Ok(template.clone().set_addr(node))
+    }
+}
+
+/// The host and port of a TCP seed.
+fn node_addr(info: &ConnectionInfo) -> Option<(&str, u16)> {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            Some((host, *port))
+        }
+        _ => None,
+    }
+}
+
+impl Cluster {
+    /// Records what a `MOVED` error says, if `e` is one; schedules a
+    /// refresh for any other error that hints at a topology change.
+    pub fn note_redirect(&self, e: &redis::RedisError) {
+        match (e.code(), e.redirect_node()) {
+            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, addr),
+            (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
+            _ => {}
+        }
+    }
+}
