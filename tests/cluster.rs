@@ -55,13 +55,249 @@ fn every_lock_type_acquires_excludes_and_releases_on_every_master() {
         check!(non_reentrant_fair_lock, "nonreentrantfair");
         // Read/write: a writer excludes readers and writers; readers share.
         let rw = format!("{name}-rw");
-        let write = a.read_write_lock(&rw).write_lock().try_lock().expect("w").expect("free");
-        assert!(b.read_write_lock(&rw).read_lock().try_lock().expect("r").is_none());
+        let write = a
+            .read_write_lock(&rw)
+            .write_lock()
+            .try_lock()
+            .expect("w")
+            .expect("free");
+        assert!(
+            b.read_write_lock(&rw)
+                .read_lock()
+                .try_lock()
+                .expect("r")
+                .is_none()
+        );
         write.unlock().expect("unlock");
-        let r1 = a.read_write_lock(&rw).read_lock().try_lock().expect("r").expect("free");
-        let r2 = b.read_write_lock(&rw).read_lock().try_lock().expect("r").expect("shared");
-        assert!(b.read_write_lock(&rw).write_lock().try_lock().expect("w").is_none());
+        let r1 = a
+            .read_write_lock(&rw)
+            .read_lock()
+            .try_lock()
+            .expect("r")
+            .expect("free");
+        let r2 = b
+            .read_write_lock(&rw)
+            .read_lock()
+            .try_lock()
+            .expect("r")
+            .expect("shared");
+        assert!(
+            b.read_write_lock(&rw)
+                .write_lock()
+                .try_lock()
+                .expect("w")
+                .is_none()
+        );
         drop((r1, r2));
-        assert!(b.read_write_lock(&rw).write_lock().try_lock().expect("w").is_some());
+        assert!(
+            b.read_write_lock(&rw)
+                .write_lock()
+                .try_lock()
+                .expect("w")
+                .is_some()
+        );
     }
+}
+
+#[test]
+fn slots_agree_with_cluster_keyslot() {
+    let cluster = cluster();
+    let names = [
+        "foo",
+        "{foo}",
+        "redisson_lock__channel:{foo}",
+        "redisson_unlock_latch:{foo}:abc",
+        "a{b",
+        "redisson_lock__channel:a{b",
+        "a}b{c}",
+        "{}",
+        "{}x",
+        "x{}y{z}",
+        "{{a}}",
+        "{a}{b}",
+        "user:{42}:profile",
+        "ünïcødé{ключ}",
+        "",
+        "123456789",
+    ];
+    for name in names {
+        assert_eq!(
+            redisson_lock::key_slot(name.as_bytes()),
+            cluster.slot(name),
+            "slot of {name:?}"
+        );
+    }
+    for i in 0..200 {
+        let name = format!("k{i}{{t{}}}:{i}", i % 7);
+        assert_eq!(
+            redisson_lock::key_slot(name.as_bytes()),
+            cluster.slot(&name)
+        );
+    }
+}
+
+/// `errorstat_MOVED` of `INFO errorstats` on `node`.
+fn moved_count(node: &support::cluster::Node) -> u64 {
+    let info: String = node.cmd(&["INFO", "errorstats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("errorstat_MOVED:count="))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Another master than `node`.
+fn other_master(node_port: u16) -> &'static support::cluster::Node {
+    cluster()
+        .masters()
+        .into_iter()
+        .find(|m| m.port != node_port)
+        .expect("another master")
+}
+
+#[test]
+fn waiters_wake_within_200_ms_of_the_unlock_on_every_master() {
+    let cluster = cluster();
+    let (a, b) = (client(), client());
+    for name in cluster.names_on_different_masters("wake-", 3) {
+        let held = a.lock(&name).lock().expect("lock");
+        let (tx, rx) = mpsc::channel();
+        let waiter = {
+            let (b, name) = (b.clone(), name.clone());
+            thread::spawn(move || {
+                let guard = b.lock(&name).lock().expect("waiter's lock");
+                tx.send(Instant::now()).expect("send");
+                drop(guard);
+            })
+        };
+        assert!(eventually(Duration::from_secs(5), || b
+            .diagnostics()
+            .waiters
+            == 1));
+        thread::sleep(Duration::from_millis(50));
+        let released = Instant::now();
+        held.unlock().expect("unlock");
+        let woke = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
+        waiter.join().expect("waiter");
+        let after = woke.duration_since(released);
+        assert!(
+            after < Duration::from_millis(200),
+            "{name}: woke {after:?} after the unlock"
+        );
+    }
+}
+
+#[test]
+fn acquire_follows_moved_to_the_new_owner() {
+    let cluster = cluster();
+    let name = "moved-acquire";
+    let client = client();
+    assert!(!client.lock(name).is_locked().expect("is_locked"));
+    let from = cluster.owner(name);
+    let to = other_master(from.port);
+    let moved_before = moved_count(from);
+    cluster.migrate_slot(cluster.slot(name), to);
+    let guard = client
+        .lock(name)
+        .try_lock()
+        .expect("try_lock")
+        .expect("free");
+    assert!(
+        moved_count(from) > moved_before,
+        "the client's table was stale"
+    );
+    assert_eq!(cluster.owner(name).port, to.port);
+    assert!(to.cmd::<bool>(&["EXISTS", name]));
+    assert_eq!(guard.lock().hold_count().expect("count"), 1);
+    guard.unlock().expect("unlock");
+    assert!(!to.cmd::<bool>(&["EXISTS", name]));
+}
+
+#[test]
+fn unlock_follows_moved_with_the_lock_migrated() {
+    let cluster = cluster();
+    let name = "moved-unlock";
+    let client = client();
+    let guard = client.lock(name).lock().expect("lock");
+    let from = cluster.owner(name);
+    let to = other_master(from.port);
+    let moved_before = moved_count(from);
+    cluster.migrate_slot(cluster.slot(name), to);
+    assert!(to.cmd::<bool>(&["EXISTS", name]), "MIGRATE moved the hash");
+    guard.unlock().expect("unlock after the move");
+    assert!(
+        moved_count(from) > moved_before,
+        "the client's table was stale"
+    );
+    assert!(
+        !to.cmd::<bool>(&["EXISTS", name]),
+        "released on the new owner"
+    );
+}
+
+#[test]
+fn renewal_follows_moved_with_the_lock_migrated() {
+    let cluster = cluster();
+    let name = "moved-renewal";
+    let client = Client::cluster_builder(cluster.urls())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .expect("client");
+    let guard = client.lock(name).lock().expect("lock");
+    let from = cluster.owner(name);
+    let to = other_master(from.port);
+    let moved_before = moved_count(from);
+    cluster.migrate_slot(cluster.slot(name), to);
+    // Several leases long: only renewals on the new owner keep it.
+    thread::sleep(Duration::from_millis(2700));
+    assert!(
+        moved_count(from) > moved_before,
+        "a renewal went to the old owner"
+    );
+    assert!(!guard.is_lost(), "lost: {:?}", guard.lost_reason());
+    let ttl: i64 = to.cmd(&["PTTL", name]);
+    assert!(ttl > 0, "renewed on the new owner, PTTL {ttl}");
+    guard.unlock().expect("unlock");
+    assert!(!to.cmd::<bool>(&["EXISTS", name]));
+}
+
+#[test]
+fn a_timed_out_acquire_is_not_sent_again_while_the_master_is_paused() {
+    let cluster = cluster();
+    let name = "paused-acquire";
+    let client = Client::cluster_builder(cluster.urls())
+        .response_timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let lock = client.lock(name);
+    lock.try_lock()
+        .expect("warm up")
+        .expect("free")
+        .unlock()
+        .expect("unlock");
+    let owner = cluster.owner(name);
+    let calls_before = support::cluster::calls(owner, "evalsha");
+    let _: () = owner.cmd(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+    let started = Instant::now();
+    let result = lock.try_lock();
+    assert!(
+        matches!(result, Err(redisson_lock::Error::Timeout { .. })),
+        "a timeout, got {:?}",
+        result.map(|g| g.is_some())
+    );
+    // One response timeout, no resend (each would cost another 300 ms).
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(600), "returned after {took:?}");
+    // Once the pause ends, the acquire runs at most once (Redis drops the
+    // command of a client that closed its connection meanwhile, as this
+    // one does after a timeout); never a count of 2 or more.
+    thread::sleep(Duration::from_millis(1800).saturating_sub(started.elapsed()));
+    thread::sleep(Duration::from_millis(500));
+    let counts: Vec<String> = owner.cmd(&["HVALS", name]);
+    assert!(
+        counts.is_empty() || counts == ["1"],
+        "hold count {counts:?}"
+    );
+    let calls = support::cluster::calls(owner, "evalsha") - calls_before;
+    assert!(calls <= 1, "the acquire ran {calls} times");
+    let _: () = owner.cmd(&["DEL", name]);
 }

@@ -14,7 +14,7 @@
 
 mod builder;
 mod router;
-pub(crate) mod slot;
+pub mod slot;
 mod table;
 
 use std::collections::HashMap;

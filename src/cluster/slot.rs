@@ -28,17 +28,22 @@ pub(crate) fn crc16(bytes: &[u8]) -> u16 {
 pub(crate) fn hash_tag(key: &[u8]) -> &[u8] {
     if let Some(open) = key.iter().position(|&b| b == b'{') {
         let rest = &key[open + 1..];
-        if let Some(close) = rest.iter().position(|&b| b == b'}') {
-            if close > 0 {
-                return &rest[..close];
-            }
+        if let Some(close) = rest.iter().position(|&b| b == b'}')
+            && close > 0
+        {
+            return &rest[..close];
         }
     }
     key
 }
 
-/// The cluster slot of `key`, as `CLUSTER KEYSLOT` computes it.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
+/// The Redis Cluster hash slot of `key` (0 to 16383), as the server's
+/// `CLUSTER KEYSLOT` computes it: CRC16/XMODEM of the key's hash tag (the
+/// text between the first `{` and the next `}`, if not empty), else of the
+/// whole key. Every key a lock named `name` uses lies in the slot of
+/// `name` unless the name contains a `{` without a complete tag (e.g.
+/// `a{b`), which Redisson does not fix either. Pure computation, no I/O.
+pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) % SLOTS
 }
 

@@ -157,7 +157,7 @@ mod tests {
             ]),
             Value::Array(vec![Value::Int(8192), Value::Int(16383), node("", 7002)]),
         ]);
-        let table = Table::parse(reply, "seed").unwrap();
+        let table = Table::parse(reply, "seed").expect("parsed");
         assert_eq!(table.owner(0).map(|a| &**a), Some("10.0.0.1:7000"));
         assert_eq!(table.owner(8191).map(|a| &**a), Some("10.0.0.1:7000"));
         assert_eq!(table.owner(8192).map(|a| &**a), Some("seed:7002"));
@@ -185,7 +185,7 @@ mod tests {
             ])]),
             "h",
         )
-        .unwrap();
+        .expect("parsed");
         assert!(!partial.is_complete());
         assert!(partial.owner(4).is_none());
     }

@@ -78,9 +78,10 @@ impl Cluster {
             cluster.nodes.iter().all(|node| {
                 let info: String = node.try_cmd(&["CLUSTER", "INFO"]).unwrap_or_default();
                 info.contains("cluster_state:ok")
-                    && node
-                        .slots()
-                        .is_some_and(|ranges| ranges.len() >= masters && ranges.iter().all(|r| r.replicas.len() >= replicas))
+                    && node.slots().is_some_and(|ranges| {
+                        ranges.len() >= masters
+                            && ranges.iter().all(|r| r.replicas.len() >= replicas)
+                    })
             })
         });
         assert!(ready, "the cluster did not become ready within 30 s");
@@ -89,6 +90,8 @@ impl Cluster {
 
     /// Kills every node when this process exits, even by a panic or an
     /// abort: a `sh` loop polling this process's pid.
+    // Never waited for on purpose: it must outlive this process.
+    #[allow(clippy::zombie_processes)]
     fn spawn_reaper(&self) {
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
@@ -326,7 +329,11 @@ impl Node {
                 *self.child.lock().expect("node lock") = Some(child);
                 return;
             }
-            assert!(Instant::now() < deadline, "could not restart node {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "could not restart node {}",
+                self.port
+            );
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -381,8 +388,18 @@ fn spawn_node(dir: &std::path::Path, port: u16) -> Option<Child> {
     let port_arg = port.to_string();
     let mut child = Command::new(redis_server_binary())
         .args(["--port", &port_arg, "--bind", "127.0.0.1"])
-        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
-        .args(["--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"])
+        .args([
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ])
+        .args([
+            "--cluster-node-timeout",
+            "2000",
+            "--repl-diskless-sync-delay",
+            "0",
+        ])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
         .args(["--protected-mode", "yes", "--loglevel", "warning"])
         .arg("--dir")
@@ -409,4 +426,14 @@ fn spawn_node(dir: &std::path::Path, port: u16) -> Option<Child> {
     let _ = child.kill();
     let _ = child.wait();
     None
+}
+
+/// The `calls` counter of `INFO commandstats` for `command` on `node`.
+pub fn calls(node: &Node, command: &str) -> u64 {
+    let info: String = node.cmd(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next()?.trim().parse().ok())
+        .unwrap_or(0)
 }
