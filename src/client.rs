@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ShardedSubscription, Subscribers};
 use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
@@ -20,7 +20,7 @@ use crate::locks::{NonReentrantLock, SpinLock};
 use crate::names;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
-use crate::pubsub::Subscriber;
+use crate::pubsub::{Flavour, Subscriber};
 use crate::scripts::lease_millis;
 use crate::unlock::RequestId;
 use crate::watchdog::Watchdog;
@@ -73,7 +73,7 @@ pub(crate) struct Inner {
     pub registry: Arc<Registry>,
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
-    pub subscriber: Subscriber,
+    pub subscriber: Subscribers,
     /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6).
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without
@@ -112,6 +112,8 @@ pub struct ClientBuilder {
     pub(crate) pool_size: u32,
     /// Cluster seeds (`info` is the first one); `None` for one server.
     pub(crate) seeds: Option<Vec<ConnectionInfo>>,
+    /// Sharded pub/sub in a cluster (ignored on one server).
+    pub(crate) sharded: ShardedSubscription,
 }
 
 impl Client {
@@ -141,6 +143,7 @@ impl Client {
             },
             pool_size: 32,
             seeds: None,
+            sharded: ShardedSubscription::Auto,
         }
     }
 
@@ -483,11 +486,27 @@ impl ClientBuilder {
             cluster.clone(),
             config.watchdog_timeout,
         )?;
-        let subscriber = Subscriber::new(
-            pool.connector().info().clone(),
-            config.connect_timeout,
-            config.response_timeout,
-        );
+        let (subscriber, publish) = match &cluster {
+            None => {
+                let subscriber = Subscriber::new(
+                    pool.connector().info().clone(),
+                    config.connect_timeout,
+                    config.response_timeout,
+                    Flavour::Standalone,
+                );
+                (Subscribers::One(subscriber), "publish")
+            }
+            Some(cluster) => {
+                let sharded = cluster.sharded(self.sharded);
+                let subscribers = Subscribers::per_master(
+                    Arc::clone(cluster),
+                    sharded,
+                    config.connect_timeout,
+                    config.response_timeout,
+                );
+                (subscribers, if sharded { "spublish" } else { "publish" })
+            }
+        };
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -501,7 +520,7 @@ impl ClientBuilder {
                 registry,
                 _watchdog: watchdog,
                 subscriber,
-                publish: "publish",
+                publish,
             }),
         })
     }

@@ -95,6 +95,7 @@ mod unlock;
 mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
+pub use cluster::ShardedSubscription;
 pub use cluster::slot::key_slot;
 pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;

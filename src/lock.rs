@@ -272,22 +272,36 @@ impl<K: Kind> Lock<K> {
             return Ok(None);
         }
         let fallback = config.watchdog_timeout / 3;
-        let (subscription, mut backoff) = match self.kind.wake(&self.name, field) {
+        let subscription_limit = |ttl: Option<Duration>| {
+            let limit = Instant::now() + config.subscription_timeout.min(ttl.unwrap_or(fallback));
+            deadline.map_or(limit, |deadline| limit.min(deadline))
+        };
+        let subscribers = &self.client.inner.subscriber;
+        let (channel, mut subscription, mut backoff) = match self.kind.wake(&self.name, field) {
             Wake::Channel { channel, entry } => {
-                let mut limit = now + config.subscription_timeout.min(ttl.unwrap_or(fallback));
-                if let Some(deadline) = deadline {
-                    limit = limit.min(deadline);
-                }
-                let subscriber = &self.client.inner.subscriber;
-                (Some(subscriber.subscribe(&channel, &entry, limit)?), None)
+                let subscription =
+                    subscribers.subscribe(&channel, &entry, subscription_limit(ttl))?;
+                (Some((channel, entry)), Some(subscription), None)
             }
-            Wake::Backoff(backoff) => (None, Some(Spin::new(backoff))),
+            Wake::Backoff(backoff) => (None, None, Some(Spin::new(backoff))),
         };
         loop {
             ttl = match self.attempt(field, lease, lease_ms, queue())? {
                 Ok(guard) => return Ok(Some(guard)),
                 Err(ttl) => ttl,
             };
+            // In a cluster, a subscription whose slot moved or whose master
+            // failed over woke its waiter to subscribe where the slot lives
+            // now, and to try again once subscribed: a release meanwhile
+            // was announced where nobody listened.
+            if let (Some(current), Some((channel, entry))) = (&subscription, &channel)
+                && current.is_moved()
+            {
+                drop(subscription.take()); // leaves before joining again
+                subscription =
+                    Some(subscribers.subscribe(channel, entry, subscription_limit(ttl))?);
+                continue;
+            }
             // A key without a TTL: wait for a message, but poll now and then.
             let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
             if let Some(backoff) = &mut backoff {

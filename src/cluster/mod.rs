@@ -14,6 +14,10 @@
 
 mod builder;
 mod router;
+mod subscribers;
+
+pub use builder::ShardedSubscription;
+pub(crate) use subscribers::Subscribers;
 pub mod slot;
 mod table;
 
@@ -117,7 +121,6 @@ impl Cluster {
 
     /// The connection info of the node at `addr`: the first seed's
     /// settings (credentials, database, TLS) with that address.
-    #[allow(dead_code)] // used by the sharded subscriber
     pub fn node_info(&self, addr: &str) -> Result<ConnectionInfo> {
         self.state.node_info(addr)
     }
@@ -271,5 +274,49 @@ impl Cluster {
             (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
             _ => {}
         }
+    }
+}
+
+impl Cluster {
+    /// Whether to use sharded pub/sub, per `mode`: for
+    /// [`ShardedSubscription::Auto`], whether the first seed that answers
+    /// accepts `PUBSUB SHARDNUMSUB 0` (one connect and one round trip).
+    /// Logs the choice.
+    pub fn sharded(&self, mode: ShardedSubscription) -> bool {
+        let sharded = match mode {
+            ShardedSubscription::On => true,
+            ShardedSubscription::Off => false,
+            ShardedSubscription::Auto => self.state.probe_sharding(),
+        };
+        log::info!(
+            "redisson-lock: Redis Cluster with {} pub/sub (sharded_subscription {mode:?}): \
+             unlock scripts {}",
+            if sharded { "sharded" } else { "classic" },
+            if sharded { "SPUBLISH" } else { "PUBLISH" }
+        );
+        sharded
+    }
+}
+
+impl State {
+    /// Redisson 4.7.0's probe: `PUBSUB SHARDNUMSUB 0` on the first seed
+    /// that answers; any error means no sharded pub/sub.
+    fn probe_sharding(&self) -> bool {
+        for seed in &self.seeds {
+            let Ok(connector) =
+                Connector::new(seed.clone(), self.connect_timeout, self.response_timeout)
+            else {
+                continue;
+            };
+            let Ok(mut con) = connector.connect() else {
+                continue;
+            };
+            return redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg("0")
+                .query::<redis::Value>(&mut con)
+                .is_ok();
+        }
+        false
     }
 }

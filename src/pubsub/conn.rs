@@ -75,13 +75,16 @@ enum Reply {
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
     /// records it.
-    fn queue(&mut self, command: Pending) {
+    fn queue(&mut self, command: Pending, sharded: bool) {
+        let (subscribe, unsubscribe) = if sharded {
+            ("SSUBSCRIBE", "SUNSUBSCRIBE")
+        } else {
+            ("SUBSCRIBE", "UNSUBSCRIBE")
+        };
         let packed = match &command {
-            Pending::Subscribe(channel) => {
-                redis::cmd("SUBSCRIBE").arg(channel).get_packed_command()
-            }
+            Pending::Subscribe(channel) => redis::cmd(subscribe).arg(channel).get_packed_command(),
             Pending::Unsubscribe(channel) => {
-                redis::cmd("UNSUBSCRIBE").arg(channel).get_packed_command()
+                redis::cmd(unsubscribe).arg(channel).get_packed_command()
             }
             Pending::Ping => redis::cmd("PING").get_packed_command(),
         };
@@ -271,7 +274,7 @@ impl Shared {
             }
         }
         for command in commands {
-            conn.queue(command);
+            conn.queue(command, self.sharded);
         }
     }
 
@@ -341,8 +344,14 @@ impl Shared {
             }
             // Only when a working connection is lost: failed reconnects must
             // not keep waking the waiters. (The next connection's
-            // confirmations wake them again.)
-            self.lot.lock().connection_lost(answered);
+            // confirmations wake them again.) In a cluster the node may be
+            // gone for good: the waiters subscribe again where their slot
+            // lives now.
+            if self.cluster && answered {
+                self.lot.lock().all_moved();
+            } else {
+                self.lot.lock().connection_lost(answered);
+            }
         }
     }
 
@@ -382,7 +391,7 @@ impl Shared {
                 }
                 Err(e) if e.is_timeout() && !ping_sent => {
                     let mut conn = self.conn.lock();
-                    conn.queue(Pending::Ping);
+                    conn.queue(Pending::Ping, self.sharded);
                     self.flush_patiently(&mut conn)?;
                     ping_sent = true;
                 }
@@ -404,12 +413,19 @@ impl Shared {
                 [Value::BulkString(kind), Value::BulkString(name), payload] => {
                     let name = String::from_utf8_lossy(name).into_owned();
                     match kind.as_slice() {
-                        b"message" => {
+                        b"message" | b"smessage" => {
                             self.deliver(&name, payload);
                             return Ok(());
                         }
-                        b"subscribe" => Reply::Subscribed(name),
+                        b"subscribe" | b"ssubscribe" => Reply::Subscribed(name),
                         b"unsubscribe" => Reply::Unsubscribed(name),
+                        b"sunsubscribe" => {
+                            if !self.answers_front_unsubscribe(&name) {
+                                self.shard_lost(&name);
+                                return Ok(());
+                            }
+                            Reply::Unsubscribed(name)
+                        }
                         _ => return Ok(()),
                     }
                 }
@@ -473,6 +489,16 @@ impl Shared {
             (Pending::Ping, Reply::Pong) => {}
             // A refused PING still proves the server alive.
             (Pending::Ping, Reply::Refused(_)) => {}
+            (Pending::Subscribe(channel), Reply::Refused(e)) if self.cluster && moved_away(&e) => {
+                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
+                    let woken = self.lot.lock().moved(&channel);
+                    log::debug!(
+                        "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
+                         thread(s) subscribe again at the slot's master",
+                        e.code()
+                    );
+                }
+            }
             (Pending::Subscribe(channel), Reply::Refused(e)) => {
                 if conn.settled(&channel) && conn.subscribed.remove(&channel) {
                     let error = RedisError::from(e);
@@ -498,5 +524,36 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+/// A refusal that means the channel's slot is served elsewhere now, or for
+/// a moment by nobody.
+fn moved_away(e: &ServerError) -> bool {
+    matches!(e.code(), "MOVED" | "ASK" | "CLUSTERDOWN" | "TRYAGAIN")
+}
+
+impl Shared {
+    /// Whether an `sunsubscribe` for `channel` answers the command at the
+    /// front of the record (ours), rather than being Redis's unsolicited
+    /// notice that the node no longer serves the channel's slot.
+    fn answers_front_unsubscribe(&self, channel: &str) -> bool {
+        matches!(
+            self.conn.lock().pending.front(),
+            Some(Pending::Unsubscribe(front)) if front == channel
+        )
+    }
+
+    /// Redis dropped the shard channel `channel` (after a failover or a slot
+    /// migration): forget it here and wake its waiters, who subscribe again
+    /// at the slot's new master.
+    fn shard_lost(&self, channel: &str) {
+        let mut conn = self.conn.lock();
+        conn.subscribed.remove(channel);
+        let woken = self.lot.lock().moved(channel);
+        log::info!(
+            "redisson-lock: the server dropped the shard subscription to {channel} (slot moved \
+             or failed over): {woken} waiting thread(s) subscribe again at its new master"
+        );
     }
 }
