@@ -295,7 +295,7 @@ impl<K: Kind> Lock<K> {
             // now, and to try again once subscribed: a release meanwhile
             // was announced where nobody listened.
             if let (Some(current), Some((channel, entry))) = (&subscription, &channel)
-                && current.is_moved()
+                && subscribers.is_stale(current, channel)
             {
                 drop(subscription.take()); // leaves before joining again
                 subscription =

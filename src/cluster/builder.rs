@@ -21,8 +21,10 @@ impl Client {
     /// [`pool_size`](ClientBuilder::pool_size) per master). `MOVED` and
     /// `ASK` are followed, and a command is sent again only when the
     /// server's reply proves it did not run (`TRYAGAIN`, `CLUSTERDOWN`,
-    /// `LOADING`, `READONLY`, `MASTERDOWN`, `BUSY`: up to 4 times, 50 ms
-    /// apart and doubling); a response timeout is reported, never resent.
+    /// `LOADING`, `READONLY`, `MASTERDOWN`, `BUSY`, or a refused
+    /// connection: up to 6 times, 100 ms apart and doubling up to 1.5 s, so
+    /// about 4.5 s in all, enough to ride out an automatic failover); a
+    /// response timeout is reported, never resent.
     /// The table is read again after a `MOVED`, a lost connection, and
     /// every 5 s by one background thread (`rlock-cluster`). The watchdog
     /// renews holds in chunks of one slot each, every chunk sent to its

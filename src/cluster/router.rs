@@ -19,14 +19,21 @@ use super::slot::key_slot;
 use crate::error::{Error, Result};
 use crate::pool::Checkout;
 
-/// Retries after a reply that proves non-execution, not counting
-/// redirects (Redisson's `retryAttempts`).
-const RETRY_ATTEMPTS: u32 = 4;
+/// Retries after a reply that proves non-execution (or a node that
+/// refuses connections), not counting redirects. With [`RETRY_DELAY`]
+/// doubling up to [`RETRY_DELAY_MAX`], they span about 4.5 s: a slot
+/// migration step (`TRYAGAIN`) costs a tenth of a second, and an automatic
+/// failover after a master died (`cluster-node-timeout` plus an election,
+/// about 4 s with a 2 s timeout) is ridden out, as Redisson's 4 attempts
+/// 1.5 s apart do.
+const RETRY_ATTEMPTS: u32 = 6;
 /// Redirects followed for one command; more is a loop or a storm of slot
 /// moves, and is reported.
 const MAX_REDIRECTS: u32 = 5;
 /// The first pause before a retry; doubled for each further one.
-const RETRY_DELAY: Duration = Duration::from_millis(50);
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The longest pause before a retry (Redisson's `retryInterval`).
+const RETRY_DELAY_MAX: Duration = Duration::from_millis(1500);
 
 /// What a failed attempt allows.
 enum Next {
@@ -58,6 +65,9 @@ impl Cluster {
         let mut retries = 0;
         let mut redirects = 0;
         let mut target: Option<(Arc<str>, bool)> = None;
+        // The error of an attempt lost with its connection, when no new
+        // connection could be had for its flagged resend.
+        let mut maybe_ran: Option<Error> = None;
         loop {
             let (addr, asking) = match target.take() {
                 Some(target) => target,
@@ -82,8 +92,16 @@ impl Cluster {
                         drop(con); // discarded by the pool
                         self.schedule_refresh();
                         resend = true;
-                        let Ok(mut con) = pool.get_within(reconnect_grace) else {
-                            return Err(e);
+                        let mut con = match pool.get_within(reconnect_grace) {
+                            Ok(con) => con,
+                            Err(unavailable) => {
+                                // The node is gone (a failover may follow):
+                                // retried, flagged as a resend, at the
+                                // slot's master; if that fails too, the
+                                // caller still learns the first may have run.
+                                maybe_ran = Some(e);
+                                return Err(unavailable);
+                            }
                         };
                         if asking {
                             redis::cmd("ASKING").exec(&mut con)?;
@@ -111,10 +129,15 @@ impl Cluster {
                     if refresh {
                         self.schedule_refresh();
                     }
-                    std::thread::sleep(RETRY_DELAY * 2u32.pow(retries));
+                    std::thread::sleep((RETRY_DELAY * 2u32.pow(retries)).min(RETRY_DELAY_MAX));
                     retries += 1;
                 }
-                _ => return result,
+                _ => {
+                    return match (result, maybe_ran) {
+                        (Err(Error::Unavailable { .. }), Some(first)) => Err(first),
+                        (result, _) => result,
+                    };
+                }
             }
         }
     }

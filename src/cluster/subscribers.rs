@@ -85,6 +85,23 @@ impl Subscribers {
         }
     }
 
+    /// Whether the waiter of `subscription` to `channel` must subscribe
+    /// again: its subscription moved away (see [`Subscription::is_moved`]),
+    /// or in a cluster, the slot table now names another master for the
+    /// channel (a failover whose old master is unreachable never tells its
+    /// subscribers). Never waits for I/O.
+    pub fn is_stale(&self, subscription: &Subscription, channel: &str) -> bool {
+        if subscription.is_moved() {
+            return true;
+        }
+        match self {
+            Subscribers::One(_) => false,
+            Subscribers::PerMaster(per_master) => !per_master
+                .current(channel)
+                .is_some_and(|subscriber| subscriber.serves(subscription)),
+        }
+    }
+
     /// Channels subscribed (or being subscribed) and waiting threads, over
     /// every subscriber.
     pub fn stats(&self) -> (usize, usize) {

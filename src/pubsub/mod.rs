@@ -163,6 +163,11 @@ impl Subscriber {
         self.shared.lot.lock().has_waiters(channel, entry)
     }
 
+    /// Whether `subscription` was made through this subscriber.
+    pub fn serves(&self, subscription: &Subscription) -> bool {
+        Arc::ptr_eq(&self.shared, &subscription.shared)
+    }
+
     /// Channels subscribed to (or being subscribed to), and waiting threads.
     /// Takes the lot's mutex briefly; never waits for I/O.
     pub fn stats(&self) -> (usize, usize) {
