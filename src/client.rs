@@ -459,23 +459,8 @@ impl ClientBuilder {
                 (pool, None)
             }
             Some(seeds) => {
-                let cluster = Cluster::connect(
-                    seeds,
-                    config.connect_timeout,
-                    config.response_timeout,
-                    self.pool_size,
-                )?;
-                let first =
-                    cluster
-                        .masters()
-                        .into_iter()
-                        .next()
-                        .ok_or_else(|| Error::Unavailable {
-                            reason: "the cluster reports no master".into(),
-                        })?;
-                let pool = cluster.pool(&first)?;
-                drop(pool.get()?);
-                (pool, Some(Arc::new(cluster)))
+                let (pool, cluster) = Cluster::for_client(seeds, &config, self.pool_size)?;
+                (pool, Some(cluster))
             }
         };
 
@@ -496,16 +481,7 @@ impl ClientBuilder {
                 );
                 (Subscribers::One(subscriber), "publish")
             }
-            Some(cluster) => {
-                let sharded = cluster.sharded(self.sharded);
-                let subscribers = Subscribers::per_master(
-                    Arc::clone(cluster),
-                    sharded,
-                    config.connect_timeout,
-                    config.response_timeout,
-                );
-                (subscribers, if sharded { "spublish" } else { "publish" })
-            }
+            Some(cluster) => Cluster::subscribers(cluster, self.sharded, &config),
         };
         let id = uuid::Uuid::new_v4();
         Ok(Client {

@@ -30,6 +30,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo};
 
+use crate::client::Config;
 use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
@@ -318,5 +319,50 @@ impl State {
                 .is_ok();
         }
         false
+    }
+}
+
+impl Cluster {
+    /// A client's cluster: the slot table read from the seeds, its refresh
+    /// thread, and the pool of one master, checked by opening one
+    /// connection (the build fails now if the cluster cannot be reached).
+    pub(crate) fn for_client(
+        seeds: Vec<ConnectionInfo>,
+        config: &Config,
+        pool_size: u32,
+    ) -> Result<(Arc<Pool>, Arc<Cluster>)> {
+        let cluster = Cluster::connect(
+            seeds,
+            config.connect_timeout,
+            config.response_timeout,
+            pool_size,
+        )?;
+        let first = cluster
+            .masters()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Unavailable {
+                reason: "the cluster reports no master".into(),
+            })?;
+        let pool = cluster.pool(&first)?;
+        drop(pool.get()?);
+        Ok((pool, Arc::new(cluster)))
+    }
+
+    /// The client's subscribers in `cluster` and the publish command its
+    /// unlock scripts get, per `mode` (see [`Cluster::sharded`]).
+    pub(crate) fn subscribers(
+        cluster: &Arc<Cluster>,
+        mode: ShardedSubscription,
+        config: &Config,
+    ) -> (Subscribers, &'static str) {
+        let sharded = cluster.sharded(mode);
+        let subscribers = Subscribers::per_master(
+            Arc::clone(cluster),
+            sharded,
+            config.connect_timeout,
+            config.response_timeout,
+        );
+        (subscribers, if sharded { "spublish" } else { "publish" })
     }
 }

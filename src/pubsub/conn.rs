@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use redis::{RedisError, ServerError, Value};
 
 use super::Shared;
+use super::shard::moved_away;
 use super::stream::Stream;
 use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
@@ -44,12 +45,12 @@ pub(super) struct Conn {
     out: Vec<u8>,
     written: usize,
     /// Channels whose last command sent was SUBSCRIBE.
-    subscribed: HashSet<String>,
+    pub(super) subscribed: HashSet<String>,
     /// Per channel, its commands whose reply has not come yet.
     in_flight: HashMap<String, usize>,
     /// Every command whose reply has not come yet, oldest first: replies come
     /// in this order, so each confirmation or error answers the front one.
-    pending: VecDeque<Pending>,
+    pub(super) pending: VecDeque<Pending>,
 }
 
 /// A command written to the subscriber connection, awaiting its reply.
@@ -57,7 +58,7 @@ pub(super) struct Conn {
 /// refuses a whole command when it may not have one of its channels) names
 /// exactly one.
 #[derive(Debug)]
-enum Pending {
+pub(super) enum Pending {
     Subscribe(String),
     Unsubscribe(String),
     Ping,
@@ -524,36 +525,5 @@ impl Shared {
             }
         }
         Ok(())
-    }
-}
-
-/// A refusal that means the channel's slot is served elsewhere now, or for
-/// a moment by nobody.
-fn moved_away(e: &ServerError) -> bool {
-    matches!(e.code(), "MOVED" | "ASK" | "CLUSTERDOWN" | "TRYAGAIN")
-}
-
-impl Shared {
-    /// Whether an `sunsubscribe` for `channel` answers the command at the
-    /// front of the record (ours), rather than being Redis's unsolicited
-    /// notice that the node no longer serves the channel's slot.
-    fn answers_front_unsubscribe(&self, channel: &str) -> bool {
-        matches!(
-            self.conn.lock().pending.front(),
-            Some(Pending::Unsubscribe(front)) if front == channel
-        )
-    }
-
-    /// Redis dropped the shard channel `channel` (after a failover or a slot
-    /// migration): forget it here and wake its waiters, who subscribe again
-    /// at the slot's new master.
-    fn shard_lost(&self, channel: &str) {
-        let mut conn = self.conn.lock();
-        conn.subscribed.remove(channel);
-        let woken = self.lot.lock().moved(channel);
-        log::info!(
-            "redisson-lock: the server dropped the shard subscription to {channel} (slot moved \
-             or failed over): {woken} waiting thread(s) subscribe again at its new master"
-        );
     }
 }

@@ -30,6 +30,7 @@
 
 mod conn;
 mod entries;
+mod shard;
 mod stream;
 
 use std::sync::Arc;
