@@ -9,10 +9,12 @@
 //! latch. A Java thread and a Rust thread contending for `"orders"` exclude each
 //! other and wake each other up.
 //!
-//! - [`Client`] connects to one Redis server. It owns a connection pool, one
-//!   watchdog thread that renews every lock it holds (30 s lease, renewed every
-//!   10 s, batched), and one subscriber connection that wakes waiting threads
-//!   when a lock is released.
+//! - [`Client`] connects to one Redis server ([`Client::builder`]) or one
+//!   Redis Cluster ([`Client::cluster_builder`]). It owns a connection pool
+//!   (one per master in a cluster), one watchdog thread that renews every
+//!   lock it holds (30 s lease, renewed every 10 s, batched), and one
+//!   subscriber connection (one per master in a cluster) that wakes waiting
+//!   threads when a lock is released.
 //! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
 //!   released on drop, and `!Send` because a lock belongs to the thread that
 //!   took it. Both are generic over the lock type ([`Kind`]): the reentrant
