@@ -181,8 +181,9 @@ impl State {
         let seeds = self.seeds.iter().filter_map(|seed| {
             node_addr(seed).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")))
         });
-        for addr in known.into_iter().chain(seeds) {
-            match self.read_table(&addr) {
+        let known = known.into_iter().map(|addr| (addr, true));
+        for (addr, pooled) in known.chain(seeds.map(|addr| (addr, false))) {
+            match self.read_table(&addr, pooled) {
                 Ok(table) if table.is_complete() => {
                     *self.table.write() = Arc::new(table);
                     return Ok(());
@@ -200,17 +201,27 @@ impl State {
         }))
     }
 
-    fn read_table(&self, addr: &str) -> Result<Table> {
-        let connector = Connector::new(
-            self.node_info(addr)?,
-            self.connect_timeout,
-            self.response_timeout,
-        )?;
-        let mut con = connector
-            .connect()
-            .map_err(|e| connector.connect_error(e))?;
-        let reply = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;
-        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    /// `CLUSTER SLOTS` from the node at `addr`: on a pooled connection for
+    /// a master (`pooled`), on a connection of its own for a seed (which
+    /// may be a replica, whose pool would only hold an idle connection).
+    fn read_table(&self, addr: &Arc<str>, pooled: bool) -> Result<Table> {
+        let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let reply = if pooled {
+            let pool = self.pool(addr)?;
+            let mut con = pool.get()?;
+            slots.query(&mut con)?
+        } else {
+            let connector = Connector::new(
+                self.node_info(addr)?,
+                self.connect_timeout,
+                self.response_timeout,
+            )?;
+            let mut con = connector
+                .connect()
+                .map_err(|e| connector.connect_error(e))?;
+            slots.query(&mut con)?
+        };
+        let host = addr.rsplit_once(':').map_or(&**addr, |(host, _)| host);
         Table::parse(reply, host)
     }
 

@@ -151,7 +151,12 @@ impl PerMaster {
             return Ok(Arc::clone(subscriber));
         }
         let info = self.cluster.node_info(&addr)?;
+        let masters = self.cluster.masters();
         let mut by_node = self.by_node.lock();
+        // A new master: the topology changed. Subscribers of nodes that
+        // serve no slot any more and have no waiter left are closed (a dead
+        // master's would otherwise try to reconnect forever).
+        by_node.retain(|node, subscriber| masters.contains(node) || subscriber.stats() != (0, 0));
         let subscriber = by_node.entry(addr).or_insert_with(|| {
             Arc::new(Subscriber::new(
                 info,
