@@ -286,6 +286,10 @@ impl Client {
         operation: &'static str,
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
+        // Both paths run `command` whole on one connection, a resend
+        // included: a `WAIT` for replicas after a lock script belongs inside
+        // it (wrap `command`), so that it runs on the script's connection,
+        // and in a cluster on the slot's master.
         if let Some(cluster) = &self.inner.cluster {
             let result = cluster.run(key, command, RECONNECT_GRACE);
             return result.map_err(|e| self.timeout_error(operation, e));

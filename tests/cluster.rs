@@ -136,13 +136,19 @@ fn slots_agree_with_cluster_keyslot() {
     }
 }
 
-/// `errorstat_MOVED` of `INFO errorstats` on `node`.
-fn moved_count(node: &support::cluster::Node) -> u64 {
+/// `errorstat_<code>` of `INFO errorstats` on `node`.
+fn error_count(node: &support::cluster::Node, code: &str) -> u64 {
     let info: String = node.cmd(&["INFO", "errorstats"]);
+    let prefix = format!("errorstat_{code}:count=");
     info.lines()
-        .find_map(|line| line.strip_prefix("errorstat_MOVED:count="))
+        .find_map(|line| line.strip_prefix(&prefix))
         .and_then(|count| count.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// `errorstat_MOVED` of `INFO errorstats` on `node`.
+fn moved_count(node: &support::cluster::Node) -> u64 {
+    error_count(node, "MOVED")
 }
 
 /// Another master than `node`.
@@ -373,4 +379,56 @@ fn a_timed_out_acquire_is_not_sent_again_while_the_master_is_paused() {
         "hold count {counts:?}"
     );
     let _: () = owner.cmd(&["DEL", name]);
+}
+
+#[test]
+fn ask_and_tryagain_during_a_slot_migration() {
+    let cluster = cluster();
+    let name = "migrating-lock";
+    let client = client();
+    assert!(!client.lock(name).is_locked().expect("is_locked"));
+    let slot = cluster.slot(name);
+    let from = cluster.owner(name);
+    let to = other_master(from.port);
+    let (asks, tryagains) = (error_count(from, "ASK"), error_count(to, "TRYAGAIN"));
+    cluster.begin_migration(slot, to);
+    // The source lacks the lock's key: ASK; the target, sent ASKING and the
+    // one-key acquire, serves it.
+    let guard = client
+        .lock(name)
+        .try_lock()
+        .expect("try_lock")
+        .expect("free");
+    assert!(error_count(from, "ASK") > asks, "the source answered ASK");
+    let mut con = to.con().expect("connect the importing node");
+    let (_, exists): ((), bool) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("EXISTS")
+        .arg(name)
+        .query(&mut con)
+        .expect("ASKING EXISTS");
+    assert!(exists, "taken on the importing node");
+    // The unlock's keys are the lock and its channel (never a key): the
+    // importing node answers TRYAGAIN until the migration ends, and the
+    // client retries until then.
+    let finisher = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(600));
+        cluster.finish_migration(slot, to);
+    });
+    let started = Instant::now();
+    guard.unlock().expect("unlock across the migration");
+    let took = started.elapsed();
+    finisher.join().expect("finisher");
+    assert!(
+        took >= Duration::from_millis(500),
+        "unlocked only after the migration: {took:?}"
+    );
+    assert!(
+        error_count(to, "TRYAGAIN") > tryagains,
+        "the target answered TRYAGAIN"
+    );
+    assert!(
+        !to.cmd::<bool>(&["EXISTS", name]),
+        "released on the new owner"
+    );
 }

@@ -182,3 +182,42 @@ fn locks_survive_a_master_killed_with_sigkill() {
     });
     assert!(rejoined, "the killed master rejoined as a replica");
 }
+
+#[test]
+fn a_dropped_cluster_client_leaves_no_thread_behind() {
+    let (_one, cluster) = cluster();
+    let names = ["rlock-cluster", "rlock-pubsub", "rlock-watchdog"];
+    let count = || names.map(support::threads_named);
+    let before = count();
+    {
+        let holder = client(cluster, Duration::from_secs(30));
+        let waiter = client(cluster, Duration::from_secs(30));
+        let guards: Vec<_> = cluster
+            .names_on_different_masters("threads-", 3)
+            .into_iter()
+            .map(|name| {
+                let guard = holder.lock(&name).lock().expect("lock");
+                let waited = waiter
+                    .lock(&name)
+                    .try_lock_for(Duration::from_millis(100))
+                    .expect("try_lock_for");
+                assert!(waited.is_none());
+                guard
+            })
+            .collect();
+        let during = count();
+        assert_eq!(during[0], before[0] + 2, "one table refresher per client");
+        assert_eq!(
+            during[1],
+            before[1] + 3,
+            "one subscriber per master waited on"
+        );
+        assert_eq!(during[2], before[2] + 2, "one watchdog per client");
+        drop(guards);
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || count() == before),
+        "threads left: {:?} (before: {before:?})",
+        count()
+    );
+}

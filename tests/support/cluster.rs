@@ -190,16 +190,11 @@ impl Cluster {
     }
 
     /// Moves `slot` from its master to `to` with keys and all
-    /// (`CLUSTER SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE`),
-    /// and waits until every master agrees.
+    /// ([`begin_migration`](Self::begin_migration), `MIGRATE` of every key,
+    /// [`finish_migration`](Self::finish_migration)).
     pub fn migrate_slot(&self, slot: u16, to: &Node) {
-        let from = self.owner_of_slot(slot);
-        assert_ne!(from.port, to.port, "the slot is already there");
+        let from = self.begin_migration(slot, to);
         let slot_arg = slot.to_string();
-        let from_id = from.id();
-        let to_id = to.id();
-        let _: () = to.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id]);
-        let _: () = from.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to_id]);
         loop {
             let keys: Vec<String> = from.cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_arg, "100"]);
             if keys.is_empty() {
@@ -210,6 +205,29 @@ impl Cluster {
             args.extend(keys.iter().map(String::as_str));
             let _: String = from.cmd(&args);
         }
+        self.finish_migration(slot, to);
+    }
+
+    /// Marks `slot` IMPORTING on `to` and MIGRATING on its master, which it
+    /// returns: until [`finish_migration`](Self::finish_migration), the
+    /// master answers `ASK` for keys it no longer has, and `to` serves
+    /// `ASKING` clients (`TRYAGAIN` for a multi-key command with keys
+    /// missing).
+    pub fn begin_migration(&self, slot: u16, to: &Node) -> &Node {
+        let from = self.owner_of_slot(slot);
+        assert_ne!(from.port, to.port, "the slot is already there");
+        let slot_arg = slot.to_string();
+        let _: () = to.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from.id()]);
+        let _: () = from.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to.id()]);
+        from
+    }
+
+    /// Assigns `slot` to `to` on every master and waits until every running
+    /// node agrees.
+    pub fn finish_migration(&self, slot: u16, to: &Node) {
+        let slot_arg = slot.to_string();
+        let to_id = to.id();
+        let from = self.owner_of_slot(slot);
         for node in [to, from] {
             let _: () = node.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
         }
