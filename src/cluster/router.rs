@@ -10,7 +10,7 @@
 //! standalone server.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::RedisError;
 
@@ -34,6 +34,10 @@ const MAX_REDIRECTS: u32 = 5;
 const RETRY_DELAY: Duration = Duration::from_millis(100);
 /// The longest pause before a retry (Redisson's `retryInterval`).
 const RETRY_DELAY_MAX: Duration = Duration::from_millis(1500);
+/// No retry starts later than this after the first attempt: a node that
+/// costs a whole connect timeout per attempt (silent, or a pool whose
+/// connections all stay busy) is reported, not tried 6 times over.
+const RETRY_WINDOW: Duration = Duration::from_secs(6);
 
 /// What a failed attempt allows.
 enum Next {
@@ -68,6 +72,7 @@ impl Cluster {
         // The error of an attempt lost with its connection, when no new
         // connection could be had for its flagged resend.
         let mut maybe_ran: Option<Error> = None;
+        let started = Instant::now();
         loop {
             let (addr, asking) = match target.take() {
                 Some(target) => target,
@@ -125,7 +130,9 @@ impl Cluster {
                     redirects += 1;
                     target = Some((to, true));
                 }
-                Next::Retry { refresh } if retries < RETRY_ATTEMPTS => {
+                Next::Retry { refresh }
+                    if retries < RETRY_ATTEMPTS && started.elapsed() < RETRY_WINDOW =>
+                {
                     if refresh {
                         self.schedule_refresh();
                     }
