@@ -188,6 +188,12 @@ fn a_dropped_cluster_client_leaves_no_thread_behind() {
     let (_one, cluster) = cluster();
     let names = ["rlock-cluster", "rlock-pubsub", "rlock-watchdog"];
     let count = || names.map(support::threads_named);
+    // The other tests' clients (their waiter threads' clones) are gone.
+    assert!(
+        eventually(Duration::from_secs(10), || count() == [0, 0, 0]),
+        "threads of earlier tests' clients: {:?}",
+        count()
+    );
     let before = count();
     {
         let holder = client(cluster, Duration::from_secs(30));

@@ -14,12 +14,12 @@
 
 mod builder;
 mod router;
+pub mod slot;
 mod subscribers;
+mod table;
 
 pub use builder::ShardedSubscription;
 pub(crate) use subscribers::Subscribers;
-pub mod slot;
-mod table;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,13 +45,13 @@ const REFRESH_MIN_GAP: Duration = Duration::from_millis(50);
 
 /// The client's view of a Redis Cluster. Dropping it stops the refresh thread.
 pub(crate) struct Cluster {
-    pub(crate) state: Arc<State>,
+    state: Arc<State>,
     /// Wakes the refresh thread; dropping it stops the thread.
     wake: Sender<()>,
 }
 
 /// What the cluster handle and its refresh thread share.
-pub(crate) struct State {
+struct State {
     seeds: Vec<ConnectionInfo>,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -185,6 +185,10 @@ impl State {
         for (addr, pooled) in known.chain(seeds.map(|addr| (addr, false))) {
             match self.read_table(&addr, pooled) {
                 Ok(table) if table.is_complete() => {
+                    // Pools of nodes that serve no slot any more (demoted,
+                    // gone) are closed once their connections are returned.
+                    let masters: Vec<Arc<str>> = table.masters().cloned().collect();
+                    self.pools.lock().retain(|addr, _| masters.contains(addr));
                     *self.table.write() = Arc::new(table);
                     return Ok(());
                 }
