@@ -33,14 +33,17 @@ const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 /// Redisson's default `lockWatchdogTimeout`.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A connection to one Redis server and the factory of its locks; the Rust
+/// A connection to one Redis server (or one Redis Cluster, see
+/// [`Client::cluster_builder`]) and the factory of its locks; the Rust
 /// counterpart of a `RedissonClient`.
 ///
 /// A client has a random UUID ([`Client::id`]) that appears in the hash field
 /// of every lock its threads hold, a pool of command connections, one watchdog
 /// thread that renews every lock it holds, and one subscriber connection and
 /// thread (opened on the first wait) that wakes every thread waiting for one of
-/// its locks. Create one per process and share it: it is cheap to clone, and
+/// its locks. In a cluster: a pool and a subscriber per master, and a thread
+/// (`rlock-cluster`) that keeps the slot table current. Create one per
+/// process and share it: it is cheap to clone, and
 /// all clones are the same client. The threads and connections close when the
 /// last clone, lock and guard are dropped.
 ///

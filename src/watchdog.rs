@@ -349,8 +349,10 @@ impl Worker {
 }
 
 /// One pipelined renewal round on a pooled connection to the master at
-/// `addr`. A lost connection costs nothing but this round: the next run
-/// (early, after a failure) finds the new table.
+/// `addr`. A chunk answered `ASK` (its slot is being migrated and its locks
+/// already moved) is sent once more, after `ASKING`, to the importing node.
+/// A lost connection costs nothing but this round: the next run (early,
+/// after a failure) finds the new table.
 fn cluster_renewal(
     cluster: &Cluster,
     addr: &Arc<str>,
@@ -364,5 +366,35 @@ fn cluster_renewal(
     if result.as_ref().is_err_and(Error::is_transient) {
         cluster.schedule_refresh();
     }
-    result
+    let mut replies = result?;
+    for (reply, chunk) in replies.iter_mut().zip(chunks) {
+        let target = match reply {
+            Err(Error::Redis(e)) if e.code() == Some("ASK") => e.redirect_node(),
+            _ => None,
+        };
+        if let Some((target, _)) = target {
+            let target: Arc<str> = Arc::from(target);
+            *reply = renew_asking(cluster, &target, chunk, lease_ms);
+        }
+    }
+    Ok(replies)
+}
+
+/// `ASKING` and one chunk's renewal on the node at `addr`.
+fn renew_asking(
+    cluster: &Cluster,
+    addr: &Arc<str>,
+    chunk: &RenewChunk<'_>,
+    lease_ms: u64,
+) -> Result<Vec<Renewed>> {
+    let pool = cluster.pool(addr)?;
+    let mut con = pool.get()?;
+    redis::cmd("ASKING").exec(&mut con)?;
+    let one = RenewChunk {
+        read_markers: chunk.read_markers,
+        items: chunk.items.clone(),
+    };
+    scripts::renew_chunks(&mut con, std::slice::from_ref(&one), lease_ms)?
+        .pop()
+        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())))
 }

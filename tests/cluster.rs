@@ -172,7 +172,12 @@ fn subscribers(node: &support::cluster::Node, channel: &str, sharded: bool) -> i
 /// of the unlock; it subscribed on the slot's master with the flavour's
 /// command.
 fn wake_up(mode: ShardedSubscription, sharded: bool, prefix: &str) {
+    support::logs::install();
     let cluster = cluster();
+    let logged = format!(
+        "Redis Cluster with {} pub/sub (sharded_subscription {mode:?})",
+        if sharded { "sharded" } else { "classic" }
+    );
     let build = || {
         Client::cluster_builder(cluster.urls())
             .sharded_subscription(mode)
@@ -180,6 +185,12 @@ fn wake_up(mode: ShardedSubscription, sharded: bool, prefix: &str) {
             .expect("cluster client")
     };
     let (a, b) = (build(), build());
+    assert!(
+        support::logs::lines()
+            .iter()
+            .any(|line| line.contains(&logged)),
+        "the flavour is logged at build: {logged}"
+    );
     for name in cluster.names_on_different_masters(prefix, 3) {
         let channel = format!("redisson_lock__channel:{{{name}}}");
         let held = a.lock(&name).lock().expect("lock");
@@ -321,7 +332,7 @@ fn renewal_follows_moved_with_the_lock_migrated() {
     let cluster = cluster();
     let name = "moved-renewal";
     let client = Client::cluster_builder(cluster.urls())
-        .watchdog_timeout(Duration::from_millis(900))
+        .watchdog_timeout(Duration::from_millis(1200))
         .build()
         .expect("client");
     let guard = client.lock(name).lock().expect("lock");
@@ -330,7 +341,7 @@ fn renewal_follows_moved_with_the_lock_migrated() {
     let moved_before = moved_count(from);
     cluster.migrate_slot(cluster.slot(name), to);
     // Several leases long: only renewals on the new owner keep it.
-    thread::sleep(Duration::from_millis(2700));
+    thread::sleep(Duration::from_millis(3000));
     assert!(
         moved_count(from) > moved_before,
         "a renewal went to the old owner"

@@ -463,9 +463,15 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
     // The key becomes another type while held; the waiter is woken on its
     // own channel and its next attempt fails.
     let _: () = server.cmd(&["SET", "errs", "not a lock"]);
-    let channels: Vec<String> =
-        server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:{errs}:*"]);
-    assert_eq!(channels.len(), 1, "{channels:?}");
+    // The waiter queues itself before it subscribes: wait for both.
+    let mut channels: Vec<String> = Vec::new();
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            channels = server.cmd(&["PUBSUB", "CHANNELS", "redisson_lock__channel:{errs}:*"]);
+            channels.len() == 1
+        }),
+        "{channels:?}"
+    );
     let _: i64 = server.cmd(&["PUBLISH", &channels[0], "0"]);
     let result = waiting.join().expect("waiter thread");
     drop(guard);
