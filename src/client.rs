@@ -343,11 +343,13 @@ impl fmt::Debug for Client {
 pub struct Diagnostics {
     /// Locks held through this client, one per (lock, thread).
     pub registered_holds: usize,
-    /// Channels the subscriber is subscribed to, or subscribing to.
+    /// Channels the subscriber is subscribed to, or subscribing to (in a
+    /// cluster, over every master's subscriber).
     pub subscribed_channels: usize,
     /// Threads currently waiting for a lock through the subscriber.
     pub waiters: usize,
-    /// Command connections open in the pool.
+    /// Command connections open in the pool (in a cluster, in every
+    /// master's pool).
     pub pooled_connections: u32,
     /// Of those, how many are idle.
     pub idle_connections: u32,
