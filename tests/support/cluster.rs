@@ -24,6 +24,9 @@ use super::{eventually, free_port, listens_on, redis_server_binary};
 /// One node of the cluster.
 pub struct Node {
     pub port: u16,
+    /// The cluster bus port, picked free too (the default, port + 10000,
+    /// may be taken or out of range).
+    bus_port: u16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
 }
@@ -343,7 +346,7 @@ impl Node {
     pub fn restart(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(child) = spawn_node(&self.dir, self.port) {
+            if let Some(child) = spawn_node(&self.dir, self.port, self.bus_port) {
                 *self.child.lock().expect("node lock") = Some(child);
                 return;
             }
@@ -385,12 +388,16 @@ fn uuid_like() -> String {
 /// Starts a node on a free port in a fresh directory under `dir`.
 fn start_node(dir: &std::path::Path) -> Node {
     for _ in 0..10 {
-        let port = free_port();
+        let (port, bus_port) = (free_port(), free_port());
+        if port == bus_port {
+            continue;
+        }
         let node_dir = dir.join(port.to_string());
         std::fs::create_dir_all(&node_dir).expect("create the node's directory");
-        if let Some(child) = spawn_node(&node_dir, port) {
+        if let Some(child) = spawn_node(&node_dir, port, bus_port) {
             return Node {
                 port,
+                bus_port,
                 dir: node_dir,
                 child: Mutex::new(Some(child)),
             };
@@ -402,10 +409,18 @@ fn start_node(dir: &std::path::Path) -> Node {
 
 /// Spawns a cluster-enabled `redis-server` on `port`; `None` if it did not
 /// come up (most likely the port was taken).
-fn spawn_node(dir: &std::path::Path, port: u16) -> Option<Child> {
+fn spawn_node(dir: &std::path::Path, port: u16, bus_port: u16) -> Option<Child> {
     let port_arg = port.to_string();
+    let bus_arg = bus_port.to_string();
     let mut child = Command::new(redis_server_binary())
-        .args(["--port", &port_arg, "--bind", "127.0.0.1"])
+        .args([
+            "--port",
+            &port_arg,
+            "--cluster-port",
+            &bus_arg,
+            "--bind",
+            "127.0.0.1",
+        ])
         .args([
             "--cluster-enabled",
             "yes",
