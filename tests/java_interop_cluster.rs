@@ -2,7 +2,9 @@
 //! Redisson's defaults: sharded pub/sub chosen automatically), both ways,
 //! for names served by each of the 3 masters: a Java waiter is woken by a
 //! Rust unlock and a Rust waiter by a Java unlock, each within 200 ms, and
-//! both sides use the same flavour (`SSUBSCRIBE` on the slot's master).
+//! both sides use the same flavour (`SSUBSCRIBE` on the slot's master); the
+//! same for the fair lock (a channel per waiter), the write lock and the
+//! fenced lock.
 //! Redisson 4.7.0 probes with `PUBSUB SHARDNUMSUB 0`, 3.24.3 with
 //! `SPUBLISH "" ""`; the crate's `Auto` must agree with both on Redis 7.
 
@@ -24,6 +26,7 @@ const HANDOFF: Duration = Duration::from_millis(200);
 for_each_redisson_version!(
     rust_unlock_wakes_java_waiters_on_every_master,
     java_unlock_wakes_rust_waiters_on_every_master,
+    fair_write_and_fenced_locks_wake_across_languages,
 );
 
 fn start(redisson: Redisson) -> (&'static Cluster, JavaDriver, Client) {
@@ -115,4 +118,85 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
             "Rust got it {handoff:?} after the unlock"
         );
     }
+}
+
+/// Shard channels on `node` that mention `{name}`.
+fn shard_channels(node: &Node, name: &str) -> usize {
+    let pattern = format!("*{{{name}}}*");
+    let channels: Vec<String> = node.cmd(&["PUBSUB", "SHARDCHANNELS", &pattern]);
+    channels.len()
+}
+
+/// For the fair lock (a channel per waiter), the write lock (the read/write
+/// lock's channel) and the fenced lock: a Rust unlock wakes a Java waiter
+/// and a Java unlock wakes a Rust waiter, within 200 ms, on sharded pub/sub.
+fn fair_write_and_fenced_locks_wake_across_languages(redisson: Redisson) {
+    let (cluster, java, client) = start(redisson);
+    macro_rules! both_ways {
+        ($java_type:literal, $rust_lock:expr) => {{
+            let name = format!("{}{}", prefix(redisson, "family"), $java_type);
+            let owner = cluster.owner(&name);
+            let java_name = format!("{}/{name}", $java_type);
+            let rust_lock = |client: &Client| $rust_lock(client, name.clone());
+
+            // Rust holds, Java waits.
+            let guard = rust_lock(&client).lock().expect("lock");
+            java.send("jw", &format!("lock {java_name}"));
+            assert!(
+                eventually(Duration::from_secs(10), || shard_channels(owner, &name)
+                    >= 1),
+                "the Java waiter never SSUBSCRIBEd on the slot's master"
+            );
+            assert!(java.try_recv("jw", Duration::from_millis(100)).is_none());
+            let released = Instant::now();
+            guard.unlock().expect("unlock");
+            let reply = java.recv("jw");
+            assert!(reply.ok, "Java lock failed: `{}`", reply.line);
+            let handoff = reply.at.saturating_duration_since(released);
+            eprintln!(
+                "{} {java_name}: Rust unlock -> Java {handoff:?}",
+                java.version
+            );
+            assert!(
+                handoff < HANDOFF,
+                "{java_name}: Java answered {handoff:?} after"
+            );
+
+            // Java holds (the same actor), Rust waits.
+            let (tx, rx) = mpsc::channel();
+            let waiter = {
+                let (client, lock) = (client.clone(), rust_lock(&client));
+                thread::spawn(move || {
+                    let guard = lock.lock().expect("lock");
+                    tx.send(Instant::now()).expect("send");
+                    guard.unlock().expect("unlock");
+                    drop(client);
+                })
+            };
+            assert!(
+                eventually(Duration::from_secs(10), || client.diagnostics().waiters
+                    == 1),
+                "the Rust thread never waited"
+            );
+            thread::sleep(Duration::from_millis(50));
+            let released = Instant::now();
+            java.ok("jw", &format!("unlock {java_name}"));
+            let woke = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
+            waiter.join().expect("waiter");
+            let handoff = woke.saturating_duration_since(released);
+            eprintln!(
+                "{} {java_name}: Java unlock -> Rust {handoff:?}",
+                java.version
+            );
+            assert!(
+                handoff < HANDOFF,
+                "{java_name}: Rust got it {handoff:?} after"
+            );
+        }};
+    }
+    both_ways!("fair", |c: &Client, n: String| c.fair_lock(n));
+    both_ways!("write", |c: &Client, n: String| c
+        .read_write_lock(n)
+        .write_lock());
+    both_ways!("fenced", |c: &Client, n: String| c.fenced_lock(n));
 }
