@@ -460,9 +460,6 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
     assert!(support::eventually(Duration::from_secs(5), || {
         server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{errs}"]) == 1
     }));
-    // The key becomes another type while held; the waiter is woken on its
-    // own channel and its next attempt fails.
-    let _: () = server.cmd(&["SET", "errs", "not a lock"]);
     // The waiter queues itself before it subscribes: wait for both.
     let mut channels: Vec<String> = Vec::new();
     assert!(
@@ -472,6 +469,9 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
         }),
         "{channels:?}"
     );
+    // The key becomes another type while held; the waiter is woken on its
+    // own channel and its next attempt fails.
+    let _: () = server.cmd(&["SET", "errs", "not a lock"]);
     let _: i64 = server.cmd(&["PUBLISH", &channels[0], "0"]);
     let result = waiting.join().expect("waiter thread");
     drop(guard);
