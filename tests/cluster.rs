@@ -443,3 +443,48 @@ fn ask_and_tryagain_during_a_slot_migration() {
         "released on the new owner"
     );
 }
+
+#[test]
+fn the_watchdog_renews_every_renewal_kind_on_every_master() {
+    let cluster = cluster();
+    let client = Client::cluster_builder(cluster.urls())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .expect("client");
+    let names = cluster.names_on_different_masters("renew-", 3);
+    // Per master: a reentrant hold (its field), a reader (its own markers),
+    // and a fair hold, in one run of the watchdog.
+    let plain: Vec<_> = names
+        .iter()
+        .map(|n| client.lock(n.clone()).lock().expect("lock"))
+        .collect();
+    let readers: Vec<_> = names
+        .iter()
+        .map(|n| {
+            client
+                .read_write_lock(format!("{n}-rw"))
+                .read_lock()
+                .lock()
+                .expect("read lock")
+        })
+        .collect();
+    let fair: Vec<_> = names
+        .iter()
+        .map(|n| {
+            client
+                .fair_lock(format!("{n}-fair"))
+                .lock()
+                .expect("fair lock")
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(3000));
+    for name in &names {
+        for key in [name.clone(), format!("{name}-rw"), format!("{name}-fair")] {
+            let ttl: i64 = cluster.owner(&key).cmd(&["PTTL", &key]);
+            assert!(ttl > 0, "{key} renewed on its master, PTTL {ttl}");
+        }
+    }
+    assert!(plain.iter().all(|g| !g.is_lost()));
+    assert!(readers.iter().all(|g| !g.is_lost()));
+    assert!(fair.iter().all(|g| !g.is_lost()));
+}
