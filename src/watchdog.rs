@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use crate::cluster::{Cluster, slot};
@@ -69,7 +70,7 @@ impl Watchdog {
             registry,
             pool,
             cluster,
-            con,
+            con: Mutex::new(con),
             lease,
             stop_rx,
         };
@@ -87,13 +88,16 @@ struct Worker {
     registry: Arc<Registry>,
     pool: Arc<Pool>,
     cluster: Option<Arc<Cluster>>,
-    con: Option<redis::Connection>,
+    /// The watchdog's own connection (standalone only). Behind a mutex only
+    /// so that a cluster run can share the worker with its per-master
+    /// threads; taken once per round, never contended.
+    con: Mutex<Option<redis::Connection>>,
     lease: Duration,
     stop_rx: Receiver<()>,
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(self) {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
         loop {
@@ -117,11 +121,11 @@ impl Worker {
     /// on an idle pooled connection. A connection that dropped before the
     /// command reached the server gets the command once more.
     fn with_connection<T>(
-        &mut self,
+        &self,
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         for attempt in 0..2 {
-            let con = match self.con.take() {
+            let con = match self.con.lock().take() {
                 Some(con) => Some(con),
                 None => match self.pool.connector().connect() {
                     Ok(con) => Some(con),
@@ -135,7 +139,7 @@ impl Worker {
                 Some(mut con) => {
                     let result = command(&mut con);
                     if !result.as_ref().is_err_and(Error::is_transient) {
-                        self.con = Some(con);
+                        *self.con.lock() = Some(con);
                     }
                     result
                 }
@@ -158,7 +162,7 @@ impl Worker {
     }
 
     /// One renewal run; `false` if some locks could not be renewed this time.
-    fn renew_all(&mut self) -> bool {
+    fn renew_all(&self) -> bool {
         // Each renewal kind has its own script: a chunk holds one kind only.
         let (mut fields, mut readers) = (Vec::new(), Vec::new());
         for hold in self.registry.renewable() {
@@ -204,7 +208,7 @@ impl Worker {
     /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined, each of
     /// one renewal kind; `false` if some locks could not be renewed.
     fn renew_round(
-        &mut self,
+        &self,
         round: &[&[Arc<Hold>]],
         lease_ms: u64,
         node: Option<(&Cluster, &Arc<str>)>,
@@ -302,11 +306,13 @@ impl Worker {
 impl Worker {
     /// One renewal run in a cluster: holds grouped by slot (a script's keys
     /// must share one), chunks of one slot and one renewal kind, each
-    /// master's chunks pipelined on one of its pooled connections. `false`
-    /// if some locks could not be renewed (a `MOVED` chunk is retried at the
-    /// next, early, run, on the new owner).
+    /// master's chunks pipelined on one of its pooled connections, the
+    /// masters in parallel (one scoped thread per master beyond the first),
+    /// so that a master that stops answering does not delay the others'
+    /// renewals. `false` if some locks could not be renewed (a `MOVED` chunk
+    /// is retried at the next, early, run, on the new owner).
     fn renew_in_cluster(
-        &mut self,
+        &self,
         cluster: &Cluster,
         fields: Vec<Arc<Hold>>,
         readers: Vec<Arc<Hold>>,
@@ -336,14 +342,33 @@ impl Worker {
                 }
             }
         }
-        for (addr, chunks) in &by_node {
-            for round in chunks.chunks(PIPELINED_CHUNKS) {
-                if !self.renew_round(round, lease_ms, Some((cluster, addr))) {
-                    complete = false;
-                    break;
-                }
+        let renew_node = |addr: &Arc<str>, chunks: &[&[Arc<Hold>]]| {
+            chunks
+                .chunks(PIPELINED_CHUNKS)
+                .all(|round| self.renew_round(round, lease_ms, Some((cluster, addr))))
+        };
+        let mut nodes = by_node.iter();
+        let first = nodes.next();
+        thread::scope(|scope| {
+            let others: Vec<_> = nodes
+                .map(|(addr, chunks)| {
+                    thread::Builder::new()
+                        .name("rlock-renew".into())
+                        .spawn_scoped(scope, || renew_node(addr, chunks))
+                        // No thread to be had: renew that master here.
+                        .map_err(|_| (addr, chunks))
+                })
+                .collect();
+            if let Some((addr, chunks)) = first {
+                complete &= renew_node(addr, chunks);
             }
-        }
+            for other in others {
+                complete &= match other {
+                    Ok(handle) => handle.join().unwrap_or(false),
+                    Err((addr, chunks)) => renew_node(addr, chunks),
+                };
+            }
+        });
         complete
     }
 }
