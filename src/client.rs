@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
+use crate::cluster::{Cluster, ShardedSubscription, Subscribers};
 use crate::connection::Connector;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
@@ -19,7 +20,7 @@ use crate::locks::{NonReentrantLock, SpinLock};
 use crate::names;
 use crate::owner;
 use crate::pool::{Checkout, Pool};
-use crate::pubsub::Subscriber;
+use crate::pubsub::{Flavour, Subscriber};
 use crate::replicas::ReplicaSync;
 use crate::scripts::lease_millis;
 use crate::sentinel::{SentinelSettings, SentinelWatch};
@@ -35,14 +36,17 @@ pub(crate) const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 /// Redisson's default `lockWatchdogTimeout`.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A connection to one Redis server and the factory of its locks; the Rust
+/// A connection to one Redis server (or one Redis Cluster, see
+/// [`Client::cluster_builder`]) and the factory of its locks; the Rust
 /// counterpart of a `RedissonClient`.
 ///
 /// A client has a random UUID ([`Client::id`]) that appears in the hash field
 /// of every lock its threads hold, a pool of command connections, one watchdog
 /// thread that renews every lock it holds, and one subscriber connection and
 /// thread (opened on the first wait) that wakes every thread waiting for one of
-/// its locks. Create one per process and share it: it is cheap to clone, and
+/// its locks. In a cluster: a pool and a subscriber per master, and a thread
+/// (`rlock-cluster`) that keeps the slot table current. Create one per
+/// process and share it: it is cheap to clone, and
 /// all clones are the same client. The threads and connections close when the
 /// last clone, lock and guard are dropped.
 ///
@@ -65,7 +69,11 @@ pub struct Client {
 pub(crate) struct Inner {
     pub id: String,
     pub config: Config,
+    /// The standalone server's pool; in a cluster, the first seed's (for
+    /// the watchdog's last resort only: commands go through `cluster`).
     pub pool: Arc<Pool>,
+    /// The slot table and per-master pools when connected to a cluster.
+    pub cluster: Option<Arc<Cluster>>,
     /// The process that built the client (see [`Error::ForkedProcess`]).
     pub pid: u32,
     pub registry: Arc<Registry>,
@@ -74,10 +82,10 @@ pub(crate) struct Inner {
     /// Under Sentinel: held for its `Drop`, which stops the thread that
     /// follows the master.
     pub _sentinel: Option<SentinelWatch>,
-    pub subscriber: Subscriber,
+    pub subscriber: Subscribers,
     /// Replica sync of lock writes, when on.
     pub sync: Option<Arc<ReplicaSync>>,
-    /// `publish` on a standalone server (PROTOCOL §1.6).
+    /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6).
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without
     /// asking the OS for randomness on every unlock.
@@ -114,12 +122,17 @@ impl Config {
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
-    /// The server's URL; under Sentinel, the master's scheme and settings.
+    /// The server's URL; under Sentinel, the master's scheme and settings;
+    /// in a cluster, the first seed.
     pub(crate) info: RedisResult<ConnectionInfo>,
     pub(crate) config: Config,
-    pool_size: u32,
+    pub(crate) pool_size: u32,
     pub(crate) tls: TlsSettings,
     pub(crate) sentinel: Option<SentinelSettings>,
+    /// Cluster seeds (`info` is the first one); `None` for one server.
+    pub(crate) seeds: Option<Vec<ConnectionInfo>>,
+    /// Sharded pub/sub in a cluster (ignored on one server).
+    pub(crate) sharded: ShardedSubscription,
 }
 
 impl Client {
@@ -152,6 +165,8 @@ impl Client {
             pool_size: 32,
             tls: TlsSettings::default(),
             sentinel: None,
+            seeds: None,
+            sharded: ShardedSubscription::Auto,
         }
     }
 
@@ -240,7 +255,10 @@ impl Client {
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
     pub fn diagnostics(&self) -> Diagnostics {
         let (subscribed_channels, waiters) = self.inner.subscriber.stats();
-        let (pooled_connections, idle_connections) = self.inner.pool.state();
+        let (pooled_connections, idle_connections) = match &self.inner.cluster {
+            Some(cluster) => cluster.pool_state(),
+            None => self.inner.pool.state(),
+        };
         Diagnostics {
             registered_holds: self.inner.registry.len(),
             subscribed_channels,
@@ -270,7 +288,9 @@ impl Client {
         })
     }
 
-    /// Runs `command` on a pooled connection; its second argument says
+    /// Runs `command` on a pooled connection to the server that holds `key`
+    /// (in a cluster, the master serving its slot, see [`Cluster::run`]);
+    /// its second argument says
     /// whether this is a resend. If the connection turns out to be dropped
     /// (it died idle in the pool: the server restarted, a proxy closed it),
     /// `command` runs once more on a connection that is fresh or has just
@@ -285,9 +305,18 @@ impl Client {
     /// the process ([`Client::check_process`]) before.
     pub(crate) fn with_connection<T>(
         &self,
+        key: &str,
         operation: &'static str,
         mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
     ) -> Result<T> {
+        // Both paths run `command` whole on one connection, a resend
+        // included: a `WAIT` for replicas after a lock script belongs inside
+        // it (wrap `command`), so that it runs on the script's connection,
+        // and in a cluster on the slot's master.
+        if let Some(cluster) = &self.inner.cluster {
+            let result = cluster.run(key, command, RECONNECT_GRACE);
+            return result.map_err(|e| self.timeout_error(operation, e));
+        }
         let pool = &self.inner.pool;
         let generation = pool.connector().endpoint().generation();
         let mut con = pool.get_within(RECONNECT_GRACE)?;
@@ -314,13 +343,19 @@ impl Client {
             }
             other => other,
         };
-        result.map_err(|e| match e {
+        result.map_err(|e| self.timeout_error(operation, e))
+    }
+
+    /// A reply that did not come within the response timeout is
+    /// [`Error::Timeout`] for `operation`.
+    fn timeout_error(&self, operation: &'static str, e: Error) -> Error {
+        match e {
             Error::Redis(e) if e.is_timeout() => Error::Timeout {
                 operation,
                 after: self.inner.config.response_timeout,
             },
             other => other,
-        })
+        }
     }
 }
 
@@ -340,11 +375,13 @@ impl fmt::Debug for Client {
 pub struct Diagnostics {
     /// Locks held through this client, one per (lock, thread).
     pub registered_holds: usize,
-    /// Channels the subscriber is subscribed to, or subscribing to.
+    /// Channels the subscriber is subscribed to, or subscribing to (in a
+    /// cluster, over every master's subscriber).
     pub subscribed_channels: usize,
     /// Threads currently waiting for a lock through the subscriber.
     pub waiters: usize,
-    /// Command connections open in the pool.
+    /// Command connections open in the pool (in a cluster, in every
+    /// master's pool).
     pub pooled_connections: u32,
     /// Of those, how many are idle.
     pub idle_connections: u32,
@@ -451,23 +488,46 @@ impl ClientBuilder {
             )));
         }
 
-        let endpoint = self.tls.endpoint(info)?;
         let timeouts = (config.connect_timeout, config.response_timeout);
-        // Under Sentinel, the endpoint moves to the master they name.
-        let sentinels = (self.sentinel)
-            .map(|settings| settings.locate(&self.tls, &endpoint, timeouts))
-            .transpose()?;
-        let endpoint = Arc::new(endpoint);
-        let connector = Connector::new(
-            Arc::clone(&endpoint),
-            config.connect_timeout,
-            config.response_timeout,
-        )?;
-        let pool = Arc::new(Pool::new(connector.clone(), self.pool_size));
-        // Fail now if the server cannot be reached (at once when it refuses,
-        // within the connect timeout when it is silent) or refuses the
-        // credentials; the connection stays in the pool for the first command.
-        drop(pool.get()?);
+        let (pool, cluster, endpoint, sentinels) = match self.seeds {
+            None => {
+                let endpoint = self.tls.endpoint(info)?;
+                // Under Sentinel, the endpoint moves to the master they name.
+                let sentinels = (self.sentinel)
+                    .map(|settings| settings.locate(&self.tls, &endpoint, timeouts))
+                    .transpose()?;
+                let endpoint = Arc::new(endpoint);
+                let connector = Connector::new(
+                    Arc::clone(&endpoint),
+                    config.connect_timeout,
+                    config.response_timeout,
+                )?;
+                let pool = Arc::new(Pool::new(connector, self.pool_size));
+                // Fail now if the server cannot be reached (at once when it
+                // refuses, within the connect timeout when it is silent) or
+                // refuses the credentials; the connection stays in the pool
+                // for the first command.
+                drop(pool.get()?);
+                (pool, None, Some(endpoint), sentinels)
+            }
+            Some(seeds) => {
+                if self.sentinel.is_some() {
+                    return Err(Error::invalid(
+                        "a client is either for Sentinel or for a cluster, not both",
+                    ));
+                }
+                if config.replica_sync.is_some() {
+                    // Each master has its own replicas: the count would
+                    // have to be kept per master. Not built yet.
+                    return Err(Error::invalid(
+                        "replica sync (check_lock_synced_replicas) is not supported in a cluster yet",
+                    ));
+                }
+                let (pool, cluster) =
+                    Cluster::for_client(seeds, &config, self.pool_size, &self.tls)?;
+                (pool, Some(cluster), None, None)
+            }
+        };
 
         let registry = Arc::new(Registry::default());
         let sync = config
@@ -476,17 +536,29 @@ impl ClientBuilder {
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
             Arc::clone(&pool),
+            cluster.clone(),
             config.watchdog_timeout,
             sync.clone(),
         )?;
-        let subscriber = Subscriber::new(
-            Arc::clone(&endpoint),
-            config.connect_timeout,
-            config.response_timeout,
-        );
-        let sentinel = sentinels
-            .map(|sentinels| sentinels.watch(endpoint, subscriber.handle(), timeouts))
-            .transpose()?;
+        let (subscriber, publish, sentinel) = match (&cluster, endpoint) {
+            (Some(cluster), _) => {
+                let (subscribers, publish) = Cluster::subscribers(cluster, self.sharded, &config);
+                (subscribers, publish, None)
+            }
+            (None, endpoint) => {
+                let endpoint = endpoint.unwrap_or_else(|| Arc::clone(pool.connector().endpoint()));
+                let subscriber = Subscriber::new(
+                    Arc::clone(&endpoint),
+                    config.connect_timeout,
+                    config.response_timeout,
+                    Flavour::Standalone,
+                );
+                let sentinel = sentinels
+                    .map(|sentinels| sentinels.watch(endpoint, subscriber.handle(), timeouts))
+                    .transpose()?;
+                (Subscribers::One(subscriber), "publish", sentinel)
+            }
+        };
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -495,13 +567,14 @@ impl ClientBuilder {
                 id: id.to_string(),
                 config,
                 pool,
+                cluster,
                 pid: std::process::id(),
                 registry,
                 _watchdog: watchdog,
                 _sentinel: sentinel,
                 subscriber,
                 sync,
-                publish: "publish",
+                publish,
             }),
         })
     }

@@ -9,13 +9,15 @@
 //! latch. A Java thread and a Rust thread contending for `"orders"` exclude each
 //! other and wake each other up.
 //!
-//! - [`Client`] connects to one Redis server. It owns a connection pool, one
-//!   watchdog thread that renews every lock it holds (30 s lease, renewed every
-//!   10 s, batched), and one subscriber connection that wakes waiting threads
-//!   when a lock is released. The server is standalone, or the master that
-//!   Redis Sentinels name ([`Client::sentinel_builder`], followed across
-//!   failovers), reached over TCP, a Unix socket, or TLS (`rediss://`, with
-//!   the `tls-rustls` feature: `ClientBuilder::tls_root_ca_pem`).
+//! - [`Client`] connects to one Redis server ([`Client::builder`]), the master
+//!   that Redis Sentinels name ([`Client::sentinel_builder`], followed across
+//!   failovers) or one Redis Cluster ([`Client::cluster_builder`]), over TCP,
+//!   a Unix socket, or TLS (`rediss://`, with the `tls-rustls` feature:
+//!   `ClientBuilder::tls_root_ca_pem`). It owns a connection pool (one per
+//!   master in a cluster), one watchdog thread that renews every lock it
+//!   holds (30 s lease, renewed every 10 s, batched), and one subscriber
+//!   connection (one per master in a cluster) that wakes waiting threads
+//!   when a lock is released.
 //! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
 //!   released on drop, and `!Send` because a lock belongs to the thread that
 //!   took it. Both are generic over the lock type ([`Kind`]): the reentrant
@@ -82,6 +84,7 @@
 
 mod attempt;
 mod client;
+mod cluster;
 mod connection;
 mod endpoint;
 mod error;
@@ -104,6 +107,8 @@ mod unlock;
 mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
+pub use cluster::ShardedSubscription;
+pub use cluster::slot::key_slot;
 pub use error::{Error, LostReason, Result};
 pub use guard::LockGuard;
 pub use lock::Lock;

@@ -174,7 +174,9 @@ impl<K: Kind> Lock<K> {
     pub fn is_locked(&self) -> Result<bool> {
         self.check()?;
         self.client
-            .with_connection("is_locked", |con, _| self.kind.is_locked(con, &self.name))
+            .with_connection(&self.name, "is_locked", |con, _| {
+                self.kind.is_locked(con, &self.name)
+            })
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
@@ -182,7 +184,7 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let field = self.owner_field();
         self.client
-            .with_connection("is_held_by_current_thread", |con, _| {
+            .with_connection(&self.name, "is_held_by_current_thread", |con, _| {
                 Ok(con.hexists(&*self.name, &field)?)
             })
     }
@@ -191,9 +193,11 @@ impl<K: Kind> Lock<K> {
     pub fn hold_count(&self) -> Result<u64> {
         self.check()?;
         let field = self.owner_field();
-        let count: Option<u64> = self
-            .client
-            .with_connection("hold_count", |con, _| Ok(con.hget(&*self.name, &field)?))?;
+        let count: Option<u64> =
+            self.client
+                .with_connection(&self.name, "hold_count", |con, _| {
+                    Ok(con.hget(&*self.name, &field)?)
+                })?;
         Ok(count.unwrap_or(0))
     }
 
@@ -203,7 +207,9 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let ttl: i64 = self
             .client
-            .with_connection("remaining_ttl", |con, _| Ok(con.pttl(&*self.name)?))?;
+            .with_connection(&self.name, "remaining_ttl", |con, _| {
+                Ok(con.pttl(&*self.name)?)
+            })?;
         Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
     }
 
@@ -268,16 +274,18 @@ impl<K: Kind> Lock<K> {
             return Ok(None);
         }
         let fallback = config.watchdog_timeout / 3;
-        let (subscription, mut backoff) = match self.kind.wake(&self.name, field) {
+        let subscription_limit = |ttl: Option<Duration>| {
+            let limit = Instant::now() + config.subscription_timeout.min(ttl.unwrap_or(fallback));
+            deadline.map_or(limit, |deadline| limit.min(deadline))
+        };
+        let subscribers = &self.client.inner.subscriber;
+        let (channel, mut subscription, mut backoff) = match self.kind.wake(&self.name, field) {
             Wake::Channel { channel, entry } => {
-                let mut limit = now + config.subscription_timeout.min(ttl.unwrap_or(fallback));
-                if let Some(deadline) = deadline {
-                    limit = limit.min(deadline);
-                }
-                let subscriber = &self.client.inner.subscriber;
-                (Some(subscriber.subscribe(&channel, &entry, limit)?), None)
+                let subscription =
+                    subscribers.subscribe(&channel, &entry, subscription_limit(ttl))?;
+                (Some((channel, entry)), Some(subscription), None)
             }
-            Wake::Backoff(backoff) => (None, Some(Spin::new(backoff))),
+            Wake::Backoff(backoff) => (None, None, Some(Spin::new(backoff))),
         };
         // One connection lost while waiting (a server restarting under the
         // waiters: the attempt right after the subscriber lost its connection
@@ -298,6 +306,18 @@ impl<K: Kind> Lock<K> {
                 }
                 Err(e) => return Err(e),
             };
+            // In a cluster, a subscription whose slot moved or whose master
+            // failed over woke its waiter to subscribe where the slot lives
+            // now, and to try again once subscribed: a release meanwhile
+            // was announced where nobody listened.
+            if let (Some(current), Some((channel, entry))) = (&subscription, &channel)
+                && subscribers.is_stale(current, channel)
+            {
+                drop(subscription.take()); // leaves before joining again
+                subscription =
+                    Some(subscribers.subscribe(channel, entry, subscription_limit(ttl))?);
+                continue;
+            }
             // A key without a TTL: wait for a message, but poll now and then.
             let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
             if let Some(backoff) = &mut backoff {
@@ -368,10 +388,12 @@ impl<K: Kind> Lock<K> {
     ) -> Result<(Attempt<K>, Synced)> {
         let begun = self.begin_attempt(field, lease)?;
         let sent = Instant::now();
-        let acquired = self.client.with_synced_connection("lock", |con, resend| {
-            let request = begun.request(self, lease_ms, field, resend, queue);
-            self.kind.acquire(con, &request)
-        });
+        let acquired = self
+            .client
+            .with_synced_connection(&self.name, "lock", |con, resend| {
+                let request = begun.request(self, lease_ms, field, resend, queue);
+                self.kind.acquire(con, &request)
+            });
         let (acquired, synced) = match acquired {
             Ok((acquired, synced)) => (Ok(acquired), synced),
             Err(e) => (Err(e), Synced::Yes),

@@ -253,14 +253,15 @@ impl Client {
     /// connection, and the verdict on the last one comes with the result.
     pub(crate) fn with_synced_connection<T>(
         &self,
+        key: &str,
         operation: &'static str,
         mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<(T, Synced)> {
         match &self.inner.sync {
             None => self
-                .with_connection(operation, |con, resend| command(con, resend))
+                .with_connection(key, operation, |con, resend| command(con, resend))
                 .map(|value| (value, Synced::Yes)),
-            Some(sync) => self.with_connection(operation, |con, resend| {
+            Some(sync) => self.with_connection(key, operation, |con, resend| {
                 let generation = self.inner.pool.connector().endpoint().generation();
                 sync.run(generation, con, |con| command(con, resend))
             }),
@@ -276,7 +277,7 @@ impl Client {
         name: &str,
         command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<T> {
-        let (value, synced) = self.with_synced_connection(operation, command)?;
+        let (value, synced) = self.with_synced_connection(name, operation, command)?;
         if let Some(e) = synced.error(operation, name) {
             log::warn!("redisson-lock: {e}");
         }

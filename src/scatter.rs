@@ -69,6 +69,14 @@ pub(crate) struct InFlight<'a> {
 }
 
 impl Client {
+    /// Whether this client's commands can be written ahead of their replies
+    /// on its one pool: not in a cluster (each name has its own master) nor
+    /// with replica sync (each write needs its `WAIT`); those take the
+    /// single-lock path, member after member.
+    pub(crate) fn can_scatter(&self) -> bool {
+        self.inner.cluster.is_none() && self.inner.sync.is_none()
+    }
+
     /// Writes `packed` on a pooled connection of this client. `Err` when no
     /// connection could be had (nothing was sent); a failed write is kept
     /// for the reply (the single-lock path's resend rule then applies).

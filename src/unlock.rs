@@ -226,7 +226,7 @@ impl<K: Kind> Lock<K> {
                 // idempotent) like one whose reply was lost, then reported.
                 None => self
                     .client
-                    .with_synced_connection("unlock", |con, resend| send(con, resend))
+                    .with_synced_connection(&self.name, "unlock", |con, resend| send(con, resend))
                     .and_then(
                         |(outcome, synced)| match synced.error("unlock", &self.name) {
                             Some(e) if self.client.checks_replicas() => Err(e),

@@ -8,13 +8,17 @@
 //! renewals. If it drops and cannot be reopened, a run borrows an idle
 //! connection from the command pool.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
 use redis::ConnectionLike;
 
+use crate::cluster::{Cluster, slot};
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
 use crate::pool::Pool;
@@ -50,24 +54,31 @@ impl Watchdog {
     /// `lease` every `lease / 3`.
     ///
     /// Its connection is opened here, on the caller's thread: a server that
-    /// cannot be reached fails the client's build.
+    /// cannot be reached fails the client's build. In a cluster it has none:
+    /// each chunk goes to its slot's master over that master's pool.
     pub fn start(
         registry: Arc<Registry>,
         pool: Arc<Pool>,
+        cluster: Option<Arc<Cluster>>,
         lease: Duration,
         sync: Option<Arc<ReplicaSync>>,
     ) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let generation = pool.connector().endpoint().generation();
-        let con = pool
-            .connector()
-            .connect()
-            .map_err(|e| pool.connector().connect_error(e))?;
+        let con = match cluster {
+            Some(_) => None,
+            None => Some(
+                pool.connector()
+                    .connect()
+                    .map_err(|e| pool.connector().connect_error(e))?,
+            ),
+        };
         let worker = Worker {
             registry,
             pool,
-            con: Some(con),
-            generation,
+            cluster,
+            con: Mutex::new(con),
+            generation: AtomicU64::new(generation),
             lease,
             sync,
             stop_rx,
@@ -85,10 +96,14 @@ impl Watchdog {
 struct Worker {
     registry: Arc<Registry>,
     pool: Arc<Pool>,
-    con: Option<redis::Connection>,
+    cluster: Option<Arc<Cluster>>,
+    /// The watchdog's own connection (standalone only). Behind a mutex only
+    /// so that a cluster run can share the worker with its per-master
+    /// threads; taken once per round, never contended.
+    con: Mutex<Option<redis::Connection>>,
     /// The endpoint generation `con` was opened at: after a Sentinel
     /// failover the connection is reopened to the new master.
-    generation: u64,
+    generation: AtomicU64,
     lease: Duration,
     /// Replica sync: a `WAIT` after each round trip of renewals.
     sync: Option<Arc<ReplicaSync>>,
@@ -96,7 +111,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(self) {
         let period = self.lease / 3;
         let mut next_tick = Instant::now() + period;
         loop {
@@ -113,7 +128,9 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
             }
-            if Instant::now() < next_tick && endpoint.generation() == self.generation {
+            if Instant::now() < next_tick
+                && endpoint.generation() == self.generation.load(Ordering::Acquire)
+            {
                 continue;
             }
             let delay = if self.renew_all() {
@@ -132,16 +149,15 @@ impl Worker {
     /// on an idle pooled connection. A connection that dropped before the
     /// command reached the server gets the command once more.
     fn with_connection<T>(
-        &mut self,
+        &self,
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
         for attempt in 0..2 {
             let now = self.pool.connector().endpoint().generation();
-            if now != self.generation {
-                self.con = None;
-                self.generation = now;
+            if self.generation.swap(now, Ordering::AcqRel) != now {
+                *self.con.lock() = None;
             }
-            let con = match self.con.take() {
+            let con = match self.con.lock().take() {
                 Some(con) => Some(con),
                 None => match self.pool.connector().connect() {
                     Ok(con) => Some(con),
@@ -162,7 +178,7 @@ impl Worker {
                         self.pool.connector().endpoint().suspect();
                     }
                     if !result.as_ref().is_err_and(Error::is_transient) {
-                        self.con = Some(con);
+                        *self.con.lock() = Some(con);
                     }
                     result
                 }
@@ -185,7 +201,7 @@ impl Worker {
     }
 
     /// One renewal run; `false` if some locks could not be renewed this time.
-    fn renew_all(&mut self) -> bool {
+    fn renew_all(&self) -> bool {
         // Each renewal kind has its own script: a chunk holds one kind only.
         let (mut fields, mut readers) = (Vec::new(), Vec::new());
         for hold in self.registry.renewable() {
@@ -204,12 +220,20 @@ impl Worker {
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
+        if let Some(cluster) = self.cluster.clone() {
+            let complete = self.renew_in_cluster(&cluster, fields, readers, lease_ms);
+            log::debug!(
+                "redisson-lock: renewed {due} lock(s) in {:?}",
+                started.elapsed()
+            );
+            return complete;
+        }
         let chunks: Vec<&[Arc<Hold>]> = fields
             .chunks(RENEWAL_BATCH_SIZE)
             .chain(readers.chunks(RENEWAL_BATCH_SIZE))
             .collect();
         for round in chunks.chunks(PIPELINED_CHUNKS) {
-            if !self.renew_round(round, lease_ms) {
+            if !self.renew_round(round, lease_ms, None) {
                 return false;
             }
         }
@@ -222,7 +246,12 @@ impl Worker {
 
     /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined, each of
     /// one renewal kind; `false` if some locks could not be renewed.
-    fn renew_round(&mut self, round: &[&[Arc<Hold>]], lease_ms: u64) -> bool {
+    fn renew_round(
+        &self,
+        round: &[&[Arc<Hold>]],
+        lease_ms: u64,
+        node: Option<(&Cluster, &Arc<str>)>,
+    ) -> bool {
         let lease = self.lease;
         let chunks: Vec<RenewChunk<'_>> = round
             .iter()
@@ -244,21 +273,28 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
-        let (sync, pool) = (self.sync.clone(), Arc::clone(&self.pool));
-        let result = self.with_connection(|con| {
-            let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
-            if let Some(sync) = &sync {
-                let generation = pool.connector().endpoint().generation();
-                match sync.wait(generation, con) {
-                    Ok(Synced::Yes) => {}
-                    Ok(Synced::No { replicas }) => log::warn!(
-                        "redisson-lock: none of {replicas} replica(s) acknowledged a lease renewal"
-                    ),
-                    Err(e) => log::warn!("redisson-lock: WAIT after a renewal failed: {e}"),
-                }
+        let result = match node {
+            None => {
+                let (sync, pool) = (self.sync.clone(), Arc::clone(&self.pool));
+                self.with_connection(|con| {
+                    let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
+                    if let Some(sync) = &sync {
+                        let generation = pool.connector().endpoint().generation();
+                        match sync.wait(generation, con) {
+                            Ok(Synced::Yes) => {}
+                            Ok(Synced::No { replicas }) => log::warn!(
+                                "redisson-lock: none of {replicas} replica(s) acknowledged a lease renewal"
+                            ),
+                            Err(e) => {
+                                log::warn!("redisson-lock: WAIT after a renewal failed: {e}")
+                            }
+                        }
+                    }
+                    Ok(replies)
+                })
             }
-            Ok(replies)
-        });
+            Some((cluster, addr)) => cluster_renewal(cluster, addr, &chunks, lease_ms),
+        };
         let mut tickets = tickets.into_iter();
         let replies = match result {
             Ok(replies) => replies,
@@ -284,6 +320,9 @@ impl Worker {
                         "redisson-lock: can't renew {} lock(s), will retry: {e}",
                         chunk.len()
                     );
+                    if let (Some((cluster, _)), Error::Redis(e)) = (node, &e) {
+                        cluster.note_redirect(e);
+                    }
                     complete = false;
                     let outcome = LeaseOutcome::of_error(&e);
                     for (hold, ticket) in chunk.iter().zip(tickets.by_ref()) {
@@ -319,4 +358,125 @@ impl Worker {
             }
         }
     }
+}
+
+impl Worker {
+    /// One renewal run in a cluster: holds grouped by slot (a script's keys
+    /// must share one), chunks of one slot and one renewal kind, each
+    /// master's chunks pipelined on one of its pooled connections, the
+    /// masters in parallel (one scoped thread per master beyond the first),
+    /// so that a master that stops answering does not delay the others'
+    /// renewals. `false` if some locks could not be renewed (a `MOVED` chunk
+    /// is retried at the next, early, run, on the new owner).
+    fn renew_in_cluster(
+        &self,
+        cluster: &Cluster,
+        fields: Vec<Arc<Hold>>,
+        readers: Vec<Arc<Hold>>,
+        lease_ms: u64,
+    ) -> bool {
+        let mut by_slot: HashMap<(u16, bool), Vec<Arc<Hold>>> = HashMap::new();
+        for (hold, read) in fields
+            .into_iter()
+            .map(|h| (h, false))
+            .chain(readers.into_iter().map(|h| (h, true)))
+        {
+            let slot = slot::key_slot(hold.name.as_bytes());
+            by_slot.entry((slot, read)).or_default().push(hold);
+        }
+        let mut by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = HashMap::new();
+        let mut complete = true;
+        for ((slot, _), holds) in &by_slot {
+            match cluster.owner(*slot) {
+                Some(owner) => by_node
+                    .entry(owner)
+                    .or_default()
+                    .extend(holds.chunks(RENEWAL_BATCH_SIZE)),
+                None => {
+                    log::warn!("redisson-lock: no master known for slot {slot}, will retry");
+                    cluster.schedule_refresh();
+                    complete = false;
+                }
+            }
+        }
+        let renew_node = |addr: &Arc<str>, chunks: &[&[Arc<Hold>]]| {
+            chunks
+                .chunks(PIPELINED_CHUNKS)
+                .all(|round| self.renew_round(round, lease_ms, Some((cluster, addr))))
+        };
+        let mut nodes = by_node.iter();
+        let first = nodes.next();
+        thread::scope(|scope| {
+            let others: Vec<_> = nodes
+                .map(|(addr, chunks)| {
+                    thread::Builder::new()
+                        .name("rlock-renew".into())
+                        .spawn_scoped(scope, || renew_node(addr, chunks))
+                        // No thread to be had: renew that master here.
+                        .map_err(|_| (addr, chunks))
+                })
+                .collect();
+            if let Some((addr, chunks)) = first {
+                complete &= renew_node(addr, chunks);
+            }
+            for other in others {
+                complete &= match other {
+                    Ok(handle) => handle.join().unwrap_or(false),
+                    Err((addr, chunks)) => renew_node(addr, chunks),
+                };
+            }
+        });
+        complete
+    }
+}
+
+/// One pipelined renewal round on a pooled connection to the master at
+/// `addr`. A chunk answered `ASK` (its slot is being migrated and its locks
+/// already moved) is sent once more, after `ASKING`, to the importing node.
+/// A lost connection costs nothing but this round: the next run (early,
+/// after a failure) finds the new table.
+fn cluster_renewal(
+    cluster: &Cluster,
+    addr: &Arc<str>,
+    chunks: &[RenewChunk<'_>],
+    lease_ms: u64,
+) -> Result<Vec<Result<Vec<Renewed>>>> {
+    let result = cluster.pool(addr).and_then(|pool| {
+        let mut con = pool.get()?;
+        scripts::renew_chunks(&mut con, chunks, lease_ms)
+    });
+    if result.as_ref().is_err_and(Error::is_transient) {
+        cluster.schedule_refresh();
+    }
+    let mut replies = result?;
+    for (reply, chunk) in replies.iter_mut().zip(chunks) {
+        let target = match reply {
+            Err(Error::Redis(e)) if e.code() == Some("ASK") => e.redirect_node(),
+            _ => None,
+        };
+        if let Some((target, _)) = target {
+            let target: Arc<str> = Arc::from(target);
+            *reply = renew_asking(cluster, &target, chunk, lease_ms);
+        }
+    }
+    Ok(replies)
+}
+
+/// `ASKING` and one chunk's renewal on the node at `addr`.
+fn renew_asking(
+    cluster: &Cluster,
+    addr: &Arc<str>,
+    chunk: &RenewChunk<'_>,
+    lease_ms: u64,
+) -> Result<Vec<Renewed>> {
+    let pool = cluster.pool(addr)?;
+    let mut con = pool.get()?;
+    redis::cmd("ASKING").exec(&mut con)?;
+    let one = RenewChunk {
+        read_markers: chunk.read_markers,
+        items: chunk.items.clone(),
+    };
+    scripts::renew_chunks(&mut con, std::slice::from_ref(&one), lease_ms)?
+        .pop()
+        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())))
 }

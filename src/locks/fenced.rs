@@ -108,7 +108,7 @@ impl crate::Lock<Fenced> {
     /// round trip.
     pub fn token(&self) -> Result<Option<u64>> {
         self.check()?;
-        self.client.with_connection("token", |con, _| {
+        self.client.with_connection(&self.name, "token", |con, _| {
             Ok(redis::cmd("GET").arg(self.kind.token_key()).query(con)?)
         })
     }

@@ -63,7 +63,8 @@ pub(super) fn try_all<K: Kind>(
         let packed = Recorder::record(|con| {
             let request = begun.request(lock, lease_ms, &field, false, None);
             let _ = lock.kind.acquire(con, &request);
-        });
+        })
+        .filter(|_| lock.client.can_scatter());
         let at = Instant::now();
         let in_flight = packed.map(|packed| lock.client.send(&packed));
         sent.push(Sent {
@@ -96,9 +97,10 @@ pub(super) fn try_all<K: Kind>(
             // No connection could be had: nothing was sent.
             Some(Err(e)) => Err(e),
             // Nothing recorded: the single-lock path, as is.
-            Some(Ok(None)) | None => lock
-                .client
-                .with_connection("lock", |con, resend| send(con, resend)),
+            Some(Ok(None)) | None => {
+                lock.client
+                    .with_connection(&lock.name, "lock", |con, resend| send(con, resend))
+            }
         };
         outcomes.push(lock.finish_attempt(begun, &field, lease, sent, acquired));
     }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use redis::{RedisError, ServerError, Value};
 
 use super::Shared;
+use super::shard::moved_away;
 use super::stream::Stream;
 use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
@@ -44,12 +45,12 @@ pub(super) struct Conn {
     out: Vec<u8>,
     written: usize,
     /// Channels whose last command sent was SUBSCRIBE.
-    subscribed: HashSet<String>,
+    pub(super) subscribed: HashSet<String>,
     /// Per channel, its commands whose reply has not come yet.
     in_flight: HashMap<String, usize>,
     /// Every command whose reply has not come yet, oldest first: replies come
     /// in this order, so each confirmation or error answers the front one.
-    pending: VecDeque<Pending>,
+    pub(super) pending: VecDeque<Pending>,
 }
 
 /// A command written to the subscriber connection, awaiting its reply.
@@ -57,7 +58,7 @@ pub(super) struct Conn {
 /// refuses a whole command when it may not have one of its channels) names
 /// exactly one.
 #[derive(Debug)]
-enum Pending {
+pub(super) enum Pending {
     Subscribe(String),
     Unsubscribe(String),
     Ping,
@@ -75,13 +76,16 @@ enum Reply {
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
     /// records it.
-    fn queue(&mut self, command: Pending) {
+    fn queue(&mut self, command: Pending, sharded: bool) {
+        let (subscribe, unsubscribe) = if sharded {
+            ("SSUBSCRIBE", "SUNSUBSCRIBE")
+        } else {
+            ("SUBSCRIBE", "UNSUBSCRIBE")
+        };
         let packed = match &command {
-            Pending::Subscribe(channel) => {
-                redis::cmd("SUBSCRIBE").arg(channel).get_packed_command()
-            }
+            Pending::Subscribe(channel) => redis::cmd(subscribe).arg(channel).get_packed_command(),
             Pending::Unsubscribe(channel) => {
-                redis::cmd("UNSUBSCRIBE").arg(channel).get_packed_command()
+                redis::cmd(unsubscribe).arg(channel).get_packed_command()
             }
             Pending::Ping => redis::cmd("PING").get_packed_command(),
         };
@@ -271,7 +275,7 @@ impl Shared {
             }
         }
         for command in commands {
-            conn.queue(command);
+            conn.queue(command, self.sharded);
         }
     }
 
@@ -344,8 +348,14 @@ impl Shared {
             }
             // Only when a working connection is lost: failed reconnects must
             // not keep waking the waiters. (The next connection's
-            // confirmations wake them again.)
-            self.lot.lock().connection_lost(answered);
+            // confirmations wake them again.) In a cluster the node may be
+            // gone for good: the waiters subscribe again where their slot
+            // lives now.
+            if self.cluster && answered {
+                self.lot.lock().all_moved();
+            } else {
+                self.lot.lock().connection_lost(answered);
+            }
         }
     }
 
@@ -390,7 +400,7 @@ impl Shared {
                 }
                 Err(e) if e.is_timeout() && !ping_sent => {
                     let mut conn = self.conn.lock();
-                    conn.queue(Pending::Ping);
+                    conn.queue(Pending::Ping, self.sharded);
                     self.flush_patiently(&mut conn)?;
                     ping_sent = true;
                 }
@@ -412,12 +422,19 @@ impl Shared {
                 [Value::BulkString(kind), Value::BulkString(name), payload] => {
                     let name = String::from_utf8_lossy(name).into_owned();
                     match kind.as_slice() {
-                        b"message" => {
+                        b"message" | b"smessage" => {
                             self.deliver(&name, payload);
                             return Ok(());
                         }
-                        b"subscribe" => Reply::Subscribed(name),
+                        b"subscribe" | b"ssubscribe" => Reply::Subscribed(name),
                         b"unsubscribe" => Reply::Unsubscribed(name),
+                        b"sunsubscribe" => {
+                            if !self.answers_front_unsubscribe(&name) {
+                                self.shard_lost(&name);
+                                return Ok(());
+                            }
+                            Reply::Unsubscribed(name)
+                        }
                         _ => return Ok(()),
                     }
                 }
@@ -481,6 +498,16 @@ impl Shared {
             (Pending::Ping, Reply::Pong) => {}
             // A refused PING still proves the server alive.
             (Pending::Ping, Reply::Refused(_)) => {}
+            (Pending::Subscribe(channel), Reply::Refused(e)) if self.cluster && moved_away(&e) => {
+                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
+                    let woken = self.lot.lock().moved(&channel);
+                    log::debug!(
+                        "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
+                         thread(s) subscribe again at the slot's master",
+                        e.code()
+                    );
+                }
+            }
             (Pending::Subscribe(channel), Reply::Refused(e)) => {
                 if conn.settled(&channel) && conn.subscribed.remove(&channel) {
                     let error = RedisError::from(e);

@@ -61,6 +61,11 @@ struct EntryState {
     /// The server refused the subscription this entry's waiters relied on.
     /// Set once, when the entry leaves the lot; its waiters all get the error.
     refused: Option<RedisError>,
+    /// The channel's subscription is gone from this node for good (a
+    /// cluster's slot moved or its master failed): the waiters must
+    /// subscribe again where the slot lives now. Set once, when the entry
+    /// leaves the lot.
+    moved: bool,
 }
 
 impl Lot {
@@ -92,7 +97,7 @@ impl Lot {
     pub(super) fn leave(&mut self, channel: &str, key: &str, entry: &Arc<Entry>) -> bool {
         {
             let mut state = entry.state.lock();
-            if state.refused.is_some() {
+            if state.refused.is_some() || state.moved {
                 return false;
             }
             state.waiters = state.waiters.saturating_sub(1);
@@ -201,6 +206,26 @@ impl Lot {
     /// were active must be woken once subscribed again (a message may be
     /// missed meanwhile), and with `wake` every waiter is woken now (the
     /// server may be gone: they find out within their own timeouts).
+    /// The channel's subscription is gone from this node for good (an
+    /// unsolicited `sunsubscribe`, a `MOVED` refusal, or in a cluster the
+    /// connection lost): forgets the channel and wakes every waiter of its
+    /// entries, which see [`Entry::is_moved`] and subscribe again through
+    /// the slot table. Returns the number of waiters woken.
+    pub(super) fn moved(&mut self, channel: &str) -> usize {
+        let Some(record) = self.channels.remove(channel) else {
+            return 0;
+        };
+        record.entries.values().map(|entry| entry.moved()).sum()
+    }
+
+    /// [`Lot::moved`] for every channel.
+    pub(super) fn all_moved(&mut self) {
+        let channels: Vec<String> = self.channels.keys().cloned().collect();
+        for channel in channels {
+            self.moved(&channel);
+        }
+    }
+
     pub(super) fn connection_lost(&mut self, wake: bool) {
         for record in self.channels.values_mut() {
             record.active = false;
@@ -234,7 +259,7 @@ impl Entry {
             if let Some(error) = &state.refused {
                 return Err(error.clone());
             }
-            if state.active {
+            if state.active || state.moved {
                 return Ok(());
             }
             if self.activated.wait_until(&mut state, limit).timed_out() {
@@ -299,6 +324,20 @@ impl Entry {
             state.permits += 1;
             self.released.notify_one();
         }
+    }
+
+    /// Whether the subscription moved away (see [`Lot::moved`]).
+    pub(super) fn is_moved(&self) -> bool {
+        self.state.lock().moved
+    }
+
+    fn moved(&self) -> usize {
+        let mut state = self.state.lock();
+        state.moved = true;
+        state.permits += state.waiters;
+        self.activated.notify_all();
+        self.released.notify_all();
+        state.waiters
     }
 
     fn refuse(&self, error: &RedisError) -> usize {

@@ -30,6 +30,7 @@
 
 mod conn;
 mod entries;
+mod shard;
 mod stream;
 
 use std::sync::Arc;
@@ -44,6 +45,17 @@ use crate::error::Result;
 use conn::Conn;
 use entries::{Entry, Lot};
 
+/// What a subscriber's connection is to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// The one server of a standalone client: `SUBSCRIBE`.
+    Standalone,
+    /// One master of a cluster, classic pub/sub: `SUBSCRIBE`.
+    ClusterClassic,
+    /// One master of a cluster, sharded pub/sub: `SSUBSCRIBE`.
+    Sharded,
+}
+
 /// The client's subscriber. Dropping it closes the connection and ends the thread.
 pub(crate) struct Subscriber {
     shared: Arc<Shared>,
@@ -53,6 +65,12 @@ pub(crate) struct Subscriber {
 struct Shared {
     /// The server to (re)connect to: it moves on a Sentinel failover.
     endpoint: Arc<Endpoint>,
+    /// `SSUBSCRIBE`/`SUNSUBSCRIBE` (Redis 7 sharded pub/sub) instead of
+    /// `SUBSCRIBE`/`UNSUBSCRIBE`.
+    sharded: bool,
+    /// Connected to one master of a cluster: a lost connection or a lost
+    /// shard subscription sends the waiters back to the slot table.
+    cluster: bool,
     connect_timeout: Duration,
     /// The bound on every write once connected, and the health check's
     /// silence while threads wait.
@@ -85,10 +103,13 @@ impl Subscriber {
         endpoint: Arc<Endpoint>,
         connect_timeout: Duration,
         response_timeout: Duration,
+        flavour: Flavour,
     ) -> Self {
         Subscriber {
             shared: Arc::new(Shared {
                 endpoint,
+                sharded: flavour == Flavour::Sharded,
+                cluster: flavour != Flavour::Standalone,
                 connect_timeout,
                 response_timeout,
                 closed: AtomicBool::new(false),
@@ -142,6 +163,11 @@ impl Subscriber {
     /// `channel`. Takes the lot's mutex briefly; never waits for I/O.
     pub fn has_waiters(&self, channel: &str, entry: &str) -> bool {
         self.shared.lot.lock().has_waiters(channel, entry)
+    }
+
+    /// Whether `subscription` was made through this subscriber.
+    pub fn serves(&self, subscription: &Subscription) -> bool {
+        Arc::ptr_eq(&self.shared, &subscription.shared)
     }
 
     /// Channels subscribed to (or being subscribed to), and waiting threads.
@@ -206,6 +232,14 @@ impl Subscription {
     /// when the server refused the subscription meanwhile.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
         Ok(self.entry.wait(timeout)?)
+    }
+
+    /// In a cluster: whether this subscription is gone from its node (slot
+    /// moved, master failed over or unreachable), so that its waiter must
+    /// subscribe again through the slot table. Never true on a standalone
+    /// server. Takes the entry's mutex briefly.
+    pub fn is_moved(&self) -> bool {
+        self.entry.is_moved()
     }
 }
 

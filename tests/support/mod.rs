@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod actor;
+pub mod cluster;
 pub mod java;
 pub mod proxy;
 pub mod sentinel;

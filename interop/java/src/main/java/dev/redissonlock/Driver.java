@@ -75,11 +75,21 @@ public final class Driver {
         System.setOut(System.err);
 
         if (args.length != 2) {
-            System.err.println("usage: java -jar redisson-driver.jar <redis-url> <watchdogTimeoutMs>");
+            System.err.println("usage: java -jar redisson-driver.jar <redis-url>|cluster:<url>,<url>... <watchdogTimeoutMs>");
             System.exit(2);
         }
         Config config = new Config();
-        config.useSingleServer().setAddress(args[0]);
+        if (args[0].startsWith("cluster:")) {
+            // Redis Cluster, Redisson's defaults otherwise (sharded pub/sub
+            // AUTO in 3.29+, probed on connect in 3.22+).
+            String[] seeds = args[0].substring("cluster:".length()).split(",");
+            for (int i = 0; i < seeds.length; i++) {
+                seeds[i] = seeds[i].replaceAll("/+$", "");
+            }
+            config.useClusterServers().addNodeAddress(seeds);
+        } else {
+            config.useSingleServer().setAddress(args[0]);
+        }
         config.setLockWatchdogTimeout(Long.parseLong(args[1]));
         client = Redisson.create(config);
 

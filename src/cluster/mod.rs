@@ -1,0 +1,400 @@
+//! Redis Cluster support: the slot function ([`slot`]), the slot table read
+//! from `CLUSTER SLOTS` ([`table`]), one connection pool per master, and the
+//! routing of every lock command to the master of its key's slot
+//! ([`router`]).
+//!
+//! Lock scripts deliberately do not go through redis-rs's
+//! `cluster::ClusterConnection`: it re-sends a command whose reply timed
+//! out (up to 16 times), so one acquire can run several times and leave a
+//! hold count above one (TOPOLOGIES §3). Here a command is sent again only
+//! when the server's reply proves it did not run (`MOVED`, `ASK`,
+//! `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, `READONLY`, `MASTERDOWN`, `BUSY`;
+//! `NOSCRIPT` is handled by the script call itself), or as a flagged resend
+//! after a dropped connection, which every lock command knows how to treat.
+
+mod builder;
+mod router;
+pub mod slot;
+mod subscribers;
+mod table;
+
+pub use builder::ShardedSubscription;
+pub(crate) use subscribers::Subscribers;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::{Mutex, RwLock};
+use redis::{ConnectionAddr, ConnectionInfo};
+
+use crate::client::Config;
+use crate::connection::Connector;
+use crate::endpoint::Endpoint;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::tls::TlsSettings;
+use table::Table;
+
+/// How often the slot table is read again with nothing prompting it
+/// (Redisson's `scanInterval`).
+const SCAN_INTERVAL: Duration = Duration::from_secs(5);
+/// The least time between two refreshes that a `MOVED` or a lost
+/// connection asks for.
+const REFRESH_MIN_GAP: Duration = Duration::from_millis(50);
+
+/// The client's view of a Redis Cluster. Dropping it stops the refresh thread.
+pub(crate) struct Cluster {
+    state: Arc<State>,
+    /// Wakes the refresh thread; dropping it stops the thread.
+    wake: Sender<()>,
+}
+
+/// What the cluster handle and its refresh thread share.
+struct State {
+    seeds: Vec<ConnectionInfo>,
+    /// The builder's TLS material, for every node's endpoint.
+    tls: TlsSettings,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    pool_size: u32,
+    table: RwLock<Arc<Table>>,
+    pools: Mutex<HashMap<Arc<str>, Arc<Pool>>>,
+    last_refresh: Mutex<Instant>,
+}
+
+impl Cluster {
+    /// Reads the slot table from the first seed that answers, and starts
+    /// the refresh thread (`rlock-cluster`). Fails with
+    /// [`Error::Unavailable`] when no seed answers `CLUSTER SLOTS`.
+    pub fn connect(
+        seeds: Vec<ConnectionInfo>,
+        tls: TlsSettings,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        pool_size: u32,
+    ) -> Result<Cluster> {
+        if seeds.is_empty() {
+            return Err(Error::invalid("a cluster needs at least one seed"));
+        }
+        for seed in &seeds {
+            if node_addr(seed).is_none() {
+                return Err(Error::invalid(format!(
+                    "cluster seeds must be TCP addresses, got {}",
+                    seed.addr()
+                )));
+            }
+        }
+        let state = Arc::new(State {
+            seeds,
+            tls,
+            connect_timeout,
+            response_timeout,
+            pool_size,
+            table: RwLock::new(Arc::new(Table::empty())),
+            pools: Mutex::new(HashMap::new()),
+            last_refresh: Mutex::new(Instant::now()),
+        });
+        state.refresh()?;
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let worker = Arc::clone(&state);
+        thread::Builder::new()
+            .name("rlock-cluster".into())
+            .spawn(move || worker.run(&wake_rx))
+            .map_err(|e| Error::Unavailable {
+                reason: format!("cannot start the cluster refresh thread: {e}"),
+            })?;
+        Ok(Cluster { state, wake })
+    }
+
+    /// Asks the refresh thread to read the slot table again soon; never blocks.
+    pub fn schedule_refresh(&self) {
+        match self.wake.try_send(()) {
+            Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+        }
+    }
+
+    /// The master serving `slot` now, as `host:port`.
+    pub fn owner(&self, slot: u16) -> Option<Arc<str>> {
+        self.state.table.read().owner(slot).cloned()
+    }
+
+    /// The pool of the node at `addr` (`host:port`), created on first use.
+    pub fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {
+        self.state.pool(addr)
+    }
+
+    /// The endpoint of the node at `addr`, TLS prepared when the seeds are
+    /// `rediss://`.
+    pub fn node_endpoint(&self, addr: &str) -> Result<Arc<Endpoint>> {
+        self.state.node_endpoint(addr)
+    }
+
+    /// Every master serving slots, per the current table.
+    pub fn masters(&self) -> Vec<Arc<str>> {
+        self.state.table.read().masters().cloned().collect()
+    }
+
+    /// Pooled connections over all nodes, and of those how many are idle.
+    pub fn pool_state(&self) -> (u32, u32) {
+        let pools = self.state.pools.lock();
+        pools.values().fold((0, 0), |(open, idle), pool| {
+            let (o, i) = pool.state();
+            (open.saturating_add(o), idle.saturating_add(i))
+        })
+    }
+
+    /// Records a `MOVED` for `slot` to `addr` at once, and schedules a full
+    /// refresh.
+    pub fn moved(&self, slot: u16, addr: &str) {
+        {
+            let mut table = self.state.table.write();
+            if table.owner(slot).is_none_or(|owner| &**owner != addr) {
+                *table = Arc::new(table.with_move(slot, addr));
+            }
+        }
+        self.schedule_refresh();
+    }
+}
+
+impl State {
+    fn run(&self, wake: &Receiver<()>) {
+        loop {
+            match wake.recv_timeout(SCAN_INTERVAL) {
+                Ok(()) => {
+                    let since = self.last_refresh.lock().elapsed();
+                    if since < REFRESH_MIN_GAP {
+                        thread::sleep(REFRESH_MIN_GAP - since);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if let Err(e) = self.refresh() {
+                log::warn!("redisson-lock: cannot refresh the cluster's slot table: {e}");
+            }
+        }
+    }
+
+    /// Reads `CLUSTER SLOTS` from a known master, else from a seed, and
+    /// installs the table. One connect and one round trip per node tried.
+    fn refresh(&self) -> Result<()> {
+        *self.last_refresh.lock() = Instant::now();
+        let known: Vec<Arc<str>> = self.table.read().masters().cloned().collect();
+        let mut last_error = None;
+        let seeds = self.seeds.iter().filter_map(|seed| {
+            node_addr(seed).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")))
+        });
+        let known = known.into_iter().map(|addr| (addr, true));
+        for (addr, pooled) in known.chain(seeds.map(|addr| (addr, false))) {
+            match self.read_table(&addr, pooled) {
+                Ok(table) if table.is_complete() => {
+                    // Pools of nodes that serve no slot any more (demoted,
+                    // gone) are closed once their connections are returned.
+                    let masters: Vec<Arc<str>> = table.masters().cloned().collect();
+                    self.pools.lock().retain(|addr, _| masters.contains(addr));
+                    *self.table.write() = Arc::new(table);
+                    return Ok(());
+                }
+                Ok(_) => {
+                    last_error = Some(Error::Unavailable {
+                        reason: format!("{addr} reports slots without a master"),
+                    });
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::Unavailable {
+            reason: "no cluster node to ask for the slot table".into(),
+        }))
+    }
+
+    /// `CLUSTER SLOTS` from the node at `addr`: on a pooled connection for
+    /// a master (`pooled`), on a connection of its own for a seed (which
+    /// may be a replica, whose pool would only hold an idle connection).
+    fn read_table(&self, addr: &Arc<str>, pooled: bool) -> Result<Table> {
+        let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let reply = if pooled {
+            let pool = self.pool(addr)?;
+            let mut con = pool.get()?;
+            slots.query(&mut con)?
+        } else {
+            let connector = Connector::new(
+                self.node_endpoint(addr)?,
+                self.connect_timeout,
+                self.response_timeout,
+            )?;
+            let mut con = connector
+                .connect()
+                .map_err(|e| connector.connect_error(e))?;
+            slots.query(&mut con)?
+        };
+        let host = addr.rsplit_once(':').map_or(&**addr, |(host, _)| host);
+        Table::parse(reply, host)
+    }
+
+    fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {
+        if let Some(pool) = self.pools.lock().get(addr) {
+            return Ok(Arc::clone(pool));
+        }
+        let connector = Connector::new(
+            self.node_endpoint(addr)?,
+            self.connect_timeout,
+            self.response_timeout,
+        )?;
+        let mut pools = self.pools.lock();
+        let pool = pools
+            .entry(Arc::clone(addr))
+            .or_insert_with(|| Arc::new(Pool::new(connector, self.pool_size)));
+        Ok(Arc::clone(pool))
+    }
+
+    fn node_endpoint(&self, addr: &str) -> Result<Arc<Endpoint>> {
+        Ok(Arc::new(self.tls.endpoint(self.node_info(addr)?)?))
+    }
+
+    fn node_info(&self, addr: &str) -> Result<ConnectionInfo> {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(host, port)| Some((host, port.parse::<u16>().ok()?)))
+            .ok_or_else(|| Error::UnexpectedReply(format!("bad cluster node address {addr}")))?;
+        let template = self
+            .seeds
+            .first()
+            .ok_or_else(|| Error::invalid("a cluster needs at least one seed"))?;
+        let mut node = template.addr().clone();
+        match &mut node {
+            ConnectionAddr::Tcp(h, p)
+            | ConnectionAddr::TcpTls {
+                host: h, port: p, ..
+            } => {
+                host.clone_into(h);
+                *p = port;
+            }
+            _ => {
+                return Err(Error::invalid("cluster seeds must be TCP addresses"));
+            }
+        }
+        Ok(template.clone().set_addr(node))
+    }
+}
+
+/// The host and port of a TCP seed.
+fn node_addr(info: &ConnectionInfo) -> Option<(&str, u16)> {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            Some((host, *port))
+        }
+        _ => None,
+    }
+}
+
+impl Cluster {
+    /// Records what a `MOVED` error says, if `e` is one; schedules a
+    /// refresh for any other error that hints at a topology change.
+    pub fn note_redirect(&self, e: &redis::RedisError) {
+        match (e.code(), e.redirect_node()) {
+            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, addr),
+            (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
+            _ => {}
+        }
+    }
+}
+
+impl Cluster {
+    /// Whether to use sharded pub/sub, per `mode`: for
+    /// [`ShardedSubscription::Auto`], whether the first seed that answers
+    /// accepts `PUBSUB SHARDNUMSUB 0` (one connect and one round trip).
+    /// Logs the choice.
+    pub fn sharded(&self, mode: ShardedSubscription) -> bool {
+        let sharded = match mode {
+            ShardedSubscription::On => true,
+            ShardedSubscription::Off => false,
+            ShardedSubscription::Auto => self.state.probe_sharding(),
+        };
+        log::info!(
+            "redisson-lock: Redis Cluster with {} pub/sub (sharded_subscription {mode:?}): \
+             unlock scripts {}",
+            if sharded { "sharded" } else { "classic" },
+            if sharded { "SPUBLISH" } else { "PUBLISH" }
+        );
+        sharded
+    }
+}
+
+impl State {
+    /// Redisson 4.7.0's probe: `PUBSUB SHARDNUMSUB 0` on the first seed
+    /// that answers; any error means no sharded pub/sub.
+    fn probe_sharding(&self) -> bool {
+        for seed in &self.seeds {
+            let Ok(endpoint) = self.tls.endpoint(seed.clone()) else {
+                continue;
+            };
+            let Ok(connector) = Connector::new(
+                Arc::new(endpoint),
+                self.connect_timeout,
+                self.response_timeout,
+            ) else {
+                continue;
+            };
+            let Ok(mut con) = connector.connect() else {
+                continue;
+            };
+            return redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg("0")
+                .query::<redis::Value>(&mut con)
+                .is_ok();
+        }
+        false
+    }
+}
+
+impl Cluster {
+    /// A client's cluster: the slot table read from the seeds, its refresh
+    /// thread, and the pool of one master, checked by opening one
+    /// connection (the build fails now if the cluster cannot be reached).
+    pub(crate) fn for_client(
+        seeds: Vec<ConnectionInfo>,
+        config: &Config,
+        pool_size: u32,
+        tls: &TlsSettings,
+    ) -> Result<(Arc<Pool>, Arc<Cluster>)> {
+        let cluster = Cluster::connect(
+            seeds,
+            tls.clone(),
+            config.connect_timeout,
+            config.response_timeout,
+            pool_size,
+        )?;
+        let first = cluster
+            .masters()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Unavailable {
+                reason: "the cluster reports no master".into(),
+            })?;
+        let pool = cluster.pool(&first)?;
+        drop(pool.get()?);
+        Ok((pool, Arc::new(cluster)))
+    }
+
+    /// The client's subscribers in `cluster` and the publish command its
+    /// unlock scripts get, per `mode` (see [`Cluster::sharded`]).
+    pub(crate) fn subscribers(
+        cluster: &Arc<Cluster>,
+        mode: ShardedSubscription,
+        config: &Config,
+    ) -> (Subscribers, &'static str) {
+        let sharded = cluster.sharded(mode);
+        let subscribers = Subscribers::per_master(
+            Arc::clone(cluster),
+            sharded,
+            config.connect_timeout,
+            config.response_timeout,
+        );
+        (subscribers, if sharded { "spublish" } else { "publish" })
+    }
+}

@@ -1,0 +1,181 @@
+//! Sending one command to the master of its key's slot, and what may be
+//! sent again.
+//!
+//! A reply of `MOVED` or `ASK` (a redirect), or of `TRYAGAIN`,
+//! `CLUSTERDOWN`, `LOADING`, `READONLY`, `MASTERDOWN` or `BUSY`, proves the
+//! command did not run: it is sent again (to the new owner for `MOVED`,
+//! after `ASKING` on the target for `ASK`), a bounded number of times. A
+//! response timeout proves nothing and is returned as is; a dropped
+//! connection gets one flagged resend (`resend = true`), exactly as on a
+//! standalone server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::RedisError;
+
+use super::Cluster;
+use super::slot::key_slot;
+use crate::error::{Error, Result};
+use crate::pool::Checkout;
+
+/// Retries after a reply that proves non-execution (or a node that
+/// refuses connections), not counting redirects. With [`RETRY_DELAY`]
+/// doubling up to [`RETRY_DELAY_MAX`], they span about 4.5 s: a slot
+/// migration step (`TRYAGAIN`) costs a tenth of a second, and an automatic
+/// failover after a master died (`cluster-node-timeout` plus an election,
+/// about 4 s with a 2 s timeout) is ridden out, as Redisson's 4 attempts
+/// 1.5 s apart do.
+const RETRY_ATTEMPTS: u32 = 6;
+/// Redirects followed for one command; more is a loop or a storm of slot
+/// moves, and is reported.
+const MAX_REDIRECTS: u32 = 5;
+/// The first pause before a retry; doubled for each further one.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The longest pause before a retry (Redisson's `retryInterval`).
+const RETRY_DELAY_MAX: Duration = Duration::from_millis(1500);
+/// No retry starts later than this after the first attempt: a node that
+/// costs a whole connect timeout per attempt (silent, or a pool whose
+/// connections all stay busy) is reported, not tried 6 times over.
+const RETRY_WINDOW: Duration = Duration::from_secs(6);
+
+/// What a failed attempt allows.
+enum Next {
+    /// Send again to this node (`MOVED`).
+    Moved(u16, Arc<str>),
+    /// Send `ASKING` and the command to this node, once.
+    Ask(Arc<str>),
+    /// Proof of non-execution: pause and send again to the slot's owner,
+    /// reading the table again first when `refresh`.
+    Retry { refresh: bool },
+    /// Nothing may be sent again.
+    Stop,
+}
+
+impl Cluster {
+    /// Runs `command` on a connection to the master serving `key`'s slot;
+    /// `command`'s second argument says whether an earlier attempt may have
+    /// run (a resend after a dropped connection). See the module docs for
+    /// what is sent again. Costs one round trip, plus one per redirect or
+    /// retry and a `PING` now and then (see [`crate::pool::Pool`]).
+    pub(crate) fn run<T>(
+        &self,
+        key: &str,
+        mut command: impl FnMut(&mut Checkout<'_>, bool) -> Result<T>,
+        reconnect_grace: Duration,
+    ) -> Result<T> {
+        let slot = key_slot(key.as_bytes());
+        let mut resend = false;
+        let mut retries = 0;
+        let mut redirects = 0;
+        let mut target: Option<(Arc<str>, bool)> = None;
+        // The error of an attempt lost with its connection, when no new
+        // connection could be had for its flagged resend.
+        let mut maybe_ran: Option<Error> = None;
+        let started = Instant::now();
+        loop {
+            let (addr, asking) = match target.take() {
+                Some(target) => target,
+                None => match self.owner(slot) {
+                    Some(addr) => (addr, false),
+                    None => {
+                        self.schedule_refresh();
+                        return Err(Error::Unavailable {
+                            reason: format!("no cluster master is known for slot {slot}"),
+                        });
+                    }
+                },
+            };
+            let pool = self.pool(&addr)?;
+            let result = (|| {
+                let mut con = pool.get_within(reconnect_grace)?;
+                if asking {
+                    redis::cmd("ASKING").exec(&mut con)?;
+                }
+                match command(&mut con, resend) {
+                    Err(e) if e.is_connection_dropped() => {
+                        drop(con); // discarded by the pool
+                        self.schedule_refresh();
+                        resend = true;
+                        let mut con = match pool.get_within(reconnect_grace) {
+                            Ok(con) => con,
+                            Err(unavailable) => {
+                                // The node is gone (a failover may follow):
+                                // retried, flagged as a resend, at the
+                                // slot's master; if that fails too, the
+                                // caller still learns the first may have run.
+                                maybe_ran = Some(e);
+                                return Err(unavailable);
+                            }
+                        };
+                        if asking {
+                            redis::cmd("ASKING").exec(&mut con)?;
+                        }
+                        command(&mut con, true)
+                    }
+                    other => other,
+                }
+            })();
+            let next = match &result {
+                Ok(_) => return result,
+                Err(e) => next_step(e),
+            };
+            match next {
+                Next::Moved(moved_slot, to) if redirects < MAX_REDIRECTS => {
+                    redirects += 1;
+                    self.moved(moved_slot, &to);
+                    target = Some((to, false));
+                }
+                Next::Ask(to) if redirects < MAX_REDIRECTS => {
+                    redirects += 1;
+                    target = Some((to, true));
+                }
+                Next::Retry { refresh }
+                    if retries < RETRY_ATTEMPTS && started.elapsed() < RETRY_WINDOW =>
+                {
+                    if refresh {
+                        self.schedule_refresh();
+                    }
+                    std::thread::sleep((RETRY_DELAY * 2u32.pow(retries)).min(RETRY_DELAY_MAX));
+                    retries += 1;
+                }
+                _ => {
+                    return match (result, maybe_ran) {
+                        (Err(Error::Unavailable { .. }), Some(first)) => Err(first),
+                        (result, _) => result,
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Reads a failed attempt's error.
+fn next_step(e: &Error) -> Next {
+    match e {
+        Error::Redis(e) => redis_next_step(e),
+        // Nothing was sent: the node refused the connection or is gone. Its
+        // slots may have a new master by now.
+        Error::Unavailable { .. } => Next::Retry { refresh: true },
+        _ => Next::Stop,
+    }
+}
+
+fn redis_next_step(e: &RedisError) -> Next {
+    match e.code() {
+        Some("MOVED" | "ASK") => {
+            let Some((addr, slot)) = e.redirect_node() else {
+                return Next::Stop;
+            };
+            let to: Arc<str> = Arc::from(addr);
+            if e.code() == Some("MOVED") {
+                Next::Moved(slot, to)
+            } else {
+                Next::Ask(to)
+            }
+        }
+        Some("TRYAGAIN" | "LOADING" | "BUSY") => Next::Retry { refresh: false },
+        Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN") => Next::Retry { refresh: true },
+        _ => Next::Stop,
+    }
+}

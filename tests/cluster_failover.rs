@@ -1,0 +1,229 @@
+//! Failovers in a Redis Cluster (3 masters + 3 replicas of its own, one
+//! test at a time): locks held across `CLUSTER FAILOVER` and across a
+//! master's `kill -9` are renewed on the promoted replica, and the threads
+//! waiting for them get them once released.
+
+mod support;
+
+use std::sync::{Mutex, MutexGuard, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::Client;
+use support::cluster::{Cluster, Node};
+use support::eventually;
+
+/// One test at a time: each one fails a master over.
+fn cluster() -> (MutexGuard<'static, ()>, &'static Cluster) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    (guard, Cluster::shared())
+}
+
+fn client(cluster: &Cluster, watchdog: Duration) -> Client {
+    Client::cluster_builder(cluster.urls())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("cluster client")
+}
+
+/// A name served by a master that has a replica, and that replica.
+fn name_with_replica<'a>(cluster: &'a Cluster, prefix: &str) -> (String, &'a Node, &'a Node) {
+    for i in 0..1000 {
+        let name = format!("{prefix}{i}");
+        let slot = cluster.slot(&name);
+        let ranges = cluster.any_node().slots().expect("CLUSTER SLOTS");
+        let range = ranges
+            .iter()
+            .find(|r| r.start <= slot && slot <= r.end)
+            .expect("served");
+        if let Some(&replica) = range.replicas.first() {
+            return (name, cluster.node(range.master), cluster.node(replica));
+        }
+    }
+    panic!("no master with a replica");
+}
+
+/// Whether `replica` has `key` (read with `READONLY`).
+fn replica_has(replica: &Node, key: &str) -> bool {
+    let Ok(mut con) = replica.con() else {
+        return false;
+    };
+    let _: redis::RedisResult<()> = redis::cmd("READONLY").query(&mut con);
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query::<bool>(&mut con)
+        .unwrap_or(false)
+}
+
+/// `count` threads of `client` waiting for `name`; each reports when it got
+/// the lock (it releases it at once). A transient error (the cluster
+/// failing over under the waiter) makes it wait again.
+fn waiters(client: &Client, name: &str, count: usize) -> mpsc::Receiver<(Instant, u32)> {
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..count {
+        let (client, name, tx) = (client.clone(), name.to_owned(), tx.clone());
+        thread::spawn(move || {
+            let mut errors = 0;
+            loop {
+                match client.lock(&name).lock() {
+                    Ok(guard) => {
+                        let _ = tx.send((Instant::now(), errors));
+                        guard.unlock().expect("waiter's unlock");
+                        return;
+                    }
+                    Err(e) if e.is_transient() => {
+                        errors += 1;
+                        eprintln!(
+                            "waiter: transient error at {:?}: {e}",
+                            std::time::SystemTime::now()
+                        );
+                        assert!(errors < 20, "waiter keeps failing: {e}");
+                        thread::sleep(Duration::from_millis(200));
+                    }
+                    Err(e) => panic!("waiter's lock: {e}"),
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// Until the table of every running node names `to` as the slot's master.
+fn wait_for_owner(cluster: &Cluster, name: &str, to: &Node, within: Duration) {
+    let slot = cluster.slot(name);
+    let done = eventually(within, || {
+        cluster.nodes.iter().filter(|n| n.is_running()).all(|n| {
+            n.slots().is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|r| r.start <= slot && slot <= r.end && r.master == to.port)
+            })
+        })
+    });
+    assert!(done, "{} did not take over {name}'s slot", to.port);
+}
+
+/// Holds `name` through a failover done by `fail_over`, with two waiters
+/// of another client, and checks that the hold is renewed on `replica`
+/// once promoted and that the waiters get the lock after the unlock.
+fn hold_across_failover(
+    cluster: &Cluster,
+    name: &str,
+    replica: &Node,
+    watchdog: Duration,
+    fail_over: impl FnOnce(),
+) {
+    let (holder, other) = (client(cluster, watchdog), client(cluster, watchdog));
+    let guard = holder.lock(name).lock().expect("lock");
+    let got = waiters(&other, name, 2);
+    assert!(eventually(Duration::from_secs(5), || other
+        .diagnostics()
+        .waiters
+        == 2));
+    assert!(
+        eventually(Duration::from_secs(5), || replica_has(replica, name)),
+        "the hold reached the replica"
+    );
+    eprintln!("failing over at {:?}", std::time::SystemTime::now());
+    fail_over();
+    wait_for_owner(cluster, name, replica, Duration::from_secs(20));
+    eprintln!("failed over at {:?}", std::time::SystemTime::now());
+    // Renewed on the promoted replica: its TTL goes back up (a renewal
+    // comes every third of the lease).
+    let mut last: i64 = replica.cmd(&["PTTL", name]);
+    assert!(last > 0, "the hold survived the failover (PTTL {last})");
+    let renewed = eventually(watchdog, || {
+        let ttl: i64 = replica.cmd(&["PTTL", name]);
+        let up = ttl > last;
+        last = ttl;
+        up
+    });
+    assert!(renewed, "the watchdog renewed the hold on the new master");
+    assert!(!guard.is_lost(), "lost: {:?}", guard.lost_reason());
+    assert!(got.try_recv().is_err(), "a waiter got a held lock");
+    guard.unlock().expect("unlock on the new master");
+    for _ in 0..2 {
+        let (_, errors) = got
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a waiter got the lock");
+        eprintln!("waiter got the lock after {errors} transient error(s)");
+    }
+    assert!(!replica.cmd::<bool>(&["EXISTS", name]));
+}
+
+#[test]
+fn locks_survive_a_coordinated_cluster_failover() {
+    let (_one, cluster) = cluster();
+    let (name, _master, replica) = name_with_replica(cluster, "failover-");
+    hold_across_failover(cluster, &name, replica, Duration::from_secs(3), || {
+        let _: () = replica.cmd(&["CLUSTER", "FAILOVER"]);
+    });
+}
+
+#[test]
+fn locks_survive_a_master_killed_with_sigkill() {
+    let (_one, cluster) = cluster();
+    let (name, master, replica) = name_with_replica(cluster, "killed-");
+    let started = Instant::now();
+    hold_across_failover(cluster, &name, replica, Duration::from_secs(10), || {
+        master.kill();
+    });
+    eprintln!("kill -9 scenario took {:?}", started.elapsed());
+    // The old master comes back as a replica, for the other tests.
+    master.restart();
+    let rejoined = eventually(Duration::from_secs(20), || {
+        cluster
+            .any_node()
+            .slots()
+            .is_some_and(|ranges| ranges.iter().any(|r| r.replicas.contains(&master.port)))
+    });
+    assert!(rejoined, "the killed master rejoined as a replica");
+}
+
+#[test]
+fn a_dropped_cluster_client_leaves_no_thread_behind() {
+    let (_one, cluster) = cluster();
+    let names = ["rlock-cluster", "rlock-pubsub", "rlock-watchdog"];
+    let count = || names.map(support::threads_named);
+    // The other tests' clients (their waiter threads' clones) are gone.
+    assert!(
+        eventually(Duration::from_secs(10), || count() == [0, 0, 0]),
+        "threads of earlier tests' clients: {:?}",
+        count()
+    );
+    let before = count();
+    {
+        let holder = client(cluster, Duration::from_secs(30));
+        let waiter = client(cluster, Duration::from_secs(30));
+        let guards: Vec<_> = cluster
+            .names_on_different_masters("threads-", 3)
+            .into_iter()
+            .map(|name| {
+                let guard = holder.lock(&name).lock().expect("lock");
+                let waited = waiter
+                    .lock(&name)
+                    .try_lock_for(Duration::from_millis(100))
+                    .expect("try_lock_for");
+                assert!(waited.is_none());
+                guard
+            })
+            .collect();
+        let during = count();
+        assert_eq!(during[0], before[0] + 2, "one table refresher per client");
+        assert_eq!(
+            during[1],
+            before[1] + 3,
+            "one subscriber per master waited on"
+        );
+        assert_eq!(during[2], before[2] + 2, "one watchdog per client");
+        drop(guards);
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || count() == before),
+        "threads left: {:?} (before: {before:?})",
+        count()
+    );
+}
