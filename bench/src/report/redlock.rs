@@ -97,3 +97,40 @@ pub fn section(w: &mut String, d: &Data) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    #[test]
+    fn the_target_is_the_crates_ratio_beside_the_others() {
+        let mut records = Vec::new();
+        for (rep, ours, theirs) in [(1, 1.8, 1.5), (2, 2.4, 1.7)] {
+            records.push(json!({"scenario": "redlock", "contender": "crate", "rep": rep, "ratio_p50": ours, "p50_us": 100.0}));
+            records.push(json!({"scenario": "redlock", "contender": "rslock", "rep": rep, "ratio_p50": theirs, "p50_us": 90.0}));
+        }
+        let d = Data {
+            records,
+            machine: BTreeMap::new(),
+        };
+        let mut rows: Vec<Value> = Vec::new();
+        targets(&d, &mut |name, goal, measured, met| {
+            rows.push(json!({"target": name, "goal": goal, "measured": measured, "met": met}));
+        });
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["goal"], "≤ 2.0×");
+        // Median of 1.8 and 2.4: 2.1, not met.
+        assert_eq!(
+            rows[0]["measured"],
+            "2.10× [1.80–2.40] (same run: rslock 1.60×)"
+        );
+        assert_eq!(rows[0]["met"], false);
+        let mut md = String::new();
+        section(&mut md, &d);
+        assert!(md.contains("| redisson-lock `RedLock` |"), "{md}");
+    }
+}
