@@ -285,7 +285,7 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
             Releasing::Send(step) => {
                 let in_flight = if holds.len() > 1 {
                     lock.release_command(&hold.field, step.remaining)
-                        .map(|packed| lock.client.send(&packed))
+                        .and_then(|packed| lock.client.send(&packed))
                 } else {
                     None
                 };

@@ -65,7 +65,7 @@ pub(super) fn try_all<K: Kind>(
             let _ = lock.kind.acquire(con, &request);
         });
         let at = Instant::now();
-        let in_flight = packed.map(|packed| lock.client.send(&packed));
+        let in_flight = packed.and_then(|packed| lock.client.send(&packed));
         sent.push(Sent {
             lock,
             field,
