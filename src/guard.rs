@@ -206,7 +206,7 @@ fn finish_release<K: Kind>(
     lock: &Lock<K>,
     hold: &Arc<Hold>,
     sending: Sending,
-    first: Option<Result<Prefetched<'_>>>,
+    first: Option<Prefetched<'_>>,
 ) -> Result<()> {
     let Sending {
         remaining,
@@ -294,10 +294,11 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
         }
     }
     for (detached, step, in_flight) in sending {
-        let first = in_flight.and_then(|in_flight| match in_flight {
-            Ok(in_flight) => in_flight.receive(far_deadline()).map(Ok),
-            Err(e) => Some(Err(e)),
-        });
+        // No connection to be had at once (a refused connect): the single
+        // release's way, with its grace for a server that is restarting.
+        let first = in_flight
+            .and_then(|in_flight| in_flight.ok())
+            .and_then(|in_flight| in_flight.receive(far_deadline()));
         if let Err(e) = finish_release(&detached.lock, &detached.hold, step, first) {
             log::debug!(
                 "redisson-lock: releasing member `{}` failed: {e}",
