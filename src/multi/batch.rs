@@ -77,7 +77,19 @@ pub(super) fn try_all<K: Kind>(
         });
     }
     let deadline = read_deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-    for member in sent {
+    // The replies, read last sent first: the servers answer about in the
+    // order they were written to, so this thread sleeps once, for the last
+    // reply, rather than once for each.
+    let mut replies: Vec<_> = sent
+        .iter_mut()
+        .rev()
+        .map(|member| {
+            let in_flight = member.in_flight.take();
+            in_flight.map(|in_flight| in_flight.map(|f| f.receive(deadline)))
+        })
+        .collect();
+    replies.reverse();
+    for (member, reply) in sent.into_iter().zip(replies) {
         let Sent {
             lock,
             field,
@@ -85,13 +97,13 @@ pub(super) fn try_all<K: Kind>(
             lease_ms,
             begun,
             sent,
-            in_flight,
+            ..
         } = member;
         let send = |con: &mut dyn redis::ConnectionLike, resend: bool| {
             let request = begun.request(lock, lease_ms, &field, resend, None);
             lock.kind.acquire(con, &request)
         };
-        let acquired = match in_flight.map(|in_flight| in_flight.map(|f| f.receive(deadline))) {
+        let acquired = match reply {
             Some(Ok(Some(first))) => lock.client.with_prefetched("lock", first, send),
             // No connection could be had: nothing was sent.
             Some(Err(e)) => Err(e),
