@@ -102,7 +102,7 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
-# all on the server CPU), for the crate, rslock and Redisson.
+# all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
@@ -150,7 +150,7 @@ if [ "$java_ok" = 1 ]; then
 fi
 contenders="floor raw crate rslock"
 family_contenders="floor crate"
-redlock_contenders="crate rslock"
+redlock_contenders="floor crate rslock"
 if [ "$java_ok" = 1 ]; then
   contenders="$contenders redisson"
   family_contenders="$family_contenders redisson"
