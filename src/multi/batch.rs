@@ -27,9 +27,11 @@ pub(super) type Outcome<K> = Result<std::result::Result<LockGuard<K>, Option<Dur
 /// [`Error::Timeout`] whose connection is discarded (the member may have
 /// been taken). Each attempt is the single-lock path's `try_lock`, with its
 /// bookkeeping (registry, watchdog, lost replies sent again on a dropped
-/// connection). The outcomes come in the order of `locks`; an error before
-/// anything was sent for a member (a fork, a bad lease, a non-reentrant
-/// lock held) ends the list there.
+/// connection). A member whose client has no connection free at once
+/// (its other members hold them) is sent the single-lock way once the
+/// replies before it were read. The outcomes come in the order of `locks`;
+/// an error before anything was sent for a member (a fork, a bad lease, a
+/// non-reentrant lock held) ends the list there.
 pub(super) fn try_all<K: Kind>(
     locks: &[Lock<K>],
     read_deadline: Option<Instant>,
