@@ -6,7 +6,7 @@
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
 #                              docs/benchmarks.svg and target/bench/results.json
-#   scripts/bench.sh --quick   reduced run (~230 s once built, measured on a busy machine); writes
+#   scripts/bench.sh --quick   reduced run (~260 s once built, measured on a busy machine; scenario 6 alone ~30 s); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
@@ -46,9 +46,9 @@ wanted() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=17   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
-                  # the 100,000-lock scenario 4, 13 before scenario 5; an estimate from --quick
-                  # until the next full run)
+FULL_MINUTES=19   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4, 13 before scenario 5, 17 before scenario 6; an
+                  # estimate from --quick until the next full run)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick
@@ -105,7 +105,7 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
-# all on the server CPU), for the crate, rslock and Redisson.
+# all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
@@ -153,7 +153,7 @@ if [ "$java_ok" = 1 ]; then
 fi
 contenders="floor raw crate rslock"
 family_contenders="floor crate"
-redlock_contenders="crate rslock"
+redlock_contenders="floor crate rslock"
 if [ "$java_ok" = 1 ]; then
   contenders="$contenders redisson"
   family_contenders="$family_contenders redisson"

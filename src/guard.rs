@@ -210,7 +210,7 @@ fn finish_release<K: Kind>(
     lock: &Lock<K>,
     hold: &Arc<Hold>,
     sending: Sending,
-    first: Option<Result<Prefetched<'_>>>,
+    first: Option<Prefetched<'_>>,
 ) -> Result<()> {
     let Sending {
         remaining,
@@ -289,7 +289,7 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
             Releasing::Send(step) => {
                 let in_flight = if holds.len() > 1 && lock.client.can_scatter() {
                     lock.release_command(&hold.field, step.remaining)
-                        .map(|packed| lock.client.send(&packed))
+                        .and_then(|packed| lock.client.send(&packed))
                 } else {
                     None
                 };
@@ -297,11 +297,22 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
             }
         }
     }
-    for (detached, step, in_flight) in sending {
-        let first = in_flight.and_then(|in_flight| match in_flight {
-            Ok(in_flight) => in_flight.receive(far_deadline()).map(Ok),
-            Err(e) => Some(Err(e)),
-        });
+    // The replies, read last sent first (one sleep, for the last reply);
+    // then each release is finished in order. No connection to be had at
+    // once (a refused connect): the single release's way, with its grace
+    // for a server that is restarting.
+    let mut replies: Vec<_> = sending
+        .iter_mut()
+        .rev()
+        .map(|(_, _, in_flight)| {
+            in_flight
+                .take()
+                .and_then(|in_flight| in_flight.ok())
+                .and_then(|in_flight| in_flight.receive(far_deadline()))
+        })
+        .collect();
+    replies.reverse();
+    for ((detached, step, _), first) in sending.into_iter().zip(replies) {
         if let Err(e) = finish_release(&detached.lock, &detached.hold, step, first) {
             log::debug!(
                 "redisson-lock: releasing member `{}` failed: {e}",

@@ -72,27 +72,31 @@ impl Pool {
         let until = Instant::now() + grace;
         let mut pause = Duration::from_millis(5);
         loop {
-            match self.checkout_or_open() {
+            match self.checkout_or_open(true) {
                 Err(e) if e.is_connection_refusal() && Instant::now() + pause < until => {
                     std::thread::sleep(pause);
                     pause *= 2;
                 }
                 Err(e) => return Err(self.connector.connect_error(e)),
-                Ok(Ok(con)) => return Ok(con),
+                Ok(Ok(Some(con))) => return Ok(con),
+                // Only a call that does not wait gets no connection.
+                Ok(Ok(None)) => {}
                 Ok(Err(e)) => return Err(e),
             }
         }
     }
 
-    /// A connection, the connect error (`Err`), or the pool's own error.
-    fn checkout_or_open(&self) -> RedisResult<Result<Checkout<'_>>> {
+    /// A connection, the connect error (`Err`), or the pool's own error;
+    /// `None` (only when `wait` is false) instead of waiting for a busy
+    /// pool's next returned connection.
+    fn checkout_or_open(&self, wait: bool) -> RedisResult<Result<Option<Checkout<'_>>>> {
         let mut deadline: Option<Instant> = None;
         let mut state = self.state.lock();
         loop {
             if let Some(mut con) = state.idle.pop() {
                 drop(state);
                 if self.connector.validate(&mut con).is_ok() {
-                    return Ok(Ok(self.checkout(con)));
+                    return Ok(Ok(Some(self.checkout(con))));
                 }
                 // Dead while idle: forget it and look again.
                 state = self.state.lock();
@@ -103,12 +107,15 @@ impl Pool {
                 state.open += 1;
                 drop(state);
                 return match self.connector.open_pooled() {
-                    Ok(con) => Ok(Ok(self.checkout(con))),
+                    Ok(con) => Ok(Ok(Some(self.checkout(con)))),
                     Err(e) => {
                         self.forget();
                         Err(e)
                     }
                 };
+            }
+            if !wait {
+                return Ok(Ok(None));
             }
             let deadline =
                 *deadline.get_or_insert_with(|| Instant::now() + self.connector.connect_timeout);
@@ -120,6 +127,18 @@ impl Pool {
                     ),
                 }));
             }
+        }
+    }
+
+    /// [`Pool::get`] without waiting: `None` when every connection is busy
+    /// and no more may be opened, and a refused connect reported at once.
+    /// For scatter/gather, where the caller may itself hold the busy ones.
+    pub fn get_no_wait(&self) -> Option<Result<Checkout<'_>>> {
+        match self.checkout_or_open(false) {
+            Err(e) => Some(Err(self.connector.connect_error(e))),
+            Ok(Ok(Some(con))) => Some(Ok(con)),
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => Some(Err(e)),
         }
     }
 

@@ -77,16 +77,22 @@ impl Client {
         self.inner.cluster.is_none() && self.inner.sync.is_none()
     }
 
-    /// Writes `packed` on a pooled connection of this client. `Err` when no
+    /// Writes `packed` on a pooled connection of this client, without
+    /// waiting for one: `None` when every connection is busy (the caller
+    /// may hold them: several members on one client), then the command
+    /// goes the single-lock way after the others' replies. `Err` when no
     /// connection could be had (nothing was sent); a failed write is kept
     /// for the reply (the single-lock path's resend rule then applies).
-    pub(crate) fn send(&self, packed: &[u8]) -> Result<InFlight<'_>> {
-        let mut con = self.inner.pool.get_within(RECONNECT_GRACE)?;
+    pub(crate) fn send(&self, packed: &[u8]) -> Option<Result<InFlight<'_>>> {
+        let mut con = match self.inner.pool.get_no_wait()? {
+            Ok(con) => con,
+            Err(e) => return Some(Err(e)),
+        };
         let sent = con.send_packed(packed);
-        Ok(InFlight {
+        Some(Ok(InFlight {
             con: Some(con),
             sent,
-        })
+        }))
     }
 
     /// [`Client::with_connection`] whose first command is answered by a

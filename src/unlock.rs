@@ -167,15 +167,14 @@ impl<K: Kind> Lock<K> {
     }
 
     /// [`Lock::unlock_raw_reporting`] whose first attempt is answered by
-    /// `first`, a reply already read for the command (or the error that
-    /// kept it from being sent)
+    /// `first`, a reply already read for the command
     /// [`Lock::release_command`] packed (when there is one).
     pub(crate) fn unlock_raw_from(
         &self,
         field: &str,
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
-        mut first: Option<Result<Prefetched<'_>>>,
+        mut first: Option<Prefetched<'_>>,
     ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let config = &inner.config;
@@ -219,9 +218,7 @@ impl<K: Kind> Lock<K> {
                 })
             };
             let result = match first.take() {
-                Some(Ok(first)) => self.client.with_prefetched("unlock", first, send),
-                // No connection could be had for it: nothing was sent.
-                Some(Err(e)) => Err(e),
+                Some(first) => self.client.with_prefetched("unlock", first, send),
                 // A release no replica acknowledged is sent again (it is
                 // idempotent) like one whose reply was lost, then reported.
                 None => self

@@ -295,6 +295,34 @@ fn an_attempt_right_after_a_failed_one_keeps_every_member_it_takes() {
 }
 
 #[test]
+fn members_on_one_client_with_a_one_connection_pool_take_turns() {
+    // Every member's command is written on its own connection: a member
+    // that finds the pool busy (held by the members before it) waits for
+    // their replies instead of for a connection that cannot come back.
+    let masters = Masters::start();
+    let client = Client::builder(masters.servers[0].url())
+        .pool_size(1)
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let multi = MultiLock::new(["a", "b", "c"].map(|name| client.lock(name)));
+    let started = Instant::now();
+    let guard = multi
+        .try_lock_for(Duration::from_secs(1))
+        .expect("try_lock_for")
+        .expect("free members");
+    assert_eq!(guard.guards().len(), 3);
+    guard.unlock().expect("unlock");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let left: i64 = masters.servers[0].cmd(&["DBSIZE"]);
+    assert_eq!(left, 0);
+}
+
+#[test]
 fn multilocks_of_two_clients_exclude_each_other_under_contention() {
     let masters = Masters::start();
     let inside = Arc::new(AtomicUsize::new(0));

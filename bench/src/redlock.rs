@@ -4,6 +4,10 @@
 //! lock on the first server alone, so that the ratio of the two pair times
 //! compares like with like on the same machine at the same moment.
 //!
+//! - `floor`: the true floor's acquire and unlock scripts (scenario 1's)
+//!   on one plain connection per server, every member's command written
+//!   before any reply is read: what "all at once" costs with no client code
+//!   at all. The single lock is scenario 1's floor on the first server.
 //! - `crate`: `RedLock::new` over one `Client` per server; the single lock
 //!   is `Client::lock` on the first.
 //! - `rslock`: one `LockManager` over the five URLs (rslock is RedLock
@@ -16,8 +20,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
+use std::sync::LazyLock;
+
+use redis::Script;
+
 use crate::common::{Args, cpu_ns, percentile, us};
-use crate::contenders::{Kind, LEASE, Session, rslock_session};
+use crate::contenders::{
+    FLOOR_ACQUIRE_LUA, FLOOR_UNLOCK_LUA, Factory, Kind, LEASE, Session, braced, rslock_session,
+};
+
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_ACQUIRE_LUA));
+static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_UNLOCK_LUA));
 
 /// How long each side runs before the other takes over.
 const SLICE: Duration = Duration::from_millis(100);
@@ -57,6 +70,10 @@ pub fn run(kind: Kind, args: &Args) -> Result<Value> {
                 }),
             )
         }
+        Kind::Floor => (
+            Factory::new(Kind::Floor, &urls[0], LEASE)?.session(&single_name, 1, false)?,
+            Box::new(FloorRed::new(&urls, &red_name)?),
+        ),
         Kind::Rslock => (
             rslock_session(vec![urls[0].clone()], &single_name)?,
             rslock_session(urls.clone(), &red_name)?,
@@ -160,5 +177,84 @@ impl Session for CrateRed {
             Some(guard) => Ok(guard.unlock()?),
             None => bail!("crate: unlock without a guard"),
         }
+    }
+}
+
+/// The floor over several servers: one plain connection each, every
+/// command written before any reply is read.
+struct FloorRed {
+    cons: Vec<redis::Connection>,
+    acquire: Vec<u8>,
+    unlock: Vec<u8>,
+}
+
+impl FloorRed {
+    fn new(urls: &[String], name: &str) -> Result<Self> {
+        let field = format!("{}:1", uuid::Uuid::new_v4());
+        let channel = braced("redisson_lock__channel", name);
+        let lease = LEASE.as_millis() as u64;
+        let mut cons = Vec::new();
+        for url in urls {
+            let mut con = redis::Client::open(url.as_str())?.get_connection()?;
+            // Loads both scripts on this server (EVALSHA then finds them).
+            let _: Option<i64> = ACQUIRE.key(name).arg(lease).arg(&field).invoke(&mut con)?;
+            let _: Option<i64> = UNLOCK
+                .key(name)
+                .key(&channel)
+                .arg("0")
+                .arg(lease)
+                .arg(&field)
+                .arg("publish")
+                .invoke(&mut con)?;
+            cons.push(con);
+        }
+        let acquire = redis::cmd("EVALSHA")
+            .arg(ACQUIRE.get_hash())
+            .arg(1)
+            .arg(name)
+            .arg(lease)
+            .arg(&field)
+            .get_packed_command();
+        let unlock = redis::cmd("EVALSHA")
+            .arg(UNLOCK.get_hash())
+            .arg(2)
+            .arg(name)
+            .arg(&channel)
+            .arg("0")
+            .arg(lease)
+            .arg(&field)
+            .arg("publish")
+            .get_packed_command();
+        Ok(FloorRed {
+            cons,
+            acquire,
+            unlock,
+        })
+    }
+
+    /// Writes `cmd` to every server, then reads every reply (last first);
+    /// `Ok` when every reply is nil (acquired) or, for an unlock, 1.
+    fn all(&mut self, unlock: bool) -> Result<()> {
+        let cmd = if unlock { &self.unlock } else { &self.acquire };
+        for con in &mut self.cons {
+            con.send_packed_command(cmd)?;
+        }
+        for con in self.cons.iter_mut().rev() {
+            let reply: Option<i64> = redis::from_redis_value(con.recv_response()?)?;
+            if reply.is_some() != unlock {
+                bail!("floor: a free member answered {reply:?}");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Session for FloorRed {
+    fn lock(&mut self) -> Result<()> {
+        self.all(false)
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        self.all(true)
     }
 }

@@ -27,9 +27,11 @@ pub(super) type Outcome<K> = Result<std::result::Result<LockGuard<K>, Option<Dur
 /// [`Error::Timeout`] whose connection is discarded (the member may have
 /// been taken). Each attempt is the single-lock path's `try_lock`, with its
 /// bookkeeping (registry, watchdog, lost replies sent again on a dropped
-/// connection). The outcomes come in the order of `locks`; an error before
-/// anything was sent for a member (a fork, a bad lease, a non-reentrant
-/// lock held) ends the list there.
+/// connection). A member whose client has no connection free at once
+/// (its other members hold them) is sent the single-lock way once the
+/// replies before it were read. The outcomes come in the order of `locks`;
+/// an error before anything was sent for a member (a fork, a bad lease, a
+/// non-reentrant lock held) ends the list there.
 pub(super) fn try_all<K: Kind>(
     locks: &[Lock<K>],
     read_deadline: Option<Instant>,
@@ -66,7 +68,7 @@ pub(super) fn try_all<K: Kind>(
         })
         .filter(|_| lock.client.can_scatter());
         let at = Instant::now();
-        let in_flight = packed.map(|packed| lock.client.send(&packed));
+        let in_flight = packed.and_then(|packed| lock.client.send(&packed));
         sent.push(Sent {
             lock,
             field,
@@ -78,7 +80,19 @@ pub(super) fn try_all<K: Kind>(
         });
     }
     let deadline = read_deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-    for member in sent {
+    // The replies, read last sent first: the servers answer about in the
+    // order they were written to, so this thread sleeps once, for the last
+    // reply, rather than once for each.
+    let mut replies: Vec<_> = sent
+        .iter_mut()
+        .rev()
+        .map(|member| {
+            let in_flight = member.in_flight.take();
+            in_flight.map(|in_flight| in_flight.map(|f| f.receive(deadline)))
+        })
+        .collect();
+    replies.reverse();
+    for (member, reply) in sent.into_iter().zip(replies) {
         let Sent {
             lock,
             field,
@@ -86,13 +100,13 @@ pub(super) fn try_all<K: Kind>(
             lease_ms,
             begun,
             sent,
-            in_flight,
+            ..
         } = member;
         let send = |con: &mut dyn redis::ConnectionLike, resend: bool| {
             let request = begun.request(lock, lease_ms, &field, resend, None);
             lock.kind.acquire(con, &request)
         };
-        let acquired = match in_flight.map(|in_flight| in_flight.map(|f| f.receive(deadline))) {
+        let acquired = match reply {
             Some(Ok(Some(first))) => lock.client.with_prefetched("lock", first, send),
             // No connection could be had: nothing was sent.
             Some(Err(e)) => Err(e),

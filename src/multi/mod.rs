@@ -67,7 +67,11 @@ pub struct MultiLock<K: Kind = Reentrant> {
 /// Each member should be on an independent master. The lock is taken when
 /// N/2 + 1 members were acquired and the validity left (lease − elapsed −
 /// drift, drift = 1 % of the lease + 2 ms) is positive; each member waits
-/// at most `max(remaining / N, 1 ms)`. Without an explicit lease each member
+/// at most `max(remaining / N, 1 ms)`, its reply included (a frozen master
+/// costs that share, not the response timeout). Free members cost about one
+/// round trip to lock and one to unlock: every member's command is written
+/// on its own connection before any reply is read, on the calling thread.
+/// Without an explicit lease each member
 /// is renewed by its own client's watchdog, and the watchdog timeout counts
 /// as the lease for validity. See the README's "Choosing a lock for
 /// correctness" for what RedLock does and does not guarantee.
@@ -127,9 +131,10 @@ impl<K: Kind> MultiLock<K> {
         }
     }
 
-    /// The same lock with an explicit lease: with a wait, members are taken
-    /// with a lease of twice the wait and set to `lease` once all are held
-    /// (Redisson's rule); without one, with `lease` directly. No watchdog.
+    /// The same lock with an explicit lease, no watchdog. The first attempt
+    /// (every member at once) takes the members with `lease`; an ordered
+    /// attempt with a wait takes them with twice the wait and sets `lease`
+    /// once all are held (Redisson's rule; one more round trip per member).
     pub fn with_lease(&self, lease: Duration) -> Self {
         MultiLock {
             inner: self.inner.with_lease(lease),
@@ -151,13 +156,18 @@ impl<K: Kind> MultiLock<K> {
         }
     }
 
-    /// One attempt at every member, none of them waiting.
+    /// One attempt at every member at once, none of them waiting: about one
+    /// round trip (every member's command is written before any reply is
+    /// read), each reply awaited for the response timeout at most. What was
+    /// taken is released in the background when not every member was.
     pub fn try_lock(&self) -> Result<Option<MultiLockGuard<K>>> {
         self.try_lock_until(Instant::now())
     }
 
     /// Takes every member within `wait`; `Ok(None)` when the time is up
-    /// (whatever was taken is released).
+    /// (whatever was taken is released). About one round trip when every
+    /// member is free; otherwise the members are taken in order, each
+    /// waiting for the rest of the budget (Redisson's algorithm).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard<K>>> {
         self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
     }
@@ -214,13 +224,18 @@ impl<K: Kind> RedLock<K> {
         }
     }
 
-    /// One attempt at every member, none of them waiting.
+    /// One attempt at every member at once, none of them waiting: about one
+    /// round trip, each reply awaited for the response timeout at most.
     pub fn try_lock(&self) -> Result<Option<RedLockGuard<K>>> {
         self.try_lock_until(Instant::now())
     }
 
     /// Takes a majority with validity left within `wait`; `Ok(None)` when
-    /// the time is up (whatever was taken is released).
+    /// the time is up (whatever was taken is released). About one round
+    /// trip when a majority is free; each member's reply is awaited for its
+    /// share, `max(remaining / N, 1 ms)`, at most, so a frozen master costs
+    /// that share. Otherwise the members are taken in order, each waiting
+    /// its share (Redisson's algorithm).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard<K>>> {
         self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
     }
@@ -260,7 +275,9 @@ fn far_future() -> Instant {
 impl<K: Kind> MultiLockGuard<K> {
     /// Releases every member, even after a failure, and reports the first
     /// error. (Redisson's synchronous unlock stops at the first error and
-    /// leaves the rest held.)
+    /// leaves the rest held.) About one round trip: every release is
+    /// written before any reply is read; a server that does not answer
+    /// costs its response timeout and the release's retries.
     pub fn unlock(mut self) -> Result<()> {
         unlock_all(&mut self.guards)
     }
@@ -278,7 +295,8 @@ impl<K: Kind> MultiLockGuard<K> {
 
 impl<K: Kind> RedLockGuard<K> {
     /// Releases every member that was taken, even after a failure, and
-    /// reports the first error.
+    /// reports the first error; about one round trip, as
+    /// [`MultiLockGuard::unlock`].
     pub fn unlock(mut self) -> Result<()> {
         unlock_all(&mut self.guards)
     }
