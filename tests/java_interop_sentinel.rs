@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Kind, Lock};
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
-use support::sentinel::{MASTER_NAME, SentinelSetup, con};
+use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
 
 /// How soon a waiter must get a lock after the other side releases it: a
 /// functional bound (woken by the unlock message, not by a lease running
@@ -28,6 +28,7 @@ for_each_redisson_version!(
     reentrant_lock_both_ways,
     fair_lock_both_ways,
     read_write_lock_both_ways,
+    java_hold_across_a_failover_wakes_rust_on_the_new_master,
 );
 
 // ---------------------------------------------------------------------------
@@ -109,6 +110,88 @@ fn read_write_lock_both_ways(redisson: Redisson) {
         client.read_write_lock("sj-rw2").write_lock(),
         || could_take(&client.read_write_lock("sj-rw2").write_lock()),
     );
+}
+
+/// A Java hold survives `SENTINEL FAILOVER` (Redisson synced it to the
+/// replicas) and keeps the Rust waiter out on the new master; once both
+/// clients follow the switch, Java's unlock on the new master wakes the Rust
+/// waiter through its subscriber, moved there.
+fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) {
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    let java = start_java(setup, redisson);
+    let client = rust_client(setup);
+    let key = "sj-fo";
+
+    java.ok("j", &format!("lock {key}"));
+    let field = java.owner_field("j");
+    let holder = Holder::start(client.lock(key));
+    assert!(
+        eventually(Duration::from_secs(10), || client.diagnostics().waiters
+            == 1),
+        "the Rust thread never waited on {key}"
+    );
+
+    let (old, new) = setup.failover();
+    eprintln!("{}: failover {old} -> {new}", java.version);
+    let held: Option<i64> = redis::cmd("HGET")
+        .arg(key)
+        .arg(&field)
+        .query(&mut con(new))
+        .expect("HGET on the new master");
+    assert_eq!(held, Some(1), "Java's hold replicated to the new master");
+    // Both clients look the master up every second; the demoted master
+    // refuses writes from then on.
+    assert!(
+        eventually(Duration::from_secs(30), || role(old).as_deref()
+            == Some("slave")),
+        "the sentinels demote the former master"
+    );
+    let channel = format!("redisson_lock__channel:{{{key}}}");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query(&mut con(new))
+                .unwrap_or_default();
+            counts.first().is_some_and(|(_, n)| *n >= 1)
+        }),
+        "the Rust subscriber moved to the new master"
+    );
+    thread::sleep(Duration::from_millis(1500));
+    assert!(
+        holder.acquired.try_recv().is_err(),
+        "Rust acquired {key} while Java held it across the failover"
+    );
+
+    let unlocked = Instant::now();
+    java.ok("j", &format!("unlock {key}"));
+    let acquired = holder
+        .acquired
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the Rust waiter was not woken after the failover");
+    let handoff = acquired.saturating_duration_since(unlocked);
+    eprintln!(
+        "{}: Java unlock -> Rust acquire after the failover {handoff:?}",
+        java.version
+    );
+    assert!(
+        handoff < HANDOFF,
+        "the Rust waiter got {key} {handoff:?} after Java's unlock on the new master"
+    );
+    let java_left: Option<i64> = redis::cmd("HGET")
+        .arg(key)
+        .arg(&field)
+        .query(&mut con(new))
+        .expect("HGET");
+    assert_eq!(java_left, None, "Java released on the new master");
+    let fields: i64 = redis::cmd("HLEN")
+        .arg(key)
+        .query(&mut con(new))
+        .expect("HLEN");
+    assert_eq!(fields, 1, "only the Rust hold is on the new master");
+    holder.release();
 }
 
 // ---------------------------------------------------------------------------
