@@ -157,6 +157,23 @@ fn a_server_certificate_for_another_host_is_refused_fast_and_clearly() {
 }
 
 #[test]
+fn sentinels_whose_certificate_cannot_be_verified_are_a_configuration_error() {
+    let certs = Certs::make();
+    // The handshake fails before any command, so a TLS server standing in
+    // for the sentinels shows what a client makes of their certificates.
+    let server = TlsServer::start(&certs, false);
+    let error = Client::sentinel_builder("mymaster", [server.url(), server.url()])
+        .tls_root_ca_pem(certs.pem("other-ca.crt"))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect_err("sentinels with an unknown issuer");
+    eprintln!("sentinels with another CA: {error}");
+    assert!(matches!(error, Error::TlsCertificate { .. }), "{error:?}");
+    assert!(!error.is_transient(), "{error:?}");
+    assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+}
+
+#[test]
 fn a_refused_tls_connection_stays_unavailable() {
     let certs = Certs::make();
     // A port nobody listens on: bound, then closed.
