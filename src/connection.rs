@@ -227,10 +227,17 @@ impl Connector {
     }
 
     /// A failed connect as the caller should see it: a refused connection or
-    /// a silent server is [`Error::Unavailable`] (transient); anything the
-    /// server answered (a wrong password, a missing permission) stays the
-    /// server's error, which is not transient.
+    /// a silent server is [`Error::Unavailable`] (transient); a TLS
+    /// certificate either side refused is [`Error::TlsCertificate`]; anything
+    /// the server answered (a wrong password, a missing permission) stays the
+    /// server's error. Neither of the last two is transient.
     pub fn connect_error(&self, e: RedisError) -> Error {
+        if let Some(reason) = crate::tls::certificate_problem(&e) {
+            return Error::TlsCertificate {
+                server: self.endpoint.describe(),
+                reason,
+            };
+        }
         if e.kind() == ErrorKind::AuthenticationFailed
             || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
         {

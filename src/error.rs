@@ -10,7 +10,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The variants are the decisions a caller can make: retry later
 /// ([`Error::Unavailable`], [`Error::Redis`] with [`Error::is_transient`]),
 /// stop trusting a critical section ([`Error::Lost`]), fix a bug in the calling
-/// code ([`Error::NotHeld`], [`Error::InvalidArgument`]).
+/// code ([`Error::NotHeld`], [`Error::InvalidArgument`]), fix the deployment's
+/// configuration ([`Error::TlsCertificate`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -47,6 +48,23 @@ pub enum Error {
     #[error("Redis is unavailable: {reason}")]
     Unavailable {
         /// What failed, as reported by the connection pool.
+        reason: String,
+    },
+
+    /// A TLS (`rediss://`) connection was refused over a certificate: the
+    /// server's is not signed by a trusted CA (the one given to
+    /// `ClientBuilder::tls_root_ca_pem`, or the system's), does not carry the
+    /// URL's host name, has expired or is otherwise invalid; or the server
+    /// refused the client's certificate or its absence (mutual TLS). A
+    /// configuration error: retrying will not fix it, so it is not
+    /// [transient](Error::is_transient), and it is reported on the first
+    /// connection attempt, without waiting for the connect timeout. Nothing
+    /// was sent to Redis. Only with the `tls-rustls` feature.
+    #[error("TLS certificate rejected connecting to {server}: {reason}")]
+    TlsCertificate {
+        /// The server connected to (`host:port`).
+        server: String,
+        /// The certificate problem, as the TLS library reports it.
         reason: String,
     },
 

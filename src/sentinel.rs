@@ -47,7 +47,8 @@ impl Client {
     /// master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`, one round trip
     /// each, with the connect and response timeouts) and confirms it with
     /// `ROLE`; it fails with [`Error::Unavailable`] when no sentinel names a
-    /// master that confirms. The client then follows the master: a thread
+    /// master that confirms ([`Error::TlsCertificate`] when every one was
+    /// refused over a TLS certificate). The client then follows the master: a thread
     /// (`rlock-sentinel`, stopped with the client's last clone) asks again
     /// every second (see [`ClientBuilder::sentinel_scan_interval`]), and at
     /// once after a `READONLY` reply or a lost
@@ -212,15 +213,20 @@ impl Sentinels {
     /// for a new address; each connect and reply bounded by `timeouts`.
     pub fn locate(&self, endpoint: &Endpoint, timeouts: (Duration, Duration)) -> Result<bool> {
         let mut failures = Vec::new();
+        let mut certificates = 0;
         for node in &self.nodes {
             let answer = ask(node, &self.master_name, timeouts).and_then(|found| {
-                let (host, port) = found.ok_or("does not know the master name".to_owned())?;
+                let (host, port) = found.ok_or(Failure::from("does not know the master name"))?;
                 // The current master needs no confirming: nothing would change.
                 if endpoint.is_at(&host, port) {
                     return Ok((host, port));
                 }
-                confirm(&with_server(endpoint.info(), &host, port), timeouts)
-                    .map_err(|e| format!("named {host}:{port}, which {e}"))?;
+                confirm(&with_server(endpoint.info(), &host, port), timeouts).map_err(|e| {
+                    Failure {
+                        message: format!("named {host}:{port}, which {}", e.message),
+                        ..e
+                    }
+                })?;
                 Ok((host, port))
             });
             match answer {
@@ -234,8 +240,19 @@ impl Sentinels {
                     }
                     return Ok(moved);
                 }
-                Err(e) => failures.push(format!("sentinel {}: {e}", node.addr())),
+                Err(e) => {
+                    certificates += usize::from(e.certificate);
+                    failures.push(format!("sentinel {}: {}", node.addr(), e.message));
+                }
             }
+        }
+        // Every sentinel refused over a TLS certificate: a configuration
+        // error, not an outage.
+        if certificates > 0 && certificates == failures.len() {
+            return Err(Error::TlsCertificate {
+                server: format!("the sentinels of `{}`", self.master_name),
+                reason: failures.join("; "),
+            });
         }
         Err(Error::Unavailable {
             reason: format!(
@@ -335,17 +352,42 @@ impl Watcher {
     }
 }
 
+/// Why a sentinel gave no usable answer.
+struct Failure {
+    message: String,
+    /// A TLS certificate was refused (see [`crate::tls::certificate_problem`]).
+    certificate: bool,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            message,
+            certificate: false,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::from(message.to_owned())
+    }
+}
+
 /// One connection with the client's timeouts.
 fn open(
     info: &ConnectionInfo,
     (connect, response): (Duration, Duration),
-) -> Result<redis::Connection, String> {
+) -> Result<redis::Connection, Failure> {
     let con = redis::Client::open(info.clone())
         .and_then(|client| client.get_connection_with_timeout(connect))
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(|e| Failure {
+            message: format!("cannot connect: {e}"),
+            certificate: crate::tls::certificate_problem(&e).is_some(),
+        })?;
     con.set_read_timeout(Some(response))
         .and_then(|()| con.set_write_timeout(Some(response)))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
     Ok(con)
 }
 
@@ -354,25 +396,25 @@ fn ask(
     node: &ConnectionInfo,
     name: &str,
     timeouts: (Duration, Duration),
-) -> Result<Option<(String, u16)>, String> {
+) -> Result<Option<(String, u16)>, Failure> {
     let mut con = open(node, timeouts)?;
     redis::cmd("SENTINEL")
         .arg("GET-MASTER-ADDR-BY-NAME")
         .arg(name)
         .query(&mut con)
-        .map_err(|e| e.to_string())
+        .map_err(|e| Failure::from(e.to_string()))
 }
 
 /// Whether the server at `info` says it is a master.
-fn confirm(info: &ConnectionInfo, timeouts: (Duration, Duration)) -> Result<(), String> {
+fn confirm(info: &ConnectionInfo, timeouts: (Duration, Duration)) -> Result<(), Failure> {
     let mut con = open(info, timeouts)?;
     let role: Value = redis::cmd("ROLE")
         .query(&mut con)
-        .map_err(|e| format!("answered ROLE with {e}"))?;
+        .map_err(|e| Failure::from(format!("answered ROLE with {e}")))?;
     match role {
         Value::Array(items) if matches!(items.first(), Some(Value::BulkString(r)) if r == b"master") => {
             Ok(())
         }
-        _ => Err("is not a master (ROLE)".to_owned()),
+        _ => Err(Failure::from("is not a master (ROLE)")),
     }
 }

@@ -31,8 +31,9 @@ impl ClientBuilder {
     /// The PEM is parsed by [`build`](Self::build), which fails with
     /// [`Error::InvalidArgument`] for one that holds no certificate. A server
     /// whose certificate this CA did not sign, or whose name (the URL's host)
-    /// it does not carry, is refused when connecting: `build` fails with
-    /// [`Error::Unavailable`] naming the certificate problem.
+    /// it does not carry, is refused when connecting: `build` fails at once
+    /// with [`Error::TlsCertificate`] naming the certificate problem (not
+    /// transient: a configuration error).
     ///
     /// # Crypto provider
     ///
@@ -139,6 +140,68 @@ impl TlsSettings {
 
 #[cfg(feature = "tls-rustls")]
 pub(crate) use socket::TlsSocket;
+
+/// The certificate problem behind a failed connect, if that is what it was:
+/// a server certificate rustls refused (unknown issuer, wrong host name,
+/// expired, ...) or a certificate alert from the server (it refused the
+/// client's certificate or its absence). Walks `error`'s sources, looking
+/// into redis-rs's and `std::io`'s wrappers.
+#[cfg(feature = "tls-rustls")]
+pub(crate) fn certificate_problem(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::AlertDescription as Alert;
+    let found = find_rustls_error(error, 0)?;
+    let refused = match found {
+        rustls::Error::InvalidCertificate(_)
+        | rustls::Error::NoCertificatesPresented
+        | rustls::Error::InvalidCertRevocationList(_) => true,
+        rustls::Error::AlertReceived(alert) => matches!(
+            alert,
+            Alert::BadCertificate
+                | Alert::UnsupportedCertificate
+                | Alert::CertificateRevoked
+                | Alert::CertificateExpired
+                | Alert::CertificateUnknown
+                | Alert::UnknownCA
+                | Alert::CertificateRequired
+        ),
+        _ => false,
+    };
+    refused.then(|| found.to_string())
+}
+
+/// Without the feature there is no TLS, so no certificate problem.
+#[cfg(not(feature = "tls-rustls"))]
+pub(crate) fn certificate_problem(_error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    None
+}
+
+/// The `rustls::Error` in `error`'s chain. redis-rs keeps its cause in an
+/// `Arc<dyn Error>` whose `source()` skips the cause itself, and an
+/// `io::Error` does the same with its payload, so both are opened by hand.
+#[cfg(feature = "tls-rustls")]
+fn find_rustls_error<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+    depth: usize,
+) -> Option<&'a rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    if depth > 16 {
+        return None;
+    }
+    if let Some(found) = error.downcast_ref::<rustls::Error>() {
+        return Some(found);
+    }
+    let inner: Option<&'a (dyn std::error::Error + 'static)> =
+        if let Some(shared) = error.downcast_ref::<Shared>() {
+            Some(&**shared)
+        } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            io.get_ref().map(|payload| payload as _)
+        } else {
+            None
+        };
+    inner
+        .and_then(|inner| find_rustls_error(inner, depth + 1))
+        .or_else(|| find_rustls_error(error.source()?, depth + 1))
+}
 
 #[cfg(feature = "tls-rustls")]
 use rustls::pki_types::pem::PemObject;

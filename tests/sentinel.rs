@@ -98,6 +98,15 @@ fn a_lock_held_across_a_failover_is_renewed_on_the_new_master() {
     let holder = client(setup, Duration::from_secs(6));
     let waiter = client(setup, Duration::from_secs(6));
     let guard = holder.lock("s-failover").lock().expect("lock");
+    // Replica sync is on by default under Sentinel: `lock` returned after
+    // both replicas acknowledged the hold, so whichever is promoted has it.
+    let master = setup.master_port();
+    for &replica in setup.data_ports.iter().filter(|&&port| port != master) {
+        let count: Option<i64> = con(replica)
+            .hget("s-failover", holder.owner_field())
+            .expect("HGET on a replica");
+        assert_eq!(count, Some(1), "the hold is on replica {replica} already");
+    }
     let (rx, handle) = wait_in_thread(&waiter, "s-failover");
     await_waiting(&waiter);
 

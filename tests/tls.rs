@@ -2,7 +2,10 @@
 //! CA made by the test: every connection of the client goes through TLS
 //! (the server has no plain TCP port), the subscriber's included, so a
 //! waiter is woken by the unlock message; mutual TLS with a client
-//! certificate; a server signed by another CA is refused at once.
+//! certificate; a server certificate the client cannot verify (another
+//! CA, another host name) or a missing client certificate is refused at once
+//! with an error that is not transient (a configuration error), while a
+//! server that refuses the connection stays `Unavailable`.
 #![cfg(feature = "tls-rustls")]
 
 mod support;
@@ -106,10 +109,34 @@ fn mutual_tls_with_a_client_certificate() {
     // Without the client certificate the server turns the client away.
     let started = Instant::now();
     let refused = tls_client(&server, &certs, false);
-    assert!(refused.is_err(), "no client certificate, no connection");
+    let error = refused.expect_err("no client certificate, no connection");
+    eprintln!("no client certificate: {error}");
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "refused at once"
+    );
+    assert!(!error.is_transient(), "a configuration error: {error:?}");
+}
+
+/// Builds a client for `url` trusting `ca` and asserts it fails at once
+/// with a non-transient [`Error::TlsCertificate`] whose message contains
+/// `expected` (and names the certificate).
+fn assert_certificate_refused(url: &str, certs: &Certs, ca: &str, expected: &str) {
+    let started = Instant::now();
+    let result = Client::builder(url)
+        .tls_root_ca_pem(certs.pem(ca))
+        .connect_timeout(Duration::from_secs(5))
+        .build();
+    let elapsed = started.elapsed();
+    let error = result.expect_err("a server certificate the client cannot verify");
+    let message = error.to_string();
+    eprintln!("{url} with {ca} after {elapsed:?}: {message}");
+    assert!(elapsed < Duration::from_secs(2), "fails fast: {elapsed:?}");
+    assert!(matches!(error, Error::TlsCertificate { .. }), "{error:?}");
+    assert!(!error.is_transient(), "a configuration error: {error:?}");
+    assert!(
+        message.to_lowercase().contains("certificate") && message.contains(expected),
+        "the error names the certificate problem ({expected}): {message}"
     );
 }
 
@@ -117,20 +144,50 @@ fn mutual_tls_with_a_client_certificate() {
 fn a_server_signed_by_another_ca_is_refused_fast_and_clearly() {
     let certs = Certs::make();
     let server = TlsServer::start(&certs, false);
-    let started = Instant::now();
-    let result = Client::builder(server.url())
+    assert_certificate_refused(&server.url(), &certs, "other-ca.crt", "UnknownIssuer");
+    // The same server with the right CA is fine.
+    tls_client(&server, &certs, false).expect("the right CA");
+}
+
+#[test]
+fn a_server_certificate_for_another_host_is_refused_fast_and_clearly() {
+    let certs = Certs::make();
+    let server = TlsServer::start_as(&certs, "wrong-name", false);
+    assert_certificate_refused(&server.url(), &certs, "ca.crt", "not valid for name");
+}
+
+#[test]
+fn sentinels_whose_certificate_cannot_be_verified_are_a_configuration_error() {
+    let certs = Certs::make();
+    // The handshake fails before any command, so a TLS server standing in
+    // for the sentinels shows what a client makes of their certificates.
+    let server = TlsServer::start(&certs, false);
+    let error = Client::sentinel_builder("mymaster", [server.url(), server.url()])
         .tls_root_ca_pem(certs.pem("other-ca.crt"))
-        .build();
-    let elapsed = started.elapsed();
-    let error = result.expect_err("an untrusted server certificate");
-    let message = error.to_string();
-    eprintln!("wrong CA after {elapsed:?}: {message}");
-    assert!(elapsed < Duration::from_secs(2), "fails fast: {elapsed:?}");
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect_err("sentinels with an unknown issuer");
+    eprintln!("sentinels with another CA: {error}");
+    assert!(matches!(error, Error::TlsCertificate { .. }), "{error:?}");
+    assert!(!error.is_transient(), "{error:?}");
+    assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+}
+
+#[test]
+fn a_refused_tls_connection_stays_unavailable() {
+    let certs = Certs::make();
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let error = Client::builder(format!("rediss://127.0.0.1:{port}/"))
+        .tls_root_ca_pem(certs.pem("ca.crt"))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect_err("nobody listens");
     assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
-    assert!(
-        message.to_lowercase().contains("certificate"),
-        "the error names the certificate problem: {message}"
-    );
+    assert!(error.is_transient(), "{error:?}");
 }
 
 #[test]

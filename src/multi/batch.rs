@@ -142,7 +142,7 @@ impl<K: Kind> Leftovers<K> {
     /// A member whose attempt failed with `e` may have been taken (unless
     /// no connection could be had: then nothing was sent).
     pub fn failed(&mut self, member: &Lock<K>, e: &Error) {
-        if !matches!(e, Error::Unavailable { .. })
+        if !matches!(e, Error::Unavailable { .. } | Error::TlsCertificate { .. })
             && let Some(orphan) = member.orphan()
         {
             self.orphans.push(orphan);

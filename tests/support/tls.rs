@@ -100,7 +100,8 @@ fn make_leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
 
 impl Certs {
     /// `ca`, `server` (for 127.0.0.1 and localhost), `client` (signed by
-    /// `ca`) and an unrelated `other-ca`.
+    /// `ca`), `wrong-name` (signed by `ca` for another host only) and an
+    /// unrelated `other-ca`.
     pub fn make() -> Certs {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
@@ -117,6 +118,12 @@ impl Certs {
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
         );
         make_leaf(&dir, "ca", "client", "extendedKeyUsage=clientAuth\n");
+        make_leaf(
+            &dir,
+            "ca",
+            "wrong-name",
+            "subjectAltName=DNS:elsewhere.invalid\nextendedKeyUsage=serverAuth\n",
+        );
         Certs { dir }
     }
 
@@ -147,6 +154,12 @@ impl TlsServer {
     /// Starts it with the certificates of `certs`; `auth_clients` is
     /// Redis's `tls-auth-clients` (`yes`: a client certificate is required).
     pub fn start(certs: &Certs, auth_clients: bool) -> TlsServer {
+        TlsServer::start_as(certs, "server", auth_clients)
+    }
+
+    /// [`TlsServer::start`] presenting the certificate `<cert>.crt` (with
+    /// `<cert>.key`) of `certs`.
+    pub fn start_as(certs: &Certs, cert: &str, auth_clients: bool) -> TlsServer {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
         let dir =
             std::env::temp_dir().join(format!("redisson-lock-test-{}-{n}", std::process::id()));
@@ -158,9 +171,9 @@ impl TlsServer {
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(["--daemonize", "no", "--loglevel", "warning"])
                 .arg("--tls-cert-file")
-                .arg(certs.path("server.crt"))
+                .arg(certs.path(&format!("{cert}.crt")))
                 .arg("--tls-key-file")
-                .arg(certs.path("server.key"))
+                .arg(certs.path(&format!("{cert}.key")))
                 .arg("--tls-ca-cert-file")
                 .arg(certs.path("ca.crt"))
                 .args([

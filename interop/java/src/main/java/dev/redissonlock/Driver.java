@@ -29,6 +29,7 @@ import org.redisson.config.Config;
  *
  * <pre>
  *   java -jar redisson-driver-&lt;v&gt;.jar redis://127.0.0.1:17001 30000
+ *   java -jar redisson-driver-&lt;v&gt;.jar sentinel:mymaster:redis://127.0.0.1:26379,redis://127.0.0.1:26380 30000
  * </pre>
  *
  * Prints {@code READY <redisson version> <client id>}, then reads commands
@@ -75,18 +76,28 @@ public final class Driver {
         System.setOut(System.err);
 
         if (args.length != 2) {
-            System.err.println("usage: java -jar redisson-driver.jar <redis-url>|cluster:<url>,<url>... <watchdogTimeoutMs>");
+            System.err.println("usage: java -jar redisson-driver.jar <redis-url>|cluster:<url>,<url>...|"
+                    + "sentinel:<masterName>:<url>,<url>... <watchdogTimeoutMs>");
             System.exit(2);
         }
         Config config = new Config();
         if (args[0].startsWith("cluster:")) {
             // Redis Cluster, Redisson's defaults otherwise (sharded pub/sub
             // AUTO in 3.29+, probed on connect in 3.22+).
-            String[] seeds = args[0].substring("cluster:".length()).split(",");
-            for (int i = 0; i < seeds.length; i++) {
-                seeds[i] = seeds[i].replaceAll("/+$", "");
+            config.useClusterServers().addNodeAddress(addresses(args[0].substring("cluster:".length())));
+        } else if (args[0].startsWith("sentinel:")) {
+            // Redis Sentinel: the master name, then the sentinels' URLs.
+            // Redisson's defaults otherwise (checkLockSyncedSlaves on, reads
+            // from replicas, sentinel discovery on).
+            String rest = args[0].substring("sentinel:".length());
+            int colon = rest.indexOf(':');
+            if (colon <= 0) {
+                System.err.println("expected sentinel:<masterName>:<url>,<url>..., got " + args[0]);
+                System.exit(2);
             }
-            config.useClusterServers().addNodeAddress(seeds);
+            config.useSentinelServers()
+                    .setMasterName(rest.substring(0, colon))
+                    .addSentinelAddress(addresses(rest.substring(colon + 1)));
         } else {
             config.useSingleServer().setAddress(args[0]);
         }
@@ -117,6 +128,15 @@ public final class Driver {
         }
         // "quit" or stdin EOF: pending/blocked actor commands are abandoned.
         shutdown();
+    }
+
+    /** Comma-separated node URLs, each without a trailing slash (Redisson rejects one). */
+    private static String[] addresses(String list) {
+        String[] urls = list.split(",");
+        for (int i = 0; i < urls.length; i++) {
+            urls[i] = urls[i].replaceAll("/+$", "");
+        }
+        return urls;
     }
 
     private static void shutdown() {
