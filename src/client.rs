@@ -76,6 +76,8 @@ pub(crate) struct Inner {
     pub cluster: Option<Arc<Cluster>>,
     /// The process that built the client (see [`Error::ForkedProcess`]).
     pub pid: u32,
+    /// [`crate::fork::count`] when the client was built.
+    pub forks: u64,
     pub registry: Arc<Registry>,
     /// Held for its `Drop`, which stops the renewal thread.
     pub _watchdog: Watchdog,
@@ -276,8 +278,12 @@ impl Client {
     }
 
     /// Refuses use from a `fork()`ed child: it would share this client's
-    /// id and thread numbers with the parent. One `getpid`, no round trip.
+    /// id and thread numbers with the parent. An atomic load (a `getpid` only
+    /// after a fork, see `src/fork.rs`), no round trip.
     pub(crate) fn check_process(&self) -> Result<()> {
+        if crate::fork::unchanged(self.inner.forks) {
+            return Ok(());
+        }
         let here = std::process::id();
         if here == self.inner.pid {
             return Ok(());
@@ -559,6 +565,7 @@ impl ClientBuilder {
                 (Subscribers::One(subscriber), "publish", sentinel)
             }
         };
+        let forks = crate::fork::count();
         let id = uuid::Uuid::new_v4();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -569,6 +576,7 @@ impl ClientBuilder {
                 pool,
                 cluster,
                 pid: std::process::id(),
+                forks,
                 registry,
                 _watchdog: watchdog,
                 _sentinel: sentinel,

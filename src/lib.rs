@@ -75,7 +75,8 @@
 //!
 //! [Redisson]: https://redisson.org
 
-#![forbid(unsafe_code)]
+// One `unsafe` block in the crate: registering a fork handler (src/fork.rs).
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
     not(test),
@@ -88,6 +89,7 @@ mod cluster;
 mod connection;
 mod endpoint;
 mod error;
+mod fork;
 mod guard;
 mod holds;
 mod lock;
