@@ -74,7 +74,7 @@ else
   s3_iter=500; s3_warmup=20; s3_hold_us=100
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
-  pair_rounds=20; pair_block_ms=200   # 4 paired measurements x 8 s a repetition
+  pair_rounds=20; pair_block_ms=200   # 9 paired measurements x 8 s a repetition
   s6_ms=2000; s6_warmup=1000   # per side (RedLock, single), alternating: ~15 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
@@ -420,6 +420,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   fi
   if wanted 7; then
     paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
+    for t in read write fenced spin nonreentrant; do paired 1 "$t"; done
   fi
   if wanted 4 && [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do
