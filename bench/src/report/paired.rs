@@ -19,9 +19,19 @@ const ROWS: [(&str, u64, &str, f64); 9] = [
     ("Scenario 5: fair lock (1 thread)", 1, "fair", FLOOR_GOAL),
     ("Scenario 5: read lock (1 thread)", 1, "read", FLOOR_GOAL),
     ("Scenario 5: write lock (1 thread)", 1, "write", FLOOR_GOAL),
-    ("Scenario 5: fenced lock (1 thread)", 1, "fenced", FLOOR_GOAL),
+    (
+        "Scenario 5: fenced lock (1 thread)",
+        1,
+        "fenced",
+        FLOOR_GOAL,
+    ),
     ("Scenario 5: spin lock (1 thread)", 1, "spin", FLOOR_GOAL),
-    ("Scenario 5: non-reentrant lock (1 thread)", 1, "nonreentrant", FLOOR_GOAL),
+    (
+        "Scenario 5: non-reentrant lock (1 thread)",
+        1,
+        "nonreentrant",
+        FLOOR_GOAL,
+    ),
     ("Scenario 5: read lock, 4 readers", 4, "read", FLOOR_GOAL),
 ];
 
