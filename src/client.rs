@@ -108,7 +108,9 @@ pub(crate) struct Config {
     /// `WAIT` after lock writes: `None` off; `Some(check)` on, `check` making
     /// an unacknowledged write an error (see [`crate::replicas`]).
     pub replica_sync: Option<bool>,
-    pub replicas_sync_timeout: Duration,
+    /// The `WAIT` timeout; `None`: 1 s, or half the response timeout if
+    /// that is shorter (see [`Config::replicas_sync_timeout`]).
+    pub replicas_sync_timeout: Option<Duration>,
 }
 
 impl Config {
@@ -162,7 +164,7 @@ impl Client {
                 subscription_timeout: Duration::from_millis(7500),
                 fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
                 replica_sync: None,
-                replicas_sync_timeout: Duration::from_secs(1),
+                replicas_sync_timeout: None,
             },
             pool_size: 32,
             tls: TlsSettings::default(),
@@ -522,13 +524,6 @@ impl ClientBuilder {
                         "a client is either for Sentinel or for a cluster, not both",
                     ));
                 }
-                if config.replica_sync.is_some() {
-                    // Each master has its own replicas: the count would
-                    // have to be kept per master. Not built yet.
-                    return Err(Error::invalid(
-                        "replica sync (check_lock_synced_replicas) is not supported in a cluster yet",
-                    ));
-                }
                 let (pool, cluster) =
                     Cluster::for_client(seeds, &config, self.pool_size, &self.tls)?;
                 (pool, Some(cluster), None, None)
@@ -538,7 +533,7 @@ impl ClientBuilder {
         let registry = Arc::new(Registry::default());
         let sync = config
             .replica_sync
-            .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout)));
+            .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout())));
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
             Arc::clone(&pool),

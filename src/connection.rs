@@ -137,7 +137,7 @@ impl ConnectionLike for PooledConnection {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         self.usual_timeout()?;
-        let result = self.con.req_packed_commands(cmd, offset, count);
+        let result = pipeline(&mut self.con, cmd, offset, count);
         self.record(result)
     }
 
@@ -152,6 +152,33 @@ impl ConnectionLike for PooledConnection {
     fn is_open(&self) -> bool {
         !self.dropped && self.con.is_open()
     }
+}
+
+/// Sends `cmd` (several commands) and reads the replies of the `count`
+/// after the first `offset`. Unlike redis-rs's own `req_packed_commands`,
+/// which goes on reading after a reply timed out or the connection broke
+/// (each further read waiting the whole response timeout again: a frozen
+/// server held a pipeline of N commands for N timeouts), the first I/O
+/// error ends it. Error replies are values, as in redis-rs.
+fn pipeline(
+    con: &mut redis::Connection,
+    cmd: &[u8],
+    offset: usize,
+    count: usize,
+) -> RedisResult<Vec<Value>> {
+    con.send_packed_command(cmd)?;
+    let mut replies = Vec::with_capacity(count);
+    let mut read = 0;
+    while read < offset + count {
+        match con.recv_response()? {
+            // RESP3 push data is not a reply.
+            Value::Push { .. } => continue,
+            reply if read >= offset => replies.push(reply),
+            _ => {}
+        }
+        read += 1;
+    }
+    Ok(replies)
 }
 
 impl Connector {

@@ -7,7 +7,7 @@
 //! connection, and the subscriber reconnects.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -26,6 +26,9 @@ pub(crate) struct Endpoint {
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// Set when something watches the topology: asks it to check now.
     recheck: OnceLock<Sender<()>>,
+    /// Replicas connected to the server when last seen, for replica sync
+    /// ([`crate::replicas`]); -1: unknown. Forgotten when the endpoint moves.
+    replicas: AtomicI64,
 }
 
 impl Endpoint {
@@ -39,6 +42,7 @@ impl Endpoint {
             #[cfg(feature = "tls-rustls")]
             tls: None,
             recheck: OnceLock::new(),
+            replicas: AtomicI64::new(-1),
         }
     }
 
@@ -74,6 +78,7 @@ impl Endpoint {
             *info = with_server(info.clone(), host, port);
         }
         *moves += 1;
+        self.forget_replicas();
         self.generation.store(*moves, Ordering::Release);
         self.moved.notify_all();
         true
@@ -108,6 +113,23 @@ impl Endpoint {
         if let Some(recheck) = self.recheck.get() {
             let _ = recheck.try_send(());
         }
+    }
+}
+
+impl Endpoint {
+    /// The replicas connected to the server when last counted, if known.
+    pub fn replicas(&self) -> Option<u32> {
+        u32::try_from(self.replicas.load(Ordering::Acquire)).ok()
+    }
+
+    /// Remembers that `n` replicas are connected to the server.
+    pub fn set_replicas(&self, n: u32) {
+        self.replicas.store(i64::from(n), Ordering::Release);
+    }
+
+    /// Forgets the replica count: it is read again before the next write.
+    pub fn forget_replicas(&self) {
+        self.replicas.store(-1, Ordering::Release);
     }
 }
 

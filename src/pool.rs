@@ -9,12 +9,14 @@
 //! calling thread, reports the first failure to that caller, and has no
 //! thread at all.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
 
 use crate::connection::{Connector, PooledConnection};
+use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 
 /// At most `max` connections, opened on demand and kept while idle.
@@ -189,7 +191,12 @@ impl Checkout<'_> {
     }
 }
 
-impl Checkout<'_> {
+impl<'a> Checkout<'a> {
+    /// The server this connection's pool connects to.
+    pub fn endpoint(&self) -> &'a Arc<Endpoint> {
+        self.pool.connector.endpoint()
+    }
+
     /// See [`PooledConnection::send_packed`].
     pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
         self.inner()?.send_packed(cmd)

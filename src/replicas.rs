@@ -10,15 +10,16 @@
 //! lost its replicas keeps granting locks that a failover would lose.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::client::{Client, ClientBuilder, Config};
+use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 
-/// The sync settings and the cached replica count of one master.
+/// The replica sync settings. The replica count is kept per master, on its
+/// [`Endpoint`].
 #[derive(Debug)]
 pub(crate) struct ReplicaSync {
     /// `checkLockSyncedSlaves`: no acknowledgement while replicas are
@@ -26,11 +27,6 @@ pub(crate) struct ReplicaSync {
     pub check: bool,
     /// `slavesSyncTimeout`: the `WAIT` timeout.
     pub timeout: Duration,
-    /// Replicas connected to the master when last seen; -1: unknown.
-    replicas: AtomicI64,
-    /// The endpoint generation the count was read at: a master that moved
-    /// (Sentinel) has its own replicas.
-    generation: AtomicU64,
 }
 
 /// What the replicas said about one write.
@@ -44,27 +40,13 @@ pub(crate) enum Synced {
 
 impl ReplicaSync {
     pub fn new(check: bool, timeout: Duration) -> ReplicaSync {
-        ReplicaSync {
-            check,
-            timeout,
-            replicas: AtomicI64::new(-1),
-            generation: AtomicU64::new(0),
-        }
+        ReplicaSync { check, timeout }
     }
 
-    /// Forgets the replica count (a master change, say).
-    pub fn reset(&self) {
-        self.replicas.store(-1, Ordering::Release);
-    }
-
-    /// The connected replicas of the master at endpoint `generation`, from
-    /// the cache or `INFO replication` on `con` (one round trip).
-    fn replicas(&self, generation: u64, con: &mut dyn ConnectionLike) -> Result<u32> {
-        if self.generation.swap(generation, Ordering::AcqRel) != generation {
-            self.reset();
-        }
-        let cached = self.replicas.load(Ordering::Acquire);
-        if let Ok(n) = u32::try_from(cached) {
+    /// The connected replicas of the master at `endpoint`, from its cache
+    /// or `INFO replication` on `con` (one round trip).
+    fn replicas(&self, endpoint: &Endpoint, con: &mut dyn ConnectionLike) -> Result<u32> {
+        if let Some(n) = endpoint.replicas() {
             return Ok(n);
         }
         let info: String = redis::cmd("INFO").arg("replication").query(con)?;
@@ -73,7 +55,7 @@ impl ReplicaSync {
             .find_map(|line| line.strip_prefix("connected_slaves:"))
             .and_then(|n| n.trim().parse::<u32>().ok())
             .unwrap_or(0);
-        self.replicas.store(i64::from(n), Ordering::Release);
+        endpoint.set_replicas(n);
         Ok(n)
     }
 
@@ -88,10 +70,10 @@ impl ReplicaSync {
     }
 
     /// Judges a `WAIT` reply for `expected` replicas.
-    fn judge(&self, expected: u32, acked: RedisResult<i64>) -> Result<Synced> {
+    fn judge(&self, endpoint: &Endpoint, expected: u32, acked: RedisResult<i64>) -> Result<Synced> {
         let acked = acked?;
         if acked != i64::from(expected) {
-            self.reset();
+            endpoint.forget_replicas();
         }
         Ok(if acked > 0 {
             Synced::Yes
@@ -106,11 +88,11 @@ impl ReplicaSync {
     /// first write (the replica count).
     pub fn run<T>(
         &self,
-        generation: u64,
+        endpoint: &Endpoint,
         con: &mut dyn ConnectionLike,
         command: impl FnOnce(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<(T, Synced)> {
-        let replicas = self.replicas(generation, con)?;
+        let replicas = self.replicas(endpoint, con)?;
         let Some(wait) = self.wait_command(replicas) else {
             return Ok((command(con)?, Synced::Yes));
         };
@@ -121,21 +103,35 @@ impl ReplicaSync {
             acked: &acked,
         })?;
         let synced = match acked.take() {
-            Some(reply) => self.judge(replicas, reply)?,
+            Some(reply) => self.judge(endpoint, replicas, reply)?,
             None => Synced::Yes, // nothing was sent
         };
         Ok((value, synced))
     }
 
     /// A `WAIT` on its own, after writes already made on `con` (the
-    /// watchdog's pipelined renewals). One round trip, none without replicas.
-    pub fn wait(&self, generation: u64, con: &mut dyn ConnectionLike) -> Result<Synced> {
-        let replicas = self.replicas(generation, con)?;
+    /// watchdog's pipelined renewals) on the master at `endpoint`. One round
+    /// trip, none without replicas.
+    pub fn wait(&self, endpoint: &Endpoint, con: &mut dyn ConnectionLike) -> Result<Synced> {
+        let replicas = self.replicas(endpoint, con)?;
         let Some(wait) = self.wait_command(replicas) else {
             return Ok(Synced::Yes);
         };
         let reply = con.req_packed_command(&wait).and_then(int);
-        self.judge(replicas, reply)
+        self.judge(endpoint, replicas, reply)
+    }
+
+    /// [`ReplicaSync::wait`] after a round of lease renewals: a missing
+    /// acknowledgement is logged (the renewal itself stands).
+    pub fn wait_after_renewal(&self, endpoint: &Endpoint, con: &mut dyn ConnectionLike) {
+        match self.wait(endpoint, con) {
+            Ok(Synced::Yes) => {}
+            Ok(Synced::No { replicas }) => log::warn!(
+                "redisson-lock: none of {replicas} replica(s) of {} acknowledged a lease renewal",
+                endpoint.describe()
+            ),
+            Err(e) => log::warn!("redisson-lock: WAIT after a renewal failed: {e}"),
+        }
     }
 }
 
@@ -203,14 +199,29 @@ impl ConnectionLike for Waiting<'_> {
     }
 }
 
+/// Redisson's `slavesSyncTimeout`.
+const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Config {
+    /// The `WAIT` timeout: the one set, else 1 s, or half the response
+    /// timeout when that is shorter (a lock command's reply waits for its
+    /// `WAIT`, so the wait must end well within the response timeout).
+    pub fn replicas_sync_timeout(&self) -> Duration {
+        self.replicas_sync_timeout
+            .unwrap_or_else(|| DEFAULT_SYNC_TIMEOUT.min(self.response_timeout / 2))
+    }
+}
+
 /// Checks the replica sync settings at build time.
 pub(crate) fn check_config(config: &Config) -> Result<()> {
-    if config.replica_sync.is_some() && config.replicas_sync_timeout >= config.response_timeout {
-        return Err(Error::invalid(format!(
-            "the replicas sync timeout ({:?}) must be shorter than the response timeout ({:?}): \
-             a lock command's reply waits for its WAIT",
-            config.replicas_sync_timeout, config.response_timeout
-        )));
+    if let Some(timeout) = config.replicas_sync_timeout {
+        if config.replica_sync.is_some() && timeout >= config.response_timeout {
+            return Err(Error::invalid(format!(
+                "the replicas sync timeout ({timeout:?}) must be shorter than the response \
+                 timeout ({:?}): a lock command's reply waits for its WAIT",
+                config.response_timeout
+            )));
+        }
     }
     Ok(())
 }
@@ -226,10 +237,12 @@ impl ClientBuilder {
     /// idempotent). With `check` false the `WAIT` is still sent and a missing
     /// acknowledgement only logged.
     ///
-    /// Off by default for a standalone server, on for Sentinel. It costs one `INFO
-    /// replication` round trip for the first write (the replica count is
-    /// cached), then nothing extra unless replicas lag: the reply waits for
-    /// the acknowledgement, at most the [timeout](Self::replicas_sync_timeout).
+    /// Off by default for a standalone server; on, with `check` true, for
+    /// Sentinel and Redis Cluster, as in Redisson. It costs one `INFO
+    /// replication` round trip for the first write to each master (its
+    /// replica count is cached per master), then nothing extra unless
+    /// replicas lag: the reply waits for the acknowledgement, at most the
+    /// [timeout](Self::replicas_sync_timeout).
     /// Replicas that are disconnected when the lock is written are not
     /// waited for (Redisson's rule): a master that lost its replicas still
     /// grants locks a failover would lose.
@@ -239,10 +252,11 @@ impl ClientBuilder {
     }
 
     /// How long a lock write waits for its replicas' acknowledgement
-    /// (Redisson's `slavesSyncTimeout`, default 1 s); must be shorter than the
-    /// response timeout.
+    /// (Redisson's `slavesSyncTimeout`); must be shorter than the response
+    /// timeout. Unset, it is 1 s, or half the
+    /// [response timeout](Self::response_timeout) when that is shorter.
     pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.config.replicas_sync_timeout = timeout;
+        self.config.replicas_sync_timeout = Some(timeout);
         self
     }
 }
@@ -262,8 +276,10 @@ impl Client {
                 .with_connection(key, operation, |con, resend| command(con, resend))
                 .map(|value| (value, Synced::Yes)),
             Some(sync) => self.with_connection(key, operation, |con, resend| {
-                let generation = self.inner.pool.connector().endpoint().generation();
-                sync.run(generation, con, |con| command(con, resend))
+                // The master this connection reaches: in a cluster, the
+                // slot's owner (or the node an `ASK` named).
+                let endpoint = con.endpoint();
+                sync.run(endpoint, con, |con| command(con, resend))
             }),
         }
     }

@@ -19,10 +19,11 @@ use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use crate::cluster::{Cluster, slot};
+use crate::connection::PooledConnection;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
 use crate::pool::Pool;
-use crate::replicas::{ReplicaSync, Synced};
+use crate::replicas::ReplicaSync;
 use crate::scripts::{self, RenewChunk, Renewed};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
@@ -69,7 +70,7 @@ impl Watchdog {
             Some(_) => None,
             None => Some(
                 pool.connector()
-                    .connect()
+                    .open_pooled()
                     .map_err(|e| pool.connector().connect_error(e))?,
             ),
         };
@@ -100,7 +101,7 @@ struct Worker {
     /// The watchdog's own connection (standalone only). Behind a mutex only
     /// so that a cluster run can share the worker with its per-master
     /// threads; taken once per round, never contended.
-    con: Mutex<Option<redis::Connection>>,
+    con: Mutex<Option<PooledConnection>>,
     /// The endpoint generation `con` was opened at: after a Sentinel
     /// failover the connection is reopened to the new master.
     generation: AtomicU64,
@@ -159,7 +160,7 @@ impl Worker {
             }
             let con = match self.con.lock().take() {
                 Some(con) => Some(con),
-                None => match self.pool.connector().connect() {
+                None => match self.pool.connector().open_pooled() {
                     Ok(con) => Some(con),
                     Err(e) => {
                         log::debug!("redisson-lock: watchdog cannot reconnect: {e}");
@@ -279,21 +280,14 @@ impl Worker {
                 self.with_connection(|con| {
                     let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
                     if let Some(sync) = &sync {
-                        let generation = pool.connector().endpoint().generation();
-                        match sync.wait(generation, con) {
-                            Ok(Synced::Yes) => {}
-                            Ok(Synced::No { replicas }) => log::warn!(
-                                "redisson-lock: none of {replicas} replica(s) acknowledged a lease renewal"
-                            ),
-                            Err(e) => {
-                                log::warn!("redisson-lock: WAIT after a renewal failed: {e}")
-                            }
-                        }
+                        sync.wait_after_renewal(pool.connector().endpoint(), con);
                     }
                     Ok(replies)
                 })
             }
-            Some((cluster, addr)) => cluster_renewal(cluster, addr, &chunks, lease_ms),
+            Some((cluster, addr)) => {
+                cluster_renewal(cluster, addr, &chunks, lease_ms, self.sync.as_deref())
+            }
         };
         let mut tickets = tickets.into_iter();
         let replies = match result {
@@ -440,10 +434,15 @@ fn cluster_renewal(
     addr: &Arc<str>,
     chunks: &[RenewChunk<'_>],
     lease_ms: u64,
+    sync: Option<&ReplicaSync>,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
     let result = cluster.pool(addr).and_then(|pool| {
         let mut con = pool.get()?;
-        scripts::renew_chunks(&mut con, chunks, lease_ms)
+        let replies = scripts::renew_chunks(&mut con, chunks, lease_ms)?;
+        if let Some(sync) = sync {
+            sync.wait_after_renewal(con.endpoint(), &mut con);
+        }
+        Ok(replies)
     });
     if result.as_ref().is_err_and(Error::is_transient) {
         cluster.schedule_refresh();
@@ -456,7 +455,7 @@ fn cluster_renewal(
         };
         if let Some((target, _)) = target {
             let target: Arc<str> = Arc::from(target);
-            *reply = renew_asking(cluster, &target, chunk, lease_ms);
+            *reply = renew_asking(cluster, &target, chunk, lease_ms, sync);
         }
     }
     Ok(replies)
@@ -468,6 +467,7 @@ fn renew_asking(
     addr: &Arc<str>,
     chunk: &RenewChunk<'_>,
     lease_ms: u64,
+    sync: Option<&ReplicaSync>,
 ) -> Result<Vec<Renewed>> {
     let pool = cluster.pool(addr)?;
     let mut con = pool.get()?;
@@ -476,7 +476,11 @@ fn renew_asking(
         read_markers: chunk.read_markers,
         items: chunk.items.clone(),
     };
-    scripts::renew_chunks(&mut con, std::slice::from_ref(&one), lease_ms)?
+    let reply = scripts::renew_chunks(&mut con, std::slice::from_ref(&one), lease_ms)?
         .pop()
-        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())))
+        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())));
+    if let Some(sync) = sync {
+        sync.wait_after_renewal(con.endpoint(), &mut con);
+    }
+    reply
 }

@@ -30,6 +30,10 @@ impl Client {
     /// renews holds in chunks of one slot each, every chunk sent to its
     /// slot's master.
     ///
+    /// Replica sync is on, as in Redisson: every lock write is followed by a
+    /// `WAIT` for the master's connected replicas (see
+    /// [`check_lock_synced_replicas`](ClientBuilder::check_lock_synced_replicas)).
+    ///
     /// Lock names whose derived keys fall in different slots (a name with
     /// a `{` but no complete hash tag, such as `a{b`) fail with a
     /// `CROSSSLOT` error, as they do in Redisson.
@@ -58,6 +62,8 @@ impl Client {
         let mut builder = Client::builder("redis://127.0.0.1");
         builder.info = info;
         builder.seeds = seeds;
+        // Redisson waits for the replicas outside single-server mode.
+        builder.config.replica_sync = Some(true);
         builder
     }
 }

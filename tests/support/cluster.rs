@@ -341,6 +341,15 @@ impl Node {
         }
     }
 
+    /// Sends `kill -<sig>` to the node (`STOP` freezes it, `CONT` thaws it).
+    pub fn signal(&self, sig: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{sig} of node {} failed", self.port);
+    }
+
     /// Starts a killed node again on its port, with its `nodes.conf`: it
     /// rejoins the cluster (as a replica, if its slots were failed over).
     pub fn restart(&self) {
