@@ -214,14 +214,15 @@ impl Config {
 
 /// Checks the replica sync settings at build time.
 pub(crate) fn check_config(config: &Config) -> Result<()> {
-    if let Some(timeout) = config.replicas_sync_timeout {
-        if config.replica_sync.is_some() && timeout >= config.response_timeout {
-            return Err(Error::invalid(format!(
-                "the replicas sync timeout ({timeout:?}) must be shorter than the response \
-                 timeout ({:?}): a lock command's reply waits for its WAIT",
-                config.response_timeout
-            )));
-        }
+    if let Some(timeout) = config.replicas_sync_timeout
+        && config.replica_sync.is_some()
+        && timeout >= config.response_timeout
+    {
+        return Err(Error::invalid(format!(
+            "the replicas sync timeout ({timeout:?}) must be shorter than the response \
+             timeout ({:?}): a lock command's reply waits for its WAIT",
+            config.response_timeout
+        )));
     }
     Ok(())
 }
