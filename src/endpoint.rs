@@ -6,8 +6,8 @@
 //! generation are discarded on their next checkout, the watchdog reopens its
 //! connection, and the subscriber reconnects.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -29,6 +29,20 @@ pub(crate) struct Endpoint {
     /// Replicas connected to the server when last seen, for replica sync
     /// ([`crate::replicas`]); -1: unknown. Forgotten when the endpoint moves.
     replicas: AtomicI64,
+    /// When `replicas` was counted, in ms since [`EPOCH`].
+    counted_at: AtomicU64,
+}
+
+/// The origin of [`Endpoint`]'s timestamps.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// How long "no replica connected" is believed: no `WAIT` is sent then, so
+/// no `WAIT` reply would ever correct it (a replica that connects later, a
+/// former master that rejoins as a replica).
+const NO_REPLICA_BELIEVED: Duration = Duration::from_secs(1);
+
+fn millis_since_epoch() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Endpoint {
@@ -43,6 +57,7 @@ impl Endpoint {
             tls: None,
             recheck: OnceLock::new(),
             replicas: AtomicI64::new(-1),
+            counted_at: AtomicU64::new(0),
         }
     }
 
@@ -117,13 +132,28 @@ impl Endpoint {
 }
 
 impl Endpoint {
-    /// The replicas connected to the server when last counted, if known.
+    /// The replicas connected to the server when last counted, if known. A
+    /// count of none is only kept for a second.
     pub fn replicas(&self) -> Option<u32> {
-        u32::try_from(self.replicas.load(Ordering::Acquire)).ok()
+        self.replicas_at(millis_since_epoch())
+    }
+
+    /// [`Endpoint::replicas`] at `now` ms since [`EPOCH`].
+    fn replicas_at(&self, now: u64) -> Option<u32> {
+        let n = u32::try_from(self.replicas.load(Ordering::Acquire)).ok()?;
+        if n == 0 {
+            let age = now.saturating_sub(self.counted_at.load(Ordering::Acquire));
+            if u128::from(age) > NO_REPLICA_BELIEVED.as_millis() {
+                return None;
+            }
+        }
+        Some(n)
     }
 
     /// Remembers that `n` replicas are connected to the server.
     pub fn set_replicas(&self, n: u32) {
+        self.counted_at
+            .store(millis_since_epoch(), Ordering::Release);
         self.replicas.store(i64::from(n), Ordering::Release);
     }
 
@@ -166,6 +196,28 @@ pub(crate) fn with_server(info: ConnectionInfo, host: &str, port: u16) -> Connec
 mod tests {
     use super::*;
     use redis::IntoConnectionInfo;
+
+    #[test]
+    fn a_count_of_no_replicas_is_only_believed_for_a_second() {
+        let endpoint = Endpoint::new(
+            "redis://127.0.0.1:1000"
+                .into_connection_info()
+                .expect("url"),
+        );
+        assert_eq!(endpoint.replicas(), None);
+        endpoint.set_replicas(2);
+        assert_eq!(endpoint.replicas(), Some(2));
+        endpoint.set_replicas(0);
+        assert_eq!(endpoint.replicas(), Some(0));
+        // Counted more than a second ago: read it again.
+        let later = millis_since_epoch() + 1_500;
+        assert_eq!(endpoint.replicas_at(later), None);
+        // A positive count stays until a WAIT disagrees or the endpoint moves.
+        endpoint.set_replicas(1);
+        assert_eq!(endpoint.replicas_at(later), Some(1));
+        assert!(endpoint.move_to("127.0.0.1", 1001));
+        assert_eq!(endpoint.replicas(), None);
+    }
 
     #[test]
     fn a_move_keeps_the_settings_and_bumps_the_generation() {

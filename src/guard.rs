@@ -13,7 +13,7 @@ use crate::lock::Lock;
 use crate::locks::{Kind, Reentrant, Wake};
 use crate::scatter::Prefetched;
 use crate::scripts::UnlockOutcome;
-use crate::unlock::Unlock;
+use crate::unlock::{ReplicaCheck, Unlock};
 
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.
@@ -98,6 +98,19 @@ impl<K: Kind> LockGuard<K> {
         release(&self.lock, &self.hold, self.renew)
     }
 
+    /// Releases an acquisition that no replica acknowledged: like
+    /// [`unlock`](Self::unlock), but a missing acknowledgement of the
+    /// release itself is only logged (see [`Lock::attempt`]).
+    pub(crate) fn undo(mut self) -> Result<()> {
+        self.released = true;
+        match begin_release(&self.lock, &self.hold, self.renew) {
+            Releasing::Done(result) => result,
+            Releasing::Send(sending) => {
+                finish_release(&self.lock, &self.hold, sending, None, ReplicaCheck::LogOnly)
+            }
+        }
+    }
+
     /// The guard as a value that may cross threads, to be released there:
     /// the hold belongs to the owner field it was taken with, whichever
     /// thread sends the release (MultiLock and RedLock hand a member whose
@@ -145,7 +158,9 @@ pub(crate) struct Detached<K: Kind> {
 fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
     match begin_release(lock, hold, renew) {
         Releasing::Done(result) => result,
-        Releasing::Send(sending) => finish_release(lock, hold, sending, None),
+        Releasing::Send(sending) => {
+            finish_release(lock, hold, sending, None, ReplicaCheck::Enforce)
+        }
     }
 }
 
@@ -211,6 +226,7 @@ fn finish_release<K: Kind>(
     hold: &Arc<Hold>,
     sending: Sending,
     first: Option<Prefetched<'_>>,
+    check: ReplicaCheck,
 ) -> Result<()> {
     let Sending {
         remaining,
@@ -225,6 +241,7 @@ fn finish_release<K: Kind>(
         Unlock::Release { remaining },
         &kept_ttl_ms,
         first,
+        check,
     );
     if let Some(ticket) = ticket {
         match (&result, kept_ttl_ms.get()) {
@@ -313,7 +330,13 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
         .collect();
     replies.reverse();
     for ((detached, step, _), first) in sending.into_iter().zip(replies) {
-        if let Err(e) = finish_release(&detached.lock, &detached.hold, step, first) {
+        if let Err(e) = finish_release(
+            &detached.lock,
+            &detached.hold,
+            step,
+            first,
+            ReplicaCheck::Enforce,
+        ) {
             log::debug!(
                 "redisson-lock: releasing member `{}` failed: {e}",
                 detached.lock.name()

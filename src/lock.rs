@@ -133,7 +133,8 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
-        Ok(self.attempt(&field, lease, lease_ms, None)?.ok())
+        let now = Some(Instant::now());
+        Ok(self.attempt(&field, lease, lease_ms, None, now)?.ok())
     }
 
     /// Takes the lock, waiting at most `wait` for it; `Ok(None)` when the time
@@ -264,7 +265,7 @@ impl<K: Kind> Lock<K> {
                 now_ms: epoch_millis(),
             })
         };
-        let mut ttl = match self.attempt(field, lease, lease_ms, queue())? {
+        let mut ttl = match self.attempt(field, lease, lease_ms, queue(), deadline)? {
             Ok(guard) => return Ok(Some(guard)),
             Err(ttl) => ttl,
         };
@@ -293,7 +294,7 @@ impl<K: Kind> Lock<K> {
         // refused connection or a timeout is reported at once.
         let mut dropped = false;
         loop {
-            ttl = match self.attempt(field, lease, lease_ms, queue()) {
+            ttl = match self.attempt(field, lease, lease_ms, queue(), deadline) {
                 Ok(Ok(guard)) => return Ok(Some(guard)),
                 Ok(Err(ttl)) => {
                     dropped = false;
@@ -341,13 +342,16 @@ impl<K: Kind> Lock<K> {
 
     /// One acquire attempt: the guard, or the holder's TTL. With replica
     /// sync checked, an acquisition no replica acknowledged is undone and
-    /// sent again (Redisson's `handleNoSync`), at most the unlock retries.
+    /// sent again (Redisson's `handleNoSync`), at most the unlock retries
+    /// and only while `deadline` has not passed; then
+    /// [`Error::NotReplicated`].
     fn attempt(
         &self,
         field: &str,
         lease: Duration,
         lease_ms: u64,
         queue: Option<Queue>,
+        deadline: Option<Instant>,
     ) -> Result<Attempt<K>> {
         let config = &self.client.inner.config;
         let mut retries = 0;
@@ -364,13 +368,17 @@ impl<K: Kind> Lock<K> {
                 log::warn!("redisson-lock: {error}");
                 return Ok(Ok(guard));
             }
-            if let Err(e) = guard.unlock() {
+            // One release, whose own acknowledgement is not waited on
+            // again: the replicas that did not take the lock need not see
+            // it go, and the caller's budget is spent on the next attempt.
+            if let Err(e) = guard.undo() {
                 log::debug!(
                     "redisson-lock: undoing an unreplicated `{}` failed: {e}",
                     self.name
                 );
             }
-            if retries >= config.retry_attempts {
+            let past = |at: Instant| deadline.is_some_and(|deadline| at >= deadline);
+            if retries >= config.retry_attempts || past(Instant::now() + config.retry_delay) {
                 return Err(error);
             }
             retries += 1;

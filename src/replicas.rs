@@ -161,8 +161,23 @@ struct Waiting<'a> {
     acked: &'a Cell<Option<RedisResult<i64>>>,
 }
 
+/// Whether the packed command is a `SCRIPT` subcommand (a `SCRIPT LOAD`
+/// after `NOSCRIPT`): it writes nothing to wait for.
+fn is_script_command(cmd: &[u8]) -> bool {
+    // `*<n>\r\n$<len>\r\n<name>\r\n...`: the name starts after the second line.
+    let mut lines = cmd.splitn(3, |&b| b == b'\n');
+    let (Some(_), Some(_), Some(rest)) = (lines.next(), lines.next(), lines.next()) else {
+        return false;
+    };
+    rest.get(..7)
+        .is_some_and(|name| name.eq_ignore_ascii_case(b"SCRIPT\r"))
+}
+
 impl ConnectionLike for Waiting<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        if is_script_command(cmd) {
+            return self.con.req_packed_command(cmd);
+        }
         let mut both = Vec::with_capacity(cmd.len() + self.wait.len());
         both.extend_from_slice(cmd);
         both.extend_from_slice(self.wait);
@@ -233,7 +248,8 @@ impl ClientBuilder {
     /// replicas> <timeout>` in the same round trip, as Redisson does outside
     /// single-server mode (`checkLockSyncedSlaves`). With `check` true, an
     /// acquire that no replica acknowledged is undone and retried (the
-    /// [`unlock_retries`](Self::unlock_retries) settings), then fails with
+    /// [`unlock_retries`](Self::unlock_retries) settings, while the caller's
+    /// wait lasts: a `try_lock` makes one attempt), then fails with
     /// [`Error::NotReplicated`]; an unlock is retried the same way (it is
     /// idempotent). With `check` false the `WAIT` is still sent and a missing
     /// acknowledgement only logged.
@@ -304,5 +320,27 @@ impl Client {
     /// Whether an unacknowledged write fails its operation.
     pub(crate) fn checks_replicas(&self) -> bool {
         self.inner.sync.as_ref().is_some_and(|sync| sync.check)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_script_command;
+
+    #[test]
+    fn script_load_is_told_from_lock_scripts() {
+        let load = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("return 1")
+            .get_packed_command();
+        assert!(is_script_command(&load));
+        let eval = redis::cmd("EVALSHA").arg("abc").arg(0).get_packed_command();
+        assert!(!is_script_command(&eval));
+        let key = redis::cmd("EVALSHA")
+            .arg("SCRIPT")
+            .arg(0)
+            .get_packed_command();
+        assert!(!is_script_command(&key));
+        assert!(!is_script_command(b"*1\r\n"));
     }
 }

@@ -64,6 +64,16 @@ pub(crate) enum Unlock<'a> {
     Release { remaining: u32 },
 }
 
+/// What a release that no replica acknowledged does (with replica sync
+/// checked; see [`crate::replicas`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplicaCheck {
+    /// Sent again, then [`Error::NotReplicated`].
+    Enforce,
+    /// Logged: the undo of an acquisition no replica acknowledged.
+    LogOnly,
+}
+
 impl<K: Kind> Lock<K> {
     /// Releases one hold of the calling thread with an explicit request id,
     /// outside of any guard: the low-level unlock. Sending the same `request_id`
@@ -136,7 +146,7 @@ impl<K: Kind> Lock<K> {
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
     ) -> Result<Option<UnlockOutcome>> {
-        self.unlock_raw_from(field, unlock, kept_ttl_ms, None)
+        self.unlock_raw_from(field, unlock, kept_ttl_ms, None, ReplicaCheck::Enforce)
     }
 
     /// The command a guard's release of `field` keeping `remaining` holds
@@ -168,13 +178,15 @@ impl<K: Kind> Lock<K> {
 
     /// [`Lock::unlock_raw_reporting`] whose first attempt is answered by
     /// `first`, a reply already read for the command
-    /// [`Lock::release_command`] packed (when there is one).
+    /// [`Lock::release_command`] packed (when there is one); `check` says
+    /// what a release no replica acknowledged does.
     pub(crate) fn unlock_raw_from(
         &self,
         field: &str,
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
         mut first: Option<Prefetched<'_>>,
+        check: ReplicaCheck,
     ) -> Result<Option<UnlockOutcome>> {
         let inner = &self.client.inner;
         let config = &inner.config;
@@ -226,7 +238,12 @@ impl<K: Kind> Lock<K> {
                     .with_synced_connection(&self.name, "unlock", |con, resend| send(con, resend))
                     .and_then(
                         |(outcome, synced)| match synced.error("unlock", &self.name) {
-                            Some(e) if self.client.checks_replicas() => Err(e),
+                            Some(e)
+                                if check == ReplicaCheck::Enforce
+                                    && self.client.checks_replicas() =>
+                            {
+                                Err(e)
+                            }
                             Some(e) => {
                                 log::warn!("redisson-lock: {e}");
                                 Ok(outcome)

@@ -76,8 +76,10 @@ fn every_lock_write_waits_for_the_replica() {
 fn an_acquire_no_replica_acknowledges_is_undone_and_fails() {
     let (master, replica) = master_and_replica();
     let client = synced_client(&master, true);
+    drop(client.lock("unsynced").lock().expect("warm-up"));
     // Frozen but still connected: the master waits for it, in vain.
     replica.pause();
+    let waits = master.command_calls("wait");
     let started = Instant::now();
     let result = client.lock("unsynced").lock();
     let took = started.elapsed();
@@ -88,6 +90,9 @@ fn an_acquire_no_replica_acknowledges_is_undone_and_fails() {
     }
     // Three attempts of at most 200 ms each, plus their undos and delays.
     assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Each attempt and each undo waited once: an undo is not retried for
+    // want of an acknowledgement.
+    assert_eq!(master.command_calls("wait") - waits, 6);
     assert_eq!(
         master.cmd::<i64>(&["EXISTS", "unsynced"]),
         0,
@@ -97,6 +102,29 @@ fn an_acquire_no_replica_acknowledges_is_undone_and_fails() {
     // Once the replica acknowledges again, so does the lock.
     let guard = client.lock("unsynced").lock().expect("lock");
     guard.unlock().expect("unlock");
+}
+
+#[test]
+fn a_timed_acquire_no_replica_acknowledges_keeps_to_its_budget() {
+    let (master, replica) = master_and_replica();
+    let client = synced_client(&master, true);
+    drop(client.lock("budget").lock().expect("warm-up"));
+    replica.pause();
+    let before = master.command_calls("wait");
+    let tried = client
+        .lock("budget")
+        .try_lock_for(Duration::from_millis(100));
+    let once = client.lock("budget").try_lock();
+    let after = master.command_calls("wait");
+    replica.resume();
+    assert!(
+        matches!(tried, Err(Error::NotReplicated { .. })),
+        "{tried:?}"
+    );
+    assert!(matches!(once, Err(Error::NotReplicated { .. })), "{once:?}");
+    // No second attempt past the budget: one acquire and one undo each.
+    assert_eq!(after - before, 4);
+    assert_eq!(master.cmd::<i64>(&["EXISTS", "budget"]), 0);
 }
 
 #[test]
