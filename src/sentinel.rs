@@ -64,7 +64,10 @@ impl Client {
     ///
     /// The master is reached with the scheme (`rediss://` for TLS),
     /// credentials and database of the first sentinel URL, unless
-    /// [`ClientBuilder::sentinel_master_url`] gives others. Between a
+    /// [`ClientBuilder::sentinel_master_url`] gives others. Each sentinel
+    /// is asked with its own URL's credentials (without them if it has no
+    /// password, as a sentinel answers when its URL carries the master's
+    /// password), never with a database. Between a
     /// failover and the next lookup (at most a second), locks can still be
     /// taken on the former master while it accepts writes; so can Redisson's.
     ///
@@ -190,7 +193,9 @@ impl SentinelSettings {
         for info in self.sentinels {
             let info =
                 info.map_err(|e| Error::invalid(format!("invalid sentinel address: {e}")))?;
-            nodes.push(tls.apply(info)?);
+            // A sentinel has no databases: the URL's database is the master's.
+            let settings = info.redis_settings().clone().set_db(0);
+            nodes.push(tls.apply(info.set_redis_settings(settings))?);
         }
         Ok(Sentinels {
             master_name: self.master_name,
@@ -397,12 +402,29 @@ fn ask(
     name: &str,
     timeouts: (Duration, Duration),
 ) -> Result<Option<(String, u16)>, Failure> {
-    let mut con = open(node, timeouts)?;
+    let mut con = match open(node, timeouts) {
+        // The credentials are the master's, and this sentinel has none
+        // (Redisson likewise uses the master's password for sentinels
+        // unless told otherwise): ask it without.
+        Err(e) if e.message.contains("without any password configured") => {
+            open(&without_credentials(node), timeouts)?
+        }
+        other => other?,
+    };
     redis::cmd("SENTINEL")
         .arg("GET-MASTER-ADDR-BY-NAME")
         .arg(name)
         .query(&mut con)
         .map_err(|e| Failure::from(e.to_string()))
+}
+
+/// `info` without a username or password.
+fn without_credentials(info: &ConnectionInfo) -> ConnectionInfo {
+    let settings = info.redis_settings();
+    let bare = redis::RedisConnectionInfo::default()
+        .set_protocol(settings.protocol())
+        .set_db(settings.db());
+    info.clone().set_redis_settings(bare)
 }
 
 /// Whether the server at `info` says it is a master.

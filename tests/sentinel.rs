@@ -260,3 +260,29 @@ fn sentinel_settings_need_a_sentinel_builder() {
         assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
     }
 }
+
+#[test]
+fn the_sentinel_urls_database_is_the_masters() {
+    // A sentinel has no databases (`SELECT` is an unknown command there):
+    // the database in the URL is used on the master only.
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    let urls: Vec<String> = setup
+        .sentinel_urls()
+        .into_iter()
+        .map(|url| format!("{url}3"))
+        .collect();
+    let client = Client::sentinel_builder(MASTER_NAME, urls)
+        .build()
+        .expect("a Sentinel client for database 3");
+    let guard = client.lock("s-db").lock().expect("lock");
+    let mut master = con(setup.master_port());
+    let in_db0: bool = master.exists("s-db").expect("EXISTS");
+    redis::cmd("SELECT")
+        .arg(3)
+        .exec(&mut master)
+        .expect("SELECT");
+    let in_db3: bool = master.exists("s-db").expect("EXISTS");
+    assert!(in_db3 && !in_db0, "db 3: {in_db3}, db 0: {in_db0}");
+    guard.unlock().expect("unlock");
+}
