@@ -84,6 +84,7 @@
 )]
 
 mod attempt;
+mod builder;
 mod client;
 mod cluster;
 mod connection;
