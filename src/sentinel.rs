@@ -13,10 +13,12 @@
 //! again.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
+use parking_lot::Mutex;
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
 use crate::client::{Client, ClientBuilder};
@@ -195,11 +197,15 @@ impl SentinelSettings {
                 info.map_err(|e| Error::invalid(format!("invalid sentinel address: {e}")))?;
             // A sentinel has no databases: the URL's database is the master's.
             let settings = info.redis_settings().clone().set_db(0);
-            nodes.push(tls.apply(info.set_redis_settings(settings))?);
+            nodes.push(SentinelNode {
+                info: tls.apply(info.set_redis_settings(settings))?,
+                con: Mutex::new(None),
+            });
         }
         Ok(Sentinels {
             master_name: self.master_name,
             nodes,
+            first: AtomicUsize::new(0),
             scan_interval: self.scan_interval,
         })
     }
@@ -208,19 +214,61 @@ impl SentinelSettings {
 /// The checked sentinel addresses and the master name.
 pub(crate) struct Sentinels {
     master_name: String,
-    nodes: Vec<ConnectionInfo>,
+    nodes: Vec<SentinelNode>,
+    /// The sentinel that answered last: asked first next time.
+    first: AtomicUsize,
     scan_interval: Duration,
+}
+
+/// One sentinel, and the connection kept open to it between lookups (a
+/// lookup a second must not cost a connect, or a TLS handshake, each time).
+struct SentinelNode {
+    info: ConnectionInfo,
+    con: Mutex<Option<redis::Connection>>,
+}
+
+impl SentinelNode {
+    /// The master address this sentinel gives for `name`, if it knows it:
+    /// on the kept connection, or on a new one if there is none or it
+    /// failed (the sentinel restarted, say).
+    fn ask(
+        &self,
+        name: &str,
+        timeouts: (Duration, Duration),
+    ) -> Result<Option<(String, u16)>, Failure> {
+        let kept = self.con.lock().take();
+        let reused = kept.is_some();
+        let mut con = match kept {
+            Some(con) => con,
+            None => connect_sentinel(&self.info, timeouts)?,
+        };
+        let answer = match get_master_addr(&mut con, name) {
+            Err(_) if reused => {
+                con = connect_sentinel(&self.info, timeouts)?;
+                get_master_addr(&mut con, name)
+            }
+            other => other,
+        };
+        if answer.is_ok() {
+            *self.con.lock() = Some(con);
+        }
+        answer
+    }
 }
 
 impl Sentinels {
     /// Finds the master and points `endpoint` at it; whether it moved. One
-    /// connection and round trip per sentinel asked, one more and a `ROLE`
-    /// for a new address; each connect and reply bounded by `timeouts`.
+    /// round trip per sentinel asked, starting with the one that answered
+    /// last, on a connection kept from the previous lookup (a new one if
+    /// needed); a connection and a `ROLE` more for a new address. Each
+    /// connect and reply is bounded by `timeouts`.
     pub fn locate(&self, endpoint: &Endpoint, timeouts: (Duration, Duration)) -> Result<bool> {
         let mut failures = Vec::new();
         let mut certificates = 0;
-        for node in &self.nodes {
-            let answer = ask(node, &self.master_name, timeouts).and_then(|found| {
+        let first = self.first.load(Ordering::Relaxed);
+        let order = (0..self.nodes.len()).map(|i| (first + i) % self.nodes.len());
+        for (i, node) in order.filter_map(|i| Some((i, self.nodes.get(i)?))) {
+            let answer = node.ask(&self.master_name, timeouts).and_then(|found| {
                 let (host, port) = found.ok_or(Failure::from("does not know the master name"))?;
                 // The current master needs no confirming: nothing would change.
                 if endpoint.is_at(&host, port) {
@@ -236,6 +284,7 @@ impl Sentinels {
             });
             match answer {
                 Ok((host, port)) => {
+                    self.first.store(i, Ordering::Relaxed);
                     let moved = endpoint.move_to(&host, port);
                     if moved {
                         log::info!(
@@ -247,7 +296,7 @@ impl Sentinels {
                 }
                 Err(e) => {
                     certificates += usize::from(e.certificate);
-                    failures.push(format!("sentinel {}: {}", node.addr(), e.message));
+                    failures.push(format!("sentinel {}: {}", node.info.addr(), e.message));
                 }
             }
         }
@@ -396,25 +445,31 @@ fn open(
     Ok(con)
 }
 
-/// The master address sentinel `node` gives for `name`, if it knows it.
-fn ask(
+/// A connection to the sentinel at `node`.
+fn connect_sentinel(
     node: &ConnectionInfo,
-    name: &str,
     timeouts: (Duration, Duration),
-) -> Result<Option<(String, u16)>, Failure> {
-    let mut con = match open(node, timeouts) {
+) -> Result<redis::Connection, Failure> {
+    match open(node, timeouts) {
         // The credentials are the master's, and this sentinel has none
         // (Redisson likewise uses the master's password for sentinels
-        // unless told otherwise): ask it without.
+        // unless told otherwise): connect without.
         Err(e) if e.message.contains("without any password configured") => {
-            open(&without_credentials(node), timeouts)?
+            open(&without_credentials(node), timeouts)
         }
-        other => other?,
-    };
+        other => other,
+    }
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME name` on `con`.
+fn get_master_addr(
+    con: &mut redis::Connection,
+    name: &str,
+) -> Result<Option<(String, u16)>, Failure> {
     redis::cmd("SENTINEL")
         .arg("GET-MASTER-ADDR-BY-NAME")
         .arg(name)
-        .query(&mut con)
+        .query(con)
         .map_err(|e| Failure::from(e.to_string()))
 }
 

@@ -286,3 +286,29 @@ fn the_sentinel_urls_database_is_the_masters() {
     assert!(in_db3 && !in_db0, "db 3: {in_db3}, db 0: {in_db0}");
     guard.unlock().expect("unlock");
 }
+
+#[test]
+fn lookups_reuse_their_sentinel_connection() {
+    let (setup, _serial) = SentinelSetup::shared();
+    let connections = || -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut con(setup.sentinel_ports[0]))
+            .expect("INFO stats");
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("total_connections_received")
+    };
+    let client = Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
+        .sentinel_scan_interval(Duration::from_millis(100))
+        .build()
+        .expect("client");
+    let before = connections();
+    thread::sleep(Duration::from_millis(1500));
+    // About 15 lookups, asked on the one connection the build opened (and
+    // this test's own two connections for INFO).
+    let opened = connections() - before;
+    assert!(opened <= 2, "{opened} connections for 15 lookups");
+    drop(client);
+}
