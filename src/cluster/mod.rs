@@ -292,15 +292,31 @@ fn node_addr(info: &ConnectionInfo) -> Option<(&str, u16)> {
 }
 
 impl Cluster {
-    /// Records what a `MOVED` error says, if `e` is one; schedules a
-    /// refresh for any other error that hints at a topology change.
-    pub fn note_redirect(&self, e: &redis::RedisError) {
-        match (e.code(), e.redirect_node()) {
-            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, addr),
+    /// Records what a `MOVED` error from the node at `replied` says, if `e`
+    /// is one; schedules a refresh for any other error that hints at a
+    /// topology change.
+    pub fn note_redirect(&self, e: &redis::RedisError, replied: &str) {
+        match (e.code(), redirect(e, replied)) {
+            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, &addr),
             (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
             _ => {}
         }
     }
+}
+
+/// Where a `MOVED` or `ASK` error from the node at `replied` (`host:port`)
+/// sends a command: the target's `host:port` and the slot. An empty (or
+/// `?`) host, as in `MOVED 3999 :6381` from a node that announces no
+/// endpoint, is `replied`'s host. `None` for any other error.
+pub(crate) fn redirect(e: &redis::RedisError, replied: &str) -> Option<(Arc<str>, u16)> {
+    let (addr, slot) = e.redirect_node()?;
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = if host.is_empty() || host == "?" {
+        replied.rsplit_once(':').map_or(replied, |(host, _)| host)
+    } else {
+        host
+    };
+    Some((Arc::from(format!("{host}:{port}")), slot))
 }
 
 impl Cluster {
