@@ -117,8 +117,23 @@ fn hold_across_failover(
     watchdog: Duration,
     fail_over: impl Fn(),
 ) {
+    let pubsub_threads = || support::threads_named("rlock-pubsub");
+    // Earlier tests' clients (their waiter threads' clones) are gone.
+    assert!(
+        eventually(Duration::from_secs(10), || pubsub_threads() == 0),
+        "subscriber threads of earlier tests: {}",
+        pubsub_threads()
+    );
     let (holder, other) = (client(cluster, watchdog), client(cluster, watchdog));
     let guard = holder.lock(name).lock().expect("lock");
+    // A client that waited on the master before the failover, and no more
+    // since: its subscriber there sits idle.
+    let idle = client(cluster, watchdog);
+    let waited = idle
+        .lock(name)
+        .try_lock_for(Duration::from_millis(100))
+        .expect("try_lock_for");
+    assert!(waited.is_none());
     let got = waiters(&other, name, 2);
     assert!(eventually(Duration::from_secs(5), || other
         .diagnostics()
@@ -142,6 +157,26 @@ fn hold_across_failover(
         replica.port
     );
     eprintln!("failed over at {:?}", std::time::SystemTime::now());
+    // The waiters subscribed again at the new master.
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let (_, count): (String, i64) = replica.cmd(&["PUBSUB", "SHARDNUMSUB", &channel]);
+            count == 1
+        }),
+        "the waiters subscribed at the new master"
+    );
+    // The idle client learns the new table (a MOVED, or a refused
+    // connection, prompts a refresh): the subscribers of the old master
+    // (demoted, or dead) are gone with their threads, well before an idle
+    // subscriber would close by itself. One thread is left: the waiters'
+    // at the new master.
+    let _ = idle.lock(name).is_locked();
+    assert!(
+        eventually(Duration::from_secs(3), || pubsub_threads() == 1),
+        "subscriber threads after the failover: {} (one expected, the new master's)",
+        pubsub_threads()
+    );
     // Renewed on the promoted replica: its TTL goes back up (a renewal
     // comes every third of the lease).
     let mut last: i64 = replica.cmd(&["PTTL", name]);

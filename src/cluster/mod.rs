@@ -63,7 +63,13 @@ struct State {
     table: RwLock<Arc<Table>>,
     pools: Mutex<HashMap<Arc<str>, Arc<Pool>>>,
     last_refresh: Mutex<Instant>,
+    /// Called with the masters after every table change; dropped once one
+    /// returns `false`.
+    listeners: Mutex<Vec<Listener>>,
 }
+
+/// A table change listener (see [`Cluster::on_change`]).
+type Listener = Box<dyn Fn(&[Arc<str>]) -> bool + Send + Sync>;
 
 impl Cluster {
     /// Reads the slot table from the first seed that answers, and starts
@@ -96,6 +102,7 @@ impl Cluster {
             table: RwLock::new(Arc::new(Table::empty())),
             pools: Mutex::new(HashMap::new()),
             last_refresh: Mutex::new(Instant::now()),
+            listeners: Mutex::new(Vec::new()),
         });
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
@@ -149,13 +156,27 @@ impl Cluster {
     /// Records a `MOVED` for `slot` to `addr` at once, and schedules a full
     /// refresh.
     pub fn moved(&self, slot: u16, addr: &str) {
-        {
+        let changed = {
             let mut table = self.state.table.write();
             if table.owner(slot).is_none_or(|owner| &**owner != addr) {
                 *table = Arc::new(table.with_move(slot, addr));
+                Some(table.masters().cloned().collect::<Vec<_>>())
+            } else {
+                None
             }
+        };
+        if let Some(masters) = changed {
+            self.state.notify(&masters);
         }
         self.schedule_refresh();
+    }
+
+    /// Calls `listener` with the masters serving slots after every change
+    /// of the slot table (every refresh, every `MOVED` noted), on the
+    /// thread that made it, until it returns `false`. It must not block
+    /// for long: it delays the refresh.
+    pub fn on_change(&self, listener: impl Fn(&[Arc<str>]) -> bool + Send + Sync + 'static) {
+        self.state.listeners.lock().push(Box::new(listener));
     }
 }
 
@@ -196,6 +217,7 @@ impl State {
                     let masters: Vec<Arc<str>> = table.masters().cloned().collect();
                     self.pools.lock().retain(|addr, _| masters.contains(addr));
                     *self.table.write() = Arc::new(table);
+                    self.notify(&masters);
                     return Ok(());
                 }
                 Ok(_) => {
@@ -233,6 +255,11 @@ impl State {
         };
         let host = addr.rsplit_once(':').map_or(&**addr, |(host, _)| host);
         Table::parse(reply, host)
+    }
+
+    /// Tells the listeners the masters of a new table.
+    fn notify(&self, masters: &[Arc<str>]) {
+        self.listeners.lock().retain(|listener| listener(masters));
     }
 
     fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {

@@ -27,6 +27,10 @@ use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 /// a PING, while no thread waits. While one does, it is the response timeout:
 /// a waiter must learn of a frozen or vanished server within its timeouts.
 const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a cluster subscriber keeps its connection (and thread) with no
+/// thread waiting: long enough for a lock's next waiter not to pay a
+/// connect, short enough that a node nobody waits on holds nothing.
+const IDLE_CLOSE: Duration = HEALTH_CHECK_INTERVAL;
 /// The shortest health check interval, whatever the response timeout.
 const HEALTH_CHECK_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
@@ -294,10 +298,19 @@ impl Shared {
     /// The subscriber thread: connects, serves the connection until it
     /// fails, wakes waiters as needed, and reconnects with backoff, until the
     /// client is dropped.
+    ///
+    /// In a cluster the thread ends (and the next waiter starts another)
+    /// whenever no thread waits and the connection is down or idle for
+    /// [`IDLE_CLOSE`]: it never connects for nobody, and a node that
+    /// failed or was demoted while nobody waited keeps neither connection
+    /// nor thread.
     pub(super) fn run(&self) {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
+            if self.cluster && self.stop_if_idle() {
+                return;
+            }
             let generation = self.endpoint.generation();
             let stream = match Stream::connect(&self.endpoint, self.connect_timeout) {
                 Ok(stream) => stream,
@@ -315,7 +328,11 @@ impl Shared {
             // accepts and then drops us at once (maxclients, a proxy without
             // a backend) is a failed connect, not a reconnect.
             let mut answered = false;
-            let served = self.serve(stream, generation, &mut answered);
+            let mut stopped = false;
+            let served = self.serve(stream, generation, &mut answered, &mut stopped);
+            if stopped {
+                return;
+            }
             if let Err(e) = &served
                 && !self.closed.load(Ordering::Acquire)
             {
@@ -363,7 +380,15 @@ impl Shared {
     /// what it reads until the connection fails or the client closes.
     /// `generation` is the endpoint's when the connect began: a connection
     /// to a master that moved meanwhile is dropped at once.
-    fn serve(&self, stream: Stream, generation: u64, answered: &mut bool) -> io::Result<()> {
+    /// A cluster subscriber whose connection stays idle for [`IDLE_CLOSE`]
+    /// closes it and sets `stopped`: the thread ends.
+    fn serve(
+        &self,
+        stream: Stream,
+        generation: u64,
+        answered: &mut bool,
+        stopped: &mut bool,
+    ) -> io::Result<()> {
         let mut reader = stream.try_clone()?;
         {
             let mut conn = self.conn.lock();
@@ -380,11 +405,18 @@ impl Shared {
         let mut parser = redis::Parser::new();
         let mut ping_sent = false;
         let mut read_timeout = None;
+        let mut idle_since = None;
         loop {
             // Work a waiter left: a subscription it could not take the
             // connection mutex for, or a write it could not finish in time.
             self.sync(None)?;
-            let silence = if ping_sent || !self.lot.lock().is_empty() {
+            let idle = self.lot.lock().is_empty();
+            if !idle {
+                idle_since = None;
+            } else if idle_since.is_none() {
+                idle_since = Some(Instant::now());
+            }
+            let silence = if ping_sent || !idle {
                 self.response_timeout.max(HEALTH_CHECK_MIN)
             } else {
                 HEALTH_CHECK_INTERVAL
@@ -398,6 +430,15 @@ impl Shared {
                     ping_sent = false;
                     self.dispatch(value, answered)?;
                 }
+                Err(e)
+                    if e.is_timeout()
+                        && self.cluster
+                        && idle_since.is_some_and(|since| since.elapsed() >= IDLE_CLOSE)
+                        && self.stop_if_idle() =>
+                {
+                    *stopped = true;
+                    return Ok(());
+                }
                 Err(e) if e.is_timeout() && !ping_sent => {
                     let mut conn = self.conn.lock();
                     conn.queue(Pending::Ping, self.sharded);
@@ -410,6 +451,27 @@ impl Shared {
                 return Ok(());
             }
         }
+    }
+
+    /// When no thread waits and no command awaits its reply: closes the
+    /// connection (if any) and marks the thread as not running, both under
+    /// the lot's mutex, so that a waiter joining later starts a new thread
+    /// (see [`Subscriber::subscribe`](super::Subscriber::subscribe)); `true`
+    /// then, and the calling thread must end. Takes the connection mutex
+    /// (bounded by a response timeout) and the lot's briefly; no other I/O.
+    fn stop_if_idle(&self) -> bool {
+        let mut conn = self.conn.lock();
+        let lot = self.lot.lock();
+        if !lot.is_empty() || !conn.pending.is_empty() {
+            return false;
+        }
+        if let Some(writer) = conn.reset(None) {
+            let _ = writer.shutdown();
+        }
+        self.thread_started.store(false, Ordering::Release);
+        drop(lot);
+        log::debug!("redisson-lock: cluster subscriber idle: connection and thread closed");
+        true
     }
 
     /// Hands a message to the lot, or a reply to the command it answers.
