@@ -340,3 +340,60 @@ fn without_the_check_an_unacknowledged_acquire_holds() {
     assert!(calls(master, "wait") > waits);
     guard.unlock().expect("unlock");
 }
+
+/// Sends `CONT` to a node when dropped, whatever happens to the test.
+struct Thaw<'a>(&'a Node);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.0.signal("CONT");
+    }
+}
+
+#[test]
+fn a_frozen_master_does_not_stall_the_slot_table_refresh() {
+    let (_one, cluster) = cluster();
+    // The master of slot 0 comes first in `CLUSTER SLOTS`, so in the
+    // client's table; the build leaves an idle pooled connection to it.
+    let frozen = cluster.owner_of_slot(0);
+    let live: Vec<&Node> = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.port != frozen.port && n.is_running())
+        .collect();
+    // A silent node costs a whole response timeout per request: make it
+    // longer than the test's window.
+    let client = Client::cluster_builder(cluster.urls())
+        .response_timeout(Duration::from_secs(15))
+        .build()
+        .expect("cluster client");
+    let table_reads = || live.iter().map(|n| calls(n, "cluster|slots")).sum::<u64>();
+    let before = table_reads();
+    frozen.signal("STOP");
+    let thaw = Thaw(frozen);
+    // The periodic refresh (every 5 s) asks a live node within 2 s of
+    // trying the frozen one, if it tries it at all.
+    let started = Instant::now();
+    let refreshed = eventually(Duration::from_secs(9), || table_reads() > before);
+    let took = started.elapsed();
+    eprintln!("a live node was asked for the table {took:?} after the freeze");
+    drop(thaw);
+    drop(client);
+    // The cluster may have failed the frozen master over meanwhile: wait
+    // until every node sees a healthy cluster again, the thawed node in it.
+    let healthy = eventually(Duration::from_secs(30), || {
+        cluster.nodes.iter().filter(|n| n.is_running()).all(|n| {
+            n.try_cmd::<String>(&["CLUSTER", "INFO"])
+                .is_ok_and(|info| info.contains("cluster_state:ok"))
+        }) && cluster.any_node().slots().is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|r| r.master == frozen.port || r.replicas.contains(&frozen.port))
+        })
+    });
+    assert!(healthy, "the cluster recovered after the thaw");
+    assert!(
+        refreshed,
+        "no slot table read from a live node within {took:?} of freezing the first master"
+    );
+}

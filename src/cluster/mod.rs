@@ -13,6 +13,7 @@
 //! after a dropped connection, which every lock command knows how to treat.
 
 mod builder;
+mod refresh;
 mod router;
 pub mod slot;
 mod subscribers;
@@ -66,6 +67,8 @@ struct State {
     /// Called with the masters after every table change; dropped once one
     /// returns `false`.
     listeners: Mutex<Vec<Listener>>,
+    /// Which nodes answered or failed the last topology reads.
+    memory: Mutex<refresh::Memory>,
 }
 
 /// A table change listener (see [`Cluster::on_change`]).
@@ -103,6 +106,7 @@ impl Cluster {
             pools: Mutex::new(HashMap::new()),
             last_refresh: Mutex::new(Instant::now()),
             listeners: Mutex::new(Vec::new()),
+            memory: Mutex::new(refresh::Memory::default()),
         });
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
@@ -197,64 +201,6 @@ impl State {
                 log::warn!("redisson-lock: cannot refresh the cluster's slot table: {e}");
             }
         }
-    }
-
-    /// Reads `CLUSTER SLOTS` from a known master, else from a seed, and
-    /// installs the table. One connect and one round trip per node tried.
-    fn refresh(&self) -> Result<()> {
-        *self.last_refresh.lock() = Instant::now();
-        let known: Vec<Arc<str>> = self.table.read().masters().cloned().collect();
-        let mut last_error = None;
-        let seeds = self.seeds.iter().filter_map(|seed| {
-            node_addr(seed).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")))
-        });
-        let known = known.into_iter().map(|addr| (addr, true));
-        for (addr, pooled) in known.chain(seeds.map(|addr| (addr, false))) {
-            match self.read_table(&addr, pooled) {
-                Ok(table) if table.is_complete() => {
-                    // Pools of nodes that serve no slot any more (demoted,
-                    // gone) are closed once their connections are returned.
-                    let masters: Vec<Arc<str>> = table.masters().cloned().collect();
-                    self.pools.lock().retain(|addr, _| masters.contains(addr));
-                    *self.table.write() = Arc::new(table);
-                    self.notify(&masters);
-                    return Ok(());
-                }
-                Ok(_) => {
-                    last_error = Some(Error::Unavailable {
-                        reason: format!("{addr} reports slots without a master"),
-                    });
-                }
-                Err(e) => last_error = Some(e),
-            }
-        }
-        Err(last_error.unwrap_or_else(|| Error::Unavailable {
-            reason: "no cluster node to ask for the slot table".into(),
-        }))
-    }
-
-    /// `CLUSTER SLOTS` from the node at `addr`: on a pooled connection for
-    /// a master (`pooled`), on a connection of its own for a seed (which
-    /// may be a replica, whose pool would only hold an idle connection).
-    fn read_table(&self, addr: &Arc<str>, pooled: bool) -> Result<Table> {
-        let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
-        let reply = if pooled {
-            let pool = self.pool(addr)?;
-            let mut con = pool.get()?;
-            slots.query(&mut con)?
-        } else {
-            let connector = Connector::new(
-                self.node_endpoint(addr)?,
-                self.connect_timeout,
-                self.response_timeout,
-            )?;
-            let mut con = connector
-                .connect()
-                .map_err(|e| connector.connect_error(e))?;
-            slots.query(&mut con)?
-        };
-        let host = addr.rsplit_once(':').map_or(&**addr, |(host, _)| host);
-        Table::parse(reply, host)
     }
 
     /// Tells the listeners the masters of a new table.
