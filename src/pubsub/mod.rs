@@ -27,6 +27,13 @@
 //! within another (or accepts no write for that long) counts as dropped: a
 //! frozen server is noticed too. Waiters never depend on a message alone:
 //! each wait is capped by the holder's TTL.
+//!
+//! In a cluster there is one subscriber per master waited on. Its thread
+//! never connects while no thread waits, and it closes its connection and
+//! ends after 10 s without a waiter (the next waiter starts it again); a
+//! subscriber whose node no longer serves slots is retired at the next slot
+//! table change ([`Subscriber::retire`]), its waiters sent back to the
+//! table.
 
 mod conn;
 mod entries;
