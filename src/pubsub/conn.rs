@@ -1,6 +1,6 @@
 //! The subscriber's connection: the record of what was written to it, the
 //! reconcile step that writes what the parking lot needs, and the thread that
-//! reads it.
+//! reads it (what it reads is handled in [`super::replies`]).
 //!
 //! Lock order: the connection mutex ([`Conn`]), then briefly the lot's, never
 //! the reverse, and socket writes only under the connection mutex: the lot's
@@ -16,12 +16,8 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{RedisError, ServerError, Value};
-
 use super::Shared;
-use super::shard::moved_away;
 use super::stream::Stream;
-use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:
@@ -68,15 +64,6 @@ pub(super) enum Pending {
     Ping,
 }
 
-/// A reply that answers the command at the front of [`Conn::pending`].
-#[derive(Debug)]
-enum Reply {
-    Subscribed(String),
-    Unsubscribed(String),
-    Pong,
-    Refused(ServerError),
-}
-
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
     /// records it.
@@ -110,7 +97,7 @@ impl Conn {
 
     /// One command for `channel` got its reply; `true` when none is left in
     /// flight, so that the reply settles the channel's state.
-    fn settled(&mut self, channel: &str) -> bool {
+    pub(super) fn settled(&mut self, channel: &str) -> bool {
         match self.in_flight.get_mut(channel) {
             Some(count) if *count > 1 => {
                 *count -= 1;
@@ -124,7 +111,7 @@ impl Conn {
     }
 
     /// Subscribed, and the server confirmed it.
-    fn confirmed(&self, channel: &str) -> bool {
+    pub(super) fn confirmed(&self, channel: &str) -> bool {
         self.subscribed.contains(channel) && !self.in_flight.contains_key(channel)
     }
 
@@ -472,128 +459,5 @@ impl Shared {
         drop(lot);
         log::debug!("redisson-lock: cluster subscriber idle: connection and thread closed");
         true
-    }
-
-    /// Hands a message to the lot, or a reply to the command it answers.
-    fn dispatch(&self, value: Value, answered: &mut bool) -> io::Result<()> {
-        if !matches!(value, Value::ServerError(_)) {
-            *answered = true;
-        }
-        let reply = match value {
-            Value::Array(items) => match items.as_slice() {
-                [Value::BulkString(kind), Value::BulkString(name), payload] => {
-                    let name = String::from_utf8_lossy(name).into_owned();
-                    match kind.as_slice() {
-                        b"message" | b"smessage" => {
-                            self.deliver(&name, payload);
-                            return Ok(());
-                        }
-                        b"subscribe" | b"ssubscribe" => Reply::Subscribed(name),
-                        b"unsubscribe" => Reply::Unsubscribed(name),
-                        b"sunsubscribe" => {
-                            if !self.answers_front_unsubscribe(&name) {
-                                self.shard_lost(&name);
-                                return Ok(());
-                            }
-                            Reply::Unsubscribed(name)
-                        }
-                        _ => return Ok(()),
-                    }
-                }
-                [Value::BulkString(kind), _] if kind.eq_ignore_ascii_case(b"pong") => Reply::Pong,
-                _ => return Ok(()),
-            },
-            Value::SimpleString(s) if s.eq_ignore_ascii_case("pong") => Reply::Pong,
-            Value::ServerError(e) => {
-                // Before the connection has answered anything, an error other
-                // than an ACL refusal is the server turning the connection
-                // away (maxclients, protected mode), and it closes it: a
-                // failed connect, not a refusal of the front command.
-                if !*answered && e.code() != "NOPERM" {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionRefused,
-                        format!("the server turned the connection away: {}", e.code()),
-                    ));
-                }
-                *answered = true;
-                Reply::Refused(e)
-            }
-            _ => return Ok(()),
-        };
-        self.settle(reply)
-    }
-
-    fn deliver(&self, channel: &str, payload: &Value) {
-        match payload {
-            Value::BulkString(message) if message == UNLOCK_MESSAGE.as_bytes() => {
-                self.lot.lock().deliver(channel, false);
-            }
-            Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
-                self.lot.lock().deliver(channel, true);
-            }
-            _ => log::debug!("redisson-lock: ignoring unknown message on {channel}"),
-        }
-    }
-
-    /// Matches `reply` with the command at the front of the record. A
-    /// subscription confirmed, with nothing else in flight for its channel,
-    /// activates the channel's entries; one refused fails their waiters and
-    /// is forgotten, so that the next waiter asks again. A reply that answers
-    /// no command means the stream is out of step: an error, and the
-    /// connection is dropped.
-    fn settle(&self, reply: Reply) -> io::Result<()> {
-        let mut conn = self.conn.lock();
-        let Some(front) = conn.pending.pop_front() else {
-            return Err(io::Error::other(format!(
-                "subscriber reply {reply:?} to no command"
-            )));
-        };
-        match (front, reply) {
-            (Pending::Subscribe(channel), Reply::Subscribed(name)) if channel == name => {
-                if conn.settled(&channel) && conn.subscribed.contains(&channel) {
-                    self.lot.lock().activate(&channel);
-                }
-            }
-            (Pending::Unsubscribe(channel), Reply::Unsubscribed(name)) if channel == name => {
-                conn.settled(&channel);
-            }
-            (Pending::Ping, Reply::Pong) => {}
-            // A refused PING still proves the server alive.
-            (Pending::Ping, Reply::Refused(_)) => {}
-            (Pending::Subscribe(channel), Reply::Refused(e)) if self.cluster && moved_away(&e) => {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
-                    let woken = self.lot.lock().moved(&channel);
-                    log::debug!(
-                        "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
-                         thread(s) subscribe again at the slot's master",
-                        e.code()
-                    );
-                }
-            }
-            (Pending::Subscribe(channel), Reply::Refused(e)) => {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
-                    let error = RedisError::from(e);
-                    let failed = self.lot.lock().refuse(&channel, &error);
-                    log::warn!(
-                        "redisson-lock: the server refused to subscribe to {channel} ({error}): \
-                         {failed} waiting thread(s) get the error"
-                    );
-                } else {
-                    log::debug!("redisson-lock: a superseded SUBSCRIBE {channel} was refused");
-                }
-            }
-            (Pending::Unsubscribe(channel), Reply::Refused(e)) => {
-                // The server may go on sending its messages; nobody is
-                // waiting for them.
-                conn.settled(&channel);
-                log::warn!("redisson-lock: the server refused to unsubscribe from {channel}: {e}");
-            }
-            (front, reply) => {
-                return Err(io::Error::other(format!(
-                    "subscriber reply {reply:?} does not answer {front:?}"
-                )));
-            }
-        }
-        Ok(())
     }
 }

@@ -37,6 +37,7 @@
 
 mod conn;
 mod entries;
+mod replies;
 mod shard;
 mod stream;
 
