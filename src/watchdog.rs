@@ -279,6 +279,15 @@ impl Worker {
                 let (sync, pool) = (self.sync.clone(), Arc::clone(&self.pool));
                 self.with_connection(|con| {
                     let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
+                    // A chunk's error comes inside the reply: one from a
+                    // former master sends Sentinel looking now, as an
+                    // outer error does.
+                    if replies
+                        .iter()
+                        .any(|reply| reply.as_ref().is_err_and(|e| e.code() == Some("READONLY")))
+                    {
+                        pool.connector().endpoint().suspect();
+                    }
                     if let Some(sync) = &sync {
                         sync.wait_after_renewal(pool.connector().endpoint(), con);
                     }
@@ -314,8 +323,8 @@ impl Worker {
                         "redisson-lock: can't renew {} lock(s), will retry: {e}",
                         chunk.len()
                     );
-                    if let (Some((cluster, _)), Error::Redis(e)) = (node, &e) {
-                        cluster.note_redirect(e);
+                    if let (Some((cluster, addr)), Error::Redis(e)) = (node, &e) {
+                        cluster.note_redirect(e, addr);
                     }
                     complete = false;
                     let outcome = LeaseOutcome::of_error(&e);
@@ -450,11 +459,10 @@ fn cluster_renewal(
     let mut replies = result?;
     for (reply, chunk) in replies.iter_mut().zip(chunks) {
         let target = match reply {
-            Err(Error::Redis(e)) if e.code() == Some("ASK") => e.redirect_node(),
+            Err(Error::Redis(e)) if e.code() == Some("ASK") => crate::cluster::redirect(e, addr),
             _ => None,
         };
         if let Some((target, _)) = target {
-            let target: Arc<str> = Arc::from(target);
             *reply = renew_asking(cluster, &target, chunk, lease_ms, sync);
         }
     }

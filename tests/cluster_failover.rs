@@ -117,8 +117,23 @@ fn hold_across_failover(
     watchdog: Duration,
     fail_over: impl Fn(),
 ) {
+    let pubsub_threads = || support::threads_named("rlock-pubsub");
+    // Earlier tests' clients (their waiter threads' clones) are gone.
+    assert!(
+        eventually(Duration::from_secs(10), || pubsub_threads() == 0),
+        "subscriber threads of earlier tests: {}",
+        pubsub_threads()
+    );
     let (holder, other) = (client(cluster, watchdog), client(cluster, watchdog));
     let guard = holder.lock(name).lock().expect("lock");
+    // A client that waited on the master before the failover, and no more
+    // since: its subscriber there sits idle.
+    let idle = client(cluster, watchdog);
+    let waited = idle
+        .lock(name)
+        .try_lock_for(Duration::from_millis(100))
+        .expect("try_lock_for");
+    assert!(waited.is_none());
     let got = waiters(&other, name, 2);
     assert!(eventually(Duration::from_secs(5), || other
         .diagnostics()
@@ -142,6 +157,26 @@ fn hold_across_failover(
         replica.port
     );
     eprintln!("failed over at {:?}", std::time::SystemTime::now());
+    // The waiters subscribed again at the new master.
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let (_, count): (String, i64) = replica.cmd(&["PUBSUB", "SHARDNUMSUB", &channel]);
+            count == 1
+        }),
+        "the waiters subscribed at the new master"
+    );
+    // The idle client learns the new table (a MOVED, or a refused
+    // connection, prompts a refresh): the subscribers of the old master
+    // (demoted, or dead) are gone with their threads, well before an idle
+    // subscriber would close by itself. One thread is left: the waiters'
+    // at the new master.
+    let _ = idle.lock(name).is_locked();
+    assert!(
+        eventually(Duration::from_secs(3), || pubsub_threads() == 1),
+        "subscriber threads after the failover: {} (one expected, the new master's)",
+        pubsub_threads()
+    );
     // Renewed on the promoted replica: its TTL goes back up (a renewal
     // comes every third of the lease).
     let mut last: i64 = replica.cmd(&["PTTL", name]);
@@ -304,4 +339,63 @@ fn without_the_check_an_unacknowledged_acquire_holds() {
     assert!(master.cmd::<bool>(&["EXISTS", &name]));
     assert!(calls(master, "wait") > waits);
     guard.unlock().expect("unlock");
+}
+
+/// Sends `CONT` to a node when dropped, whatever happens to the test.
+struct Thaw<'a>(&'a Node);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.0.signal("CONT");
+    }
+}
+
+#[test]
+fn a_frozen_master_does_not_stall_the_slot_table_refresh() {
+    let (_one, cluster) = cluster();
+    // The master of slot 0 comes first in `CLUSTER SLOTS`, so in the
+    // client's table; the build leaves an idle pooled connection to it.
+    let frozen = cluster.owner_of_slot(0);
+    let live: Vec<&Node> = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.port != frozen.port && n.is_running())
+        .collect();
+    // A silent node costs a whole response timeout per request: make it
+    // longer than the test's window.
+    let client = Client::cluster_builder(cluster.urls())
+        .response_timeout(Duration::from_secs(20))
+        .build()
+        .expect("cluster client");
+    let table_reads = || live.iter().map(|n| calls(n, "cluster|slots")).sum::<u64>();
+    let before = table_reads();
+    frozen.signal("STOP");
+    let thaw = Thaw(frozen);
+    // The periodic refresh (every 5 s) asks a live node within 2 s of
+    // trying the frozen one, if it tries it at all (first, when it
+    // answered the last refresh): within 7 s. Asking it with the response
+    // timeout would take 20 s.
+    let started = Instant::now();
+    let refreshed = eventually(Duration::from_secs(12), || table_reads() > before);
+    let took = started.elapsed();
+    eprintln!("a live node was asked for the table {took:?} after the freeze");
+    drop(thaw);
+    drop(client);
+    // The cluster may have failed the frozen master over meanwhile: wait
+    // until every node sees a healthy cluster again, the thawed node in it.
+    let healthy = eventually(Duration::from_secs(30), || {
+        cluster.nodes.iter().filter(|n| n.is_running()).all(|n| {
+            n.try_cmd::<String>(&["CLUSTER", "INFO"])
+                .is_ok_and(|info| info.contains("cluster_state:ok"))
+        }) && cluster.any_node().slots().is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|r| r.master == frozen.port || r.replicas.contains(&frozen.port))
+        })
+    });
+    assert!(healthy, "the cluster recovered after the thaw");
+    assert!(
+        refreshed,
+        "no slot table read from a live node within {took:?} of freezing the first master"
+    );
 }

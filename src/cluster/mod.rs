@@ -13,6 +13,7 @@
 //! after a dropped connection, which every lock command knows how to treat.
 
 mod builder;
+mod refresh;
 mod router;
 pub mod slot;
 mod subscribers;
@@ -63,7 +64,15 @@ struct State {
     table: RwLock<Arc<Table>>,
     pools: Mutex<HashMap<Arc<str>, Arc<Pool>>>,
     last_refresh: Mutex<Instant>,
+    /// Called with the masters after every table change; dropped once one
+    /// returns `false`.
+    listeners: Mutex<Vec<Listener>>,
+    /// Which nodes answered or failed the last topology reads.
+    memory: Mutex<refresh::Memory>,
 }
+
+/// A table change listener (see [`Cluster::on_change`]).
+type Listener = Box<dyn Fn(&[Arc<str>]) -> bool + Send + Sync>;
 
 impl Cluster {
     /// Reads the slot table from the first seed that answers, and starts
@@ -96,6 +105,8 @@ impl Cluster {
             table: RwLock::new(Arc::new(Table::empty())),
             pools: Mutex::new(HashMap::new()),
             last_refresh: Mutex::new(Instant::now()),
+            listeners: Mutex::new(Vec::new()),
+            memory: Mutex::new(refresh::Memory::default()),
         });
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
@@ -149,13 +160,27 @@ impl Cluster {
     /// Records a `MOVED` for `slot` to `addr` at once, and schedules a full
     /// refresh.
     pub fn moved(&self, slot: u16, addr: &str) {
-        {
+        let changed = {
             let mut table = self.state.table.write();
             if table.owner(slot).is_none_or(|owner| &**owner != addr) {
                 *table = Arc::new(table.with_move(slot, addr));
+                Some(table.masters().cloned().collect::<Vec<_>>())
+            } else {
+                None
             }
+        };
+        if let Some(masters) = changed {
+            self.state.notify(&masters);
         }
         self.schedule_refresh();
+    }
+
+    /// Calls `listener` with the masters serving slots after every change
+    /// of the slot table (every refresh, every `MOVED` noted), on the
+    /// thread that made it, until it returns `false`. It must not block
+    /// for long: it delays the refresh.
+    pub fn on_change(&self, listener: impl Fn(&[Arc<str>]) -> bool + Send + Sync + 'static) {
+        self.state.listeners.lock().push(Box::new(listener));
     }
 }
 
@@ -178,61 +203,9 @@ impl State {
         }
     }
 
-    /// Reads `CLUSTER SLOTS` from a known master, else from a seed, and
-    /// installs the table. One connect and one round trip per node tried.
-    fn refresh(&self) -> Result<()> {
-        *self.last_refresh.lock() = Instant::now();
-        let known: Vec<Arc<str>> = self.table.read().masters().cloned().collect();
-        let mut last_error = None;
-        let seeds = self.seeds.iter().filter_map(|seed| {
-            node_addr(seed).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")))
-        });
-        let known = known.into_iter().map(|addr| (addr, true));
-        for (addr, pooled) in known.chain(seeds.map(|addr| (addr, false))) {
-            match self.read_table(&addr, pooled) {
-                Ok(table) if table.is_complete() => {
-                    // Pools of nodes that serve no slot any more (demoted,
-                    // gone) are closed once their connections are returned.
-                    let masters: Vec<Arc<str>> = table.masters().cloned().collect();
-                    self.pools.lock().retain(|addr, _| masters.contains(addr));
-                    *self.table.write() = Arc::new(table);
-                    return Ok(());
-                }
-                Ok(_) => {
-                    last_error = Some(Error::Unavailable {
-                        reason: format!("{addr} reports slots without a master"),
-                    });
-                }
-                Err(e) => last_error = Some(e),
-            }
-        }
-        Err(last_error.unwrap_or_else(|| Error::Unavailable {
-            reason: "no cluster node to ask for the slot table".into(),
-        }))
-    }
-
-    /// `CLUSTER SLOTS` from the node at `addr`: on a pooled connection for
-    /// a master (`pooled`), on a connection of its own for a seed (which
-    /// may be a replica, whose pool would only hold an idle connection).
-    fn read_table(&self, addr: &Arc<str>, pooled: bool) -> Result<Table> {
-        let slots = redis::cmd("CLUSTER").arg("SLOTS").clone();
-        let reply = if pooled {
-            let pool = self.pool(addr)?;
-            let mut con = pool.get()?;
-            slots.query(&mut con)?
-        } else {
-            let connector = Connector::new(
-                self.node_endpoint(addr)?,
-                self.connect_timeout,
-                self.response_timeout,
-            )?;
-            let mut con = connector
-                .connect()
-                .map_err(|e| connector.connect_error(e))?;
-            slots.query(&mut con)?
-        };
-        let host = addr.rsplit_once(':').map_or(&**addr, |(host, _)| host);
-        Table::parse(reply, host)
+    /// Tells the listeners the masters of a new table.
+    fn notify(&self, masters: &[Arc<str>]) {
+        self.listeners.lock().retain(|listener| listener(masters));
     }
 
     fn pool(&self, addr: &Arc<str>) -> Result<Arc<Pool>> {
@@ -292,15 +265,31 @@ fn node_addr(info: &ConnectionInfo) -> Option<(&str, u16)> {
 }
 
 impl Cluster {
-    /// Records what a `MOVED` error says, if `e` is one; schedules a
-    /// refresh for any other error that hints at a topology change.
-    pub fn note_redirect(&self, e: &redis::RedisError) {
-        match (e.code(), e.redirect_node()) {
-            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, addr),
+    /// Records what a `MOVED` error from the node at `replied` says, if `e`
+    /// is one; schedules a refresh for any other error that hints at a
+    /// topology change.
+    pub fn note_redirect(&self, e: &redis::RedisError, replied: &str) {
+        match (e.code(), redirect(e, replied)) {
+            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, &addr),
             (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
             _ => {}
         }
     }
+}
+
+/// Where a `MOVED` or `ASK` error from the node at `replied` (`host:port`)
+/// sends a command: the target's `host:port` and the slot. An empty (or
+/// `?`) host, as in `MOVED 3999 :6381` from a node that announces no
+/// endpoint, is `replied`'s host. `None` for any other error.
+pub(crate) fn redirect(e: &redis::RedisError, replied: &str) -> Option<(Arc<str>, u16)> {
+    let (addr, slot) = e.redirect_node()?;
+    let (host, port) = addr.rsplit_once(':')?;
+    let host = if host.is_empty() || host == "?" {
+        replied.rsplit_once(':').map_or(replied, |(host, _)| host)
+    } else {
+        host
+    };
+    Some((Arc::from(format!("{host}:{port}")), slot))
 }
 
 impl Cluster {

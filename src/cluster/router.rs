@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use redis::RedisError;
 
-use super::Cluster;
 use super::slot::key_slot;
+use super::{Cluster, redirect};
 use crate::error::{Error, Result};
 use crate::pool::Checkout;
 
@@ -118,7 +118,7 @@ impl Cluster {
             })();
             let next = match &result {
                 Ok(_) => return result,
-                Err(e) => next_step(e),
+                Err(e) => next_step(e, &addr),
             };
             match next {
                 Next::Moved(moved_slot, to) if redirects < MAX_REDIRECTS => {
@@ -151,9 +151,9 @@ impl Cluster {
 }
 
 /// Reads a failed attempt's error.
-fn next_step(e: &Error) -> Next {
+fn next_step(e: &Error, replied: &str) -> Next {
     match e {
-        Error::Redis(e) => redis_next_step(e),
+        Error::Redis(e) => redis_next_step(e, replied),
         // Nothing was sent: the node refused the connection or is gone. Its
         // slots may have a new master by now.
         Error::Unavailable { .. } => Next::Retry { refresh: true },
@@ -161,13 +161,14 @@ fn next_step(e: &Error) -> Next {
     }
 }
 
-fn redis_next_step(e: &RedisError) -> Next {
+/// `replied`: the node that sent `e`, whose host a redirect with an empty
+/// one means.
+fn redis_next_step(e: &RedisError, replied: &str) -> Next {
     match e.code() {
         Some("MOVED" | "ASK") => {
-            let Some((addr, slot)) = e.redirect_node() else {
+            let Some((to, slot)) = redirect(e, replied) else {
                 return Next::Stop;
             };
-            let to: Arc<str> = Arc::from(addr);
             if e.code() == Some("MOVED") {
                 Next::Moved(slot, to)
             } else {
@@ -177,5 +178,36 @@ fn redis_next_step(e: &RedisError) -> Next {
         Some("TRYAGAIN" | "LOADING" | "BUSY") => Next::Retry { refresh: false },
         Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN") => Next::Retry { refresh: true },
         _ => Next::Stop,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(reply: &str) -> RedisError {
+        match redis::parse_redis_value(reply.as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => RedisError::from(e),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_redirect_without_a_host_goes_to_the_replying_nodes_host() {
+        let moved = server_error("-MOVED 3999 :6381\r\n");
+        match redis_next_step(&moved, "10.0.0.7:6380") {
+            Next::Moved(3999, to) => assert_eq!(&*to, "10.0.0.7:6381"),
+            _ => panic!("not followed"),
+        }
+        let ask = server_error("-ASK 12 ?:7000\r\n");
+        match redis_next_step(&ask, "h:1") {
+            Next::Ask(to) => assert_eq!(&*to, "h:7000"),
+            _ => panic!("not followed"),
+        }
+        let named = server_error("-MOVED 1 10.0.0.8:6379\r\n");
+        match redis_next_step(&named, "10.0.0.7:6380") {
+            Next::Moved(1, to) => assert_eq!(&*to, "10.0.0.8:6379"),
+            _ => panic!("not followed"),
+        }
     }
 }

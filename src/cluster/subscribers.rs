@@ -21,6 +21,9 @@ const RESUBSCRIBE_ATTEMPTS: u32 = 3;
 /// The pause before such a second attempt: the table refresh it asked for
 /// takes about a round trip.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(50);
+/// How often the slot's master may change while its subscriber is looked
+/// up before the lookup gives up.
+const TABLE_CHANGES: u32 = 5;
 
 /// The client's subscribers.
 pub(crate) enum Subscribers {
@@ -37,18 +40,33 @@ pub(crate) struct PerMaster {
     flavour: Flavour,
     connect_timeout: Duration,
     response_timeout: Duration,
-    by_node: Mutex<HashMap<Arc<str>, Arc<Subscriber>>>,
+    by_node: Arc<Mutex<BySubscriber>>,
 }
+
+/// Subscribers by master address.
+type BySubscriber = HashMap<Arc<str>, Arc<Subscriber>>;
 
 impl Subscribers {
     /// One subscriber per master of `cluster`, with `SSUBSCRIBE` when
-    /// `sharded`. Connects nothing until a thread waits.
+    /// `sharded`. Connects nothing until a thread waits. Every change of
+    /// the slot table retires the subscribers of nodes that serve no slot
+    /// any more (see [`Subscriber::retire`]): their waiters subscribe again
+    /// where their slots live now, and their threads end.
     pub fn per_master(
         cluster: Arc<Cluster>,
         sharded: bool,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Subscribers {
+        let by_node = Arc::new(Mutex::new(HashMap::new()));
+        let weak = Arc::downgrade(&by_node);
+        cluster.on_change(move |masters| {
+            let Some(by_node) = weak.upgrade() else {
+                return false;
+            };
+            retire_all_but(&by_node, masters);
+            true
+        });
         Subscribers::PerMaster(PerMaster {
             cluster,
             flavour: if sharded {
@@ -58,7 +76,7 @@ impl Subscribers {
             },
             connect_timeout,
             response_timeout,
-            by_node: Mutex::new(HashMap::new()),
+            by_node,
         })
     }
 
@@ -141,36 +159,63 @@ impl PerMaster {
     /// The subscriber of the master serving `channel`'s slot, made if new.
     fn for_channel(&self, channel: &str) -> Result<Arc<Subscriber>> {
         let slot = key_slot(channel.as_bytes());
-        let Some(addr) = self.cluster.owner(slot) else {
-            self.cluster.schedule_refresh();
-            return Err(Error::Unavailable {
-                reason: format!("no cluster master is known for slot {slot}"),
+        // A table that keeps changing under us is a storm of slot moves.
+        for _ in 0..TABLE_CHANGES {
+            let Some(addr) = self.cluster.owner(slot) else {
+                break;
+            };
+            if let Some(subscriber) = self.by_node.lock().get(&addr) {
+                return Ok(Arc::clone(subscriber));
+            }
+            let endpoint = self.cluster.node_endpoint(&addr)?;
+            let mut by_node = self.by_node.lock();
+            // The table changed meanwhile (its listener, which retires what
+            // it no longer names, may have run already): not for a former
+            // master. (A change after this check comes to the listener,
+            // which waits for the map's mutex.)
+            if self.cluster.owner(slot).is_none_or(|owner| owner != addr) {
+                continue;
+            }
+            let subscriber = by_node.entry(addr).or_insert_with(|| {
+                Arc::new(Subscriber::new(
+                    endpoint,
+                    self.connect_timeout,
+                    self.response_timeout,
+                    self.flavour,
+                ))
             });
-        };
-        if let Some(subscriber) = self.by_node.lock().get(&addr) {
             return Ok(Arc::clone(subscriber));
         }
-        let endpoint = self.cluster.node_endpoint(&addr)?;
-        let masters = self.cluster.masters();
-        let mut by_node = self.by_node.lock();
-        // A new master: the topology changed. Subscribers of nodes that
-        // serve no slot any more and have no waiter left are closed (a dead
-        // master's would otherwise try to reconnect forever).
-        by_node.retain(|node, subscriber| masters.contains(node) || subscriber.stats() != (0, 0));
-        let subscriber = by_node.entry(addr).or_insert_with(|| {
-            Arc::new(Subscriber::new(
-                endpoint,
-                self.connect_timeout,
-                self.response_timeout,
-                self.flavour,
-            ))
-        });
-        Ok(Arc::clone(subscriber))
+        self.cluster.schedule_refresh();
+        Err(Error::Unavailable {
+            reason: format!("no cluster master is known for slot {slot}"),
+        })
     }
 
     /// The subscriber of the master serving `channel`'s slot, if one exists.
     fn current(&self, channel: &str) -> Option<Arc<Subscriber>> {
         let addr = self.cluster.owner(key_slot(channel.as_bytes()))?;
         self.by_node.lock().get(&addr).cloned()
+    }
+}
+
+/// Retires (see [`Subscriber::retire`]) and forgets the subscribers of
+/// nodes not among `masters`. Takes the map's mutex briefly, then each
+/// retired subscriber's connection mutex.
+fn retire_all_but(by_node: &Mutex<BySubscriber>, masters: &[Arc<str>]) {
+    let retired: Vec<(Arc<str>, Arc<Subscriber>)> = {
+        let mut by_node = by_node.lock();
+        let gone: Vec<Arc<str>> = by_node
+            .keys()
+            .filter(|node| !masters.contains(node))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|node| by_node.remove_entry(&node))
+            .collect()
+    };
+    for (node, subscriber) in retired {
+        log::debug!("redisson-lock: {node} serves no slot any more: its subscriber is closed");
+        subscriber.retire();
     }
 }

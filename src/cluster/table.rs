@@ -31,8 +31,10 @@ impl Table {
     }
 
     /// Parses a `CLUSTER SLOTS` reply from the node at `queried_host`
-    /// (whose name replaces an empty or `?` host in the reply, as Redis
-    /// documents for a node that does not know its own address).
+    /// (whose name replaces a null, empty or `?` host in the reply: Redis
+    /// sends an empty or `?` host for a node that does not know its own
+    /// address, and a null one under `cluster-preferred-endpoint-type
+    /// unknown-endpoint`, meaning "the node you asked").
     pub fn parse(reply: Value, queried_host: &str) -> Result<Table> {
         let bad = |what: &str| Error::UnexpectedReply(format!("CLUSTER SLOTS: {what}"));
         let Value::Array(ranges) = reply else {
@@ -120,6 +122,7 @@ fn node_addr(value: Value, queried_host: &str) -> Option<Arc<str>> {
     let host: String = match fields.next()? {
         Value::BulkString(bytes) => String::from_utf8(bytes).ok()?,
         Value::SimpleString(s) => s,
+        Value::Nil => String::new(),
         _ => return None,
     };
     let port = match fields.next()? {
@@ -166,6 +169,21 @@ mod tests {
         assert_eq!(moved.owner(5).map(|a| &**a), Some("10.0.0.9:7009"));
         assert_eq!(moved.owner(6).map(|a| &**a), Some("10.0.0.1:7000"));
         assert_eq!(moved.masters().count(), 3);
+    }
+
+    #[test]
+    fn a_null_or_empty_host_is_the_queried_node() {
+        let null_host = Value::Array(vec![Value::Nil, Value::Int(7001), Value::Nil]);
+        let reply = Value::Array(vec![
+            Value::Array(vec![Value::Int(0), Value::Int(99), null_host]),
+            Value::Array(vec![Value::Int(100), Value::Int(199), node("", 7002)]),
+            Value::Array(vec![Value::Int(200), Value::Int(16383), node("?", 7003)]),
+        ]);
+        let table = Table::parse(reply, "10.0.0.5").expect("parsed");
+        assert_eq!(table.owner(0).map(|a| &**a), Some("10.0.0.5:7001"));
+        assert_eq!(table.owner(150).map(|a| &**a), Some("10.0.0.5:7002"));
+        assert_eq!(table.owner(9000).map(|a| &**a), Some("10.0.0.5:7003"));
+        assert!(table.is_complete());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The subscriber's connection: the record of what was written to it, the
 //! reconcile step that writes what the parking lot needs, and the thread that
-//! reads it.
+//! reads it (what it reads is handled in [`super::replies`]).
 //!
 //! Lock order: the connection mutex ([`Conn`]), then briefly the lot's, never
 //! the reverse, and socket writes only under the connection mutex: the lot's
@@ -16,17 +16,17 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redis::{RedisError, ServerError, Value};
-
 use super::Shared;
-use super::shard::moved_away;
 use super::stream::Stream;
-use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:
 /// a waiter must learn of a frozen or vanished server within its timeouts.
 const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a cluster subscriber keeps its connection (and thread) with no
+/// thread waiting: long enough for a lock's next waiter not to pay a
+/// connect, short enough that a node nobody waits on holds nothing.
+const IDLE_CLOSE: Duration = HEALTH_CHECK_INTERVAL;
 /// The shortest health check interval, whatever the response timeout.
 const HEALTH_CHECK_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
@@ -64,15 +64,6 @@ pub(super) enum Pending {
     Ping,
 }
 
-/// A reply that answers the command at the front of [`Conn::pending`].
-#[derive(Debug)]
-enum Reply {
-    Subscribed(String),
-    Unsubscribed(String),
-    Pong,
-    Refused(ServerError),
-}
-
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
     /// records it.
@@ -106,7 +97,7 @@ impl Conn {
 
     /// One command for `channel` got its reply; `true` when none is left in
     /// flight, so that the reply settles the channel's state.
-    fn settled(&mut self, channel: &str) -> bool {
+    pub(super) fn settled(&mut self, channel: &str) -> bool {
         match self.in_flight.get_mut(channel) {
             Some(count) if *count > 1 => {
                 *count -= 1;
@@ -120,7 +111,7 @@ impl Conn {
     }
 
     /// Subscribed, and the server confirmed it.
-    fn confirmed(&self, channel: &str) -> bool {
+    pub(super) fn confirmed(&self, channel: &str) -> bool {
         self.subscribed.contains(channel) && !self.in_flight.contains_key(channel)
     }
 
@@ -294,10 +285,19 @@ impl Shared {
     /// The subscriber thread: connects, serves the connection until it
     /// fails, wakes waiters as needed, and reconnects with backoff, until the
     /// client is dropped.
+    ///
+    /// In a cluster the thread ends (and the next waiter starts another)
+    /// whenever no thread waits and the connection is down or idle for
+    /// [`IDLE_CLOSE`]: it never connects for nobody, and a node that
+    /// failed or was demoted while nobody waited keeps neither connection
+    /// nor thread.
     pub(super) fn run(&self) {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
+            if self.cluster && self.stop_if_idle() {
+                return;
+            }
             let generation = self.endpoint.generation();
             let stream = match Stream::connect(&self.endpoint, self.connect_timeout) {
                 Ok(stream) => stream,
@@ -315,7 +315,11 @@ impl Shared {
             // accepts and then drops us at once (maxclients, a proxy without
             // a backend) is a failed connect, not a reconnect.
             let mut answered = false;
-            let served = self.serve(stream, generation, &mut answered);
+            let mut stopped = false;
+            let served = self.serve(stream, generation, &mut answered, &mut stopped);
+            if stopped {
+                return;
+            }
             if let Err(e) = &served
                 && !self.closed.load(Ordering::Acquire)
             {
@@ -363,7 +367,15 @@ impl Shared {
     /// what it reads until the connection fails or the client closes.
     /// `generation` is the endpoint's when the connect began: a connection
     /// to a master that moved meanwhile is dropped at once.
-    fn serve(&self, stream: Stream, generation: u64, answered: &mut bool) -> io::Result<()> {
+    /// A cluster subscriber whose connection stays idle for [`IDLE_CLOSE`]
+    /// closes it and sets `stopped`: the thread ends.
+    fn serve(
+        &self,
+        stream: Stream,
+        generation: u64,
+        answered: &mut bool,
+        stopped: &mut bool,
+    ) -> io::Result<()> {
         let mut reader = stream.try_clone()?;
         {
             let mut conn = self.conn.lock();
@@ -380,11 +392,18 @@ impl Shared {
         let mut parser = redis::Parser::new();
         let mut ping_sent = false;
         let mut read_timeout = None;
+        let mut idle_since = None;
         loop {
             // Work a waiter left: a subscription it could not take the
             // connection mutex for, or a write it could not finish in time.
             self.sync(None)?;
-            let silence = if ping_sent || !self.lot.lock().is_empty() {
+            let idle = self.lot.lock().is_empty();
+            if !idle {
+                idle_since = None;
+            } else if idle_since.is_none() {
+                idle_since = Some(Instant::now());
+            }
+            let silence = if ping_sent || !idle {
                 self.response_timeout.max(HEALTH_CHECK_MIN)
             } else {
                 HEALTH_CHECK_INTERVAL
@@ -397,6 +416,15 @@ impl Shared {
                 Ok(value) => {
                     ping_sent = false;
                     self.dispatch(value, answered)?;
+                }
+                Err(e)
+                    if e.is_timeout()
+                        && self.cluster
+                        && idle_since.is_some_and(|since| since.elapsed() >= IDLE_CLOSE)
+                        && self.stop_if_idle() =>
+                {
+                    *stopped = true;
+                    return Ok(());
                 }
                 Err(e) if e.is_timeout() && !ping_sent => {
                     let mut conn = self.conn.lock();
@@ -412,126 +440,24 @@ impl Shared {
         }
     }
 
-    /// Hands a message to the lot, or a reply to the command it answers.
-    fn dispatch(&self, value: Value, answered: &mut bool) -> io::Result<()> {
-        if !matches!(value, Value::ServerError(_)) {
-            *answered = true;
-        }
-        let reply = match value {
-            Value::Array(items) => match items.as_slice() {
-                [Value::BulkString(kind), Value::BulkString(name), payload] => {
-                    let name = String::from_utf8_lossy(name).into_owned();
-                    match kind.as_slice() {
-                        b"message" | b"smessage" => {
-                            self.deliver(&name, payload);
-                            return Ok(());
-                        }
-                        b"subscribe" | b"ssubscribe" => Reply::Subscribed(name),
-                        b"unsubscribe" => Reply::Unsubscribed(name),
-                        b"sunsubscribe" => {
-                            if !self.answers_front_unsubscribe(&name) {
-                                self.shard_lost(&name);
-                                return Ok(());
-                            }
-                            Reply::Unsubscribed(name)
-                        }
-                        _ => return Ok(()),
-                    }
-                }
-                [Value::BulkString(kind), _] if kind.eq_ignore_ascii_case(b"pong") => Reply::Pong,
-                _ => return Ok(()),
-            },
-            Value::SimpleString(s) if s.eq_ignore_ascii_case("pong") => Reply::Pong,
-            Value::ServerError(e) => {
-                // Before the connection has answered anything, an error other
-                // than an ACL refusal is the server turning the connection
-                // away (maxclients, protected mode), and it closes it: a
-                // failed connect, not a refusal of the front command.
-                if !*answered && e.code() != "NOPERM" {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionRefused,
-                        format!("the server turned the connection away: {}", e.code()),
-                    ));
-                }
-                *answered = true;
-                Reply::Refused(e)
-            }
-            _ => return Ok(()),
-        };
-        self.settle(reply)
-    }
-
-    fn deliver(&self, channel: &str, payload: &Value) {
-        match payload {
-            Value::BulkString(message) if message == UNLOCK_MESSAGE.as_bytes() => {
-                self.lot.lock().deliver(channel, false);
-            }
-            Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
-                self.lot.lock().deliver(channel, true);
-            }
-            _ => log::debug!("redisson-lock: ignoring unknown message on {channel}"),
-        }
-    }
-
-    /// Matches `reply` with the command at the front of the record. A
-    /// subscription confirmed, with nothing else in flight for its channel,
-    /// activates the channel's entries; one refused fails their waiters and
-    /// is forgotten, so that the next waiter asks again. A reply that answers
-    /// no command means the stream is out of step: an error, and the
-    /// connection is dropped.
-    fn settle(&self, reply: Reply) -> io::Result<()> {
+    /// When no thread waits and no command awaits its reply: closes the
+    /// connection (if any) and marks the thread as not running, both under
+    /// the lot's mutex, so that a waiter joining later starts a new thread
+    /// (see [`Subscriber::subscribe`](super::Subscriber::subscribe)); `true`
+    /// then, and the calling thread must end. Takes the connection mutex
+    /// (bounded by a response timeout) and the lot's briefly; no other I/O.
+    fn stop_if_idle(&self) -> bool {
         let mut conn = self.conn.lock();
-        let Some(front) = conn.pending.pop_front() else {
-            return Err(io::Error::other(format!(
-                "subscriber reply {reply:?} to no command"
-            )));
-        };
-        match (front, reply) {
-            (Pending::Subscribe(channel), Reply::Subscribed(name)) if channel == name => {
-                if conn.settled(&channel) && conn.subscribed.contains(&channel) {
-                    self.lot.lock().activate(&channel);
-                }
-            }
-            (Pending::Unsubscribe(channel), Reply::Unsubscribed(name)) if channel == name => {
-                conn.settled(&channel);
-            }
-            (Pending::Ping, Reply::Pong) => {}
-            // A refused PING still proves the server alive.
-            (Pending::Ping, Reply::Refused(_)) => {}
-            (Pending::Subscribe(channel), Reply::Refused(e)) if self.cluster && moved_away(&e) => {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
-                    let woken = self.lot.lock().moved(&channel);
-                    log::debug!(
-                        "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
-                         thread(s) subscribe again at the slot's master",
-                        e.code()
-                    );
-                }
-            }
-            (Pending::Subscribe(channel), Reply::Refused(e)) => {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
-                    let error = RedisError::from(e);
-                    let failed = self.lot.lock().refuse(&channel, &error);
-                    log::warn!(
-                        "redisson-lock: the server refused to subscribe to {channel} ({error}): \
-                         {failed} waiting thread(s) get the error"
-                    );
-                } else {
-                    log::debug!("redisson-lock: a superseded SUBSCRIBE {channel} was refused");
-                }
-            }
-            (Pending::Unsubscribe(channel), Reply::Refused(e)) => {
-                // The server may go on sending its messages; nobody is
-                // waiting for them.
-                conn.settled(&channel);
-                log::warn!("redisson-lock: the server refused to unsubscribe from {channel}: {e}");
-            }
-            (front, reply) => {
-                return Err(io::Error::other(format!(
-                    "subscriber reply {reply:?} does not answer {front:?}"
-                )));
-            }
+        let lot = self.lot.lock();
+        if !lot.is_empty() || !conn.pending.is_empty() {
+            return false;
         }
-        Ok(())
+        if let Some(writer) = conn.reset(None) {
+            let _ = writer.shutdown();
+        }
+        self.thread_started.store(false, Ordering::Release);
+        drop(lot);
+        log::debug!("redisson-lock: cluster subscriber idle: connection and thread closed");
+        true
     }
 }

@@ -27,9 +27,17 @@
 //! within another (or accepts no write for that long) counts as dropped: a
 //! frozen server is noticed too. Waiters never depend on a message alone:
 //! each wait is capped by the holder's TTL.
+//!
+//! In a cluster there is one subscriber per master waited on. Its thread
+//! never connects while no thread waits, and it closes its connection and
+//! ends after 10 s without a waiter (the next waiter starts it again); a
+//! subscriber whose node no longer serves slots is retired at the next slot
+//! table change ([`Subscriber::retire`]), its waiters sent back to the
+//! table.
 
 mod conn;
 mod entries;
+mod replies;
 mod shard;
 mod stream;
 
@@ -136,11 +144,16 @@ impl Subscriber {
     /// subscriber thread. Fails with [`Error::Redis`](crate::Error::Redis) carrying the server's
     /// error (e.g. `NOPERM` from an ACL) when the server refuses to subscribe.
     pub fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
-        self.start_thread();
         let (joined, new_channel) = {
             let mut lot = self.shared.lot.lock();
             let had = lot.wants(channel);
-            (lot.join(channel, entry), !had)
+            let joined = lot.join(channel, entry);
+            if self.shared.closed.load(Ordering::Acquire) {
+                // Retired (its cluster node serves no slot any more): the
+                // waiter goes back to the slot table at once.
+                lot.moved(channel);
+            }
+            (joined, !had)
         };
         // Made now, so that an early return unregisters the thread.
         let subscription = Subscription {
@@ -149,6 +162,13 @@ impl Subscriber {
             key: entry.to_owned(),
             entry: joined,
         };
+        if subscription.is_moved() {
+            return Ok(subscription);
+        }
+        // After joining: a cluster subscriber's thread ends once no thread
+        // waits (see `conn`), and this one must see the waiter or be
+        // started again.
+        self.start_thread();
         if new_channel {
             self.shared.dirty.store(true, Ordering::Release);
             // A waiter's own write errors close the connection (the thread
@@ -180,7 +200,8 @@ impl Subscriber {
     /// cannot be started, the next subscribe tries again, and waiters poll
     /// at the holder's TTL meanwhile.
     fn start_thread(&self) {
-        if self.shared.thread_started.load(Ordering::Acquire)
+        if self.shared.closed.load(Ordering::Acquire)
+            || self.shared.thread_started.load(Ordering::Acquire)
             || self.shared.thread_started.swap(true, Ordering::AcqRel)
         {
             return;
@@ -215,6 +236,31 @@ impl SubscriberHandle {
         if let Some(shared) = self.0.upgrade() {
             shared.conn.lock().close();
         }
+    }
+}
+
+impl Subscriber {
+    /// Closes this subscriber for good, as dropping it does, and sends its
+    /// waiters back to the slot table at once ([`Subscription::is_moved`]):
+    /// for a cluster node that serves no slot any more (demoted, failed
+    /// over, gone). A later [`subscribe`](Self::subscribe) on it returns a
+    /// moved subscription. Blocks only for the connection mutex, whose
+    /// holders write for a response timeout at most.
+    pub fn retire(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        let woken = {
+            let mut lot = self.shared.lot.lock();
+            let (_, waiters) = lot.stats();
+            lot.all_moved();
+            waiters
+        };
+        if woken > 0 {
+            log::debug!(
+                "redisson-lock: {woken} waiting thread(s) leave a subscriber whose node \
+                 serves no slot any more"
+            );
+        }
+        self.shared.conn.lock().close();
     }
 }
 
