@@ -30,19 +30,38 @@ pub fn run(args: &Args) -> Result<Value> {
         Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
         Factory::new(kind, url, watchdog)?.with_lock_type(lock_type),
     ];
+    let shared = args.num_or("shared-name", 0)? == 1;
+    let run_id = args.str_or("run-id", "0").to_owned();
+    measure(args, |t| open_sessions(&sides, &run_id, t, shared))
+}
+
+/// The measurement itself, for any pair of sides: `--threads` threads, each
+/// opening its `[floor, contender]` sessions with `open(thread index)`,
+/// warming both up (`--warmup` pairs each), then `--rounds` rounds of one
+/// `--block-ms` block per side, all threads switching together.
+pub fn measure(
+    args: &Args,
+    open: impl Fn(usize) -> Result<[Box<dyn Session>; 2]> + Sync,
+) -> Result<Value> {
     let threads = args.num_or("threads", 1)?.max(1) as usize;
     let rounds = args.num_or("rounds", 20)?.max(1) as usize;
     let block = Duration::from_millis(args.num_or("block-ms", 250)?);
     let warmup = args.num_or("warmup", 1_000)?;
-    let shared = args.num_or("shared-name", 0)? == 1;
-    let run_id = args.str_or("run-id", "0").to_owned();
     let barrier = Barrier::new(threads);
     let per_thread: Vec<Result<Vec<Round>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (barrier, sides, run_id) = (&barrier, &sides, &run_id);
+                let (barrier, open) = (&barrier, &open);
                 scope.spawn(move || -> Result<Vec<Round>> {
-                    let ready = open_sessions(sides, run_id, t, shared, warmup);
+                    let ready = open(t).and_then(|mut sessions| {
+                        for session in &mut sessions {
+                            for _ in 0..warmup {
+                                session.lock()?;
+                                session.unlock()?;
+                            }
+                        }
+                        Ok(sessions)
+                    });
                     barrier.wait();
                     let mut sessions = ready?;
                     let mut out = Vec::with_capacity(rounds);
@@ -92,28 +111,21 @@ pub fn run(args: &Args) -> Result<Value> {
     }))
 }
 
-/// Both sessions of thread `t`, warmed up.
+/// Both sessions of thread `t`.
 fn open_sessions(
     sides: &[Factory; 2],
     run_id: &str,
     t: usize,
     shared: bool,
-    warmup: u64,
-) -> Result<Vec<Box<dyn Session>>> {
-    let mut sessions = Vec::with_capacity(2);
-    for (side, factory) in sides.iter().enumerate() {
+) -> Result<[Box<dyn Session>; 2]> {
+    let open = |side: usize| {
         let name = match shared {
             true => format!("bench:paired:{run_id}:{side}"),
             false => format!("bench:paired:{run_id}:{side}:{t}"),
         };
-        let mut session = factory.session(&name, t as u64 + 1, false)?;
-        for _ in 0..warmup {
-            session.lock()?;
-            session.unlock()?;
-        }
-        sessions.push(session);
-    }
-    Ok(sessions)
+        sides[side].session(&name, t as u64 + 1, false)
+    };
+    Ok([open(0)?, open(1)?])
 }
 
 /// Lock+unlock pairs for `block`: (pairs, seconds).
