@@ -218,15 +218,17 @@ fi
 
 # Scenario 8's cluster: cluster-enabled nodes started like the main server
 # (their bus ports picked free too), formed with redis-cli --cluster create.
+# Started for each repetition's scenario 8 and stopped after it, so that no
+# other scenario runs beside idle cluster nodes.
 cluster_urls=
-cluster_ok=0
 start_cluster() {
   local i p bus nodes=() u
+  cluster_urls=
   for ((i = 1; i <= cluster_masters; i++)); do
     p=$("$B" free-port)
     bus=$("$B" free-port)
     [ "$bus" != "$p" ] || bus=$("$B" free-port)
-    mkdir -p "$server_dir/c$i"
+    rm -rf "$server_dir/c$i"; mkdir -p "$server_dir/c$i"
     "${on_server[@]}" "${REDIS_SERVER:-redis-server}" --port "$p" --cluster-port "$bus" \
       --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file nodes.conf \
       --cluster-node-timeout 5000 --save '' --appendonly no --dir "$server_dir/c$i" \
@@ -248,17 +250,14 @@ start_cluster() {
   done
   return 1
 }
-if wanted 8; then
-  if ! command -v redis-cli >/dev/null 2>&1; then
-    echo "warning: redis-cli is missing; scenario 8 (cluster) is skipped" >&2
-  elif start_cluster; then
-    cluster_ok=1
-  else
-    echo "warning: the cluster did not form (see $log); scenario 8 is skipped" >&2
-    echo "FAILED: cluster start" >>"$log"
-  fi
-fi
-
+stop_cluster() {
+  local pid
+  for pid in "${cluster_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  cluster_pids=()
+}
 # ---------------------------------------------------------------- machine notes
 cpu_busy() {  # % of all CPUs busy over one second, before we start
   local a b
@@ -502,11 +501,14 @@ for ((rep = 1; rep <= reps; rep++)); do
     for c in $redlock_contenders; do redlock "$c"; done
   fi
   if wanted 8; then
-    if [ "$cluster_ok" = 1 ]; then
+    if ! command -v redis-cli >/dev/null 2>&1; then
+      failed "rep $rep cluster paired: redis-cli is missing (it forms the cluster)"
+    elif start_cluster; then
       cluster_paired 1; cluster_paired 4
     else
-      failed "rep $rep cluster paired: no cluster"
+      failed "rep $rep cluster paired: the cluster did not form"
     fi
+    stop_cluster
   fi
 done
 if [ -z "$only" ]; then
