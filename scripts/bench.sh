@@ -258,6 +258,7 @@ stop_cluster() {
   done
   cluster_pids=()
 }
+
 # ---------------------------------------------------------------- machine notes
 cpu_busy() {  # % of all CPUs busy over one second, before we start
   local a b

@@ -148,7 +148,10 @@ fn crate_publish(
     session.lock()?;
     session.unlock()?;
     let after = counts()?;
-    match (after[0] - before[0], after[1] - before[1]) {
+    match (
+        after[0].saturating_sub(before[0]),
+        after[1].saturating_sub(before[1]),
+    ) {
         (0, n) if n > 0 => Ok("spublish"),
         (n, 0) if n > 0 => Ok("publish"),
         other => bail!("cannot tell the crate's publish command: (publish, spublish) {other:?}"),

@@ -174,9 +174,10 @@ pub fn section(w: &mut String, d: &Data) {
         let _ = writeln!(
             w,
             "\n*Cluster* rows (scenario 8, `scripts/bench.sh --only 8` alone) run on a Redis \
-             Cluster of {} masters and no replicas that the script starts beside the main server \
-             (cluster-enabled `redis-server`s, no persistence, all pinned to the server's vCPU, \
-             formed with `redis-cli --cluster create`). The crate is \
+             Cluster of {} masters and no replicas that the script starts for each repetition's \
+             two measurements and stops after them (cluster-enabled `redis-server`s on free \
+             loopback ports, no persistence, all pinned to the server's vCPU, formed with \
+             `redis-cli --cluster create`). The crate is \
              `Client::cluster_builder(every node)`, `lock(name)` + unlock, routing each script to \
              the master of the name's slot over its pool for that master. The floor sends the same \
              true-floor scripts on one plain connection per thread straight to that master \
