@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use crate::common::{Args, percentile};
+use crate::common::{Args, percentile, thread_cpu_ns};
 use crate::contenders::{Factory, Kind, Session};
 use crate::family::LockType;
 
-/// One thread's round: (pairs, seconds) of the floor, then of the contender.
-type Round = [(u64, f64); 2];
+/// One thread's round: (pairs, seconds, thread CPU ns) of the floor, then of
+/// the contender.
+type Round = [(u64, f64, u64); 2];
 
 /// `threads` threads, each with a floor session and a contender session
 /// (on its own names, or on one shared name per side with `--shared-name 1`,
@@ -66,7 +67,7 @@ pub fn measure(
                     let mut sessions = ready?;
                     let mut out = Vec::with_capacity(rounds);
                     for round in 0..rounds {
-                        let mut pair = [(0, 0.0); 2];
+                        let mut pair = [(0, 0.0, 0); 2];
                         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                         for side in order {
                             barrier.wait();
@@ -84,13 +85,18 @@ pub fn measure(
             .collect()
     });
     let mut rates = vec![[0.0f64; 2]; rounds];
+    // Per side, over every thread and round: pairs and thread CPU ns.
+    let mut totals = [(0u64, 0u64); 2];
     for thread in per_thread {
         for (round, pair) in thread?.into_iter().enumerate() {
             for side in 0..2 {
                 rates[round][side] += pair[side].0 as f64 / pair[side].1.max(1e-9);
+                totals[side].0 += pair[side].0;
+                totals[side].1 += pair[side].2;
             }
         }
     }
+    let cpu_us_per_pair = |side: usize| totals[side].1 as f64 / 1e3 / totals[side].0.max(1) as f64;
     // Ratios in parts per million, sorted, for the median and the spread.
     let mut ratios: Vec<u64> = rates
         .iter()
@@ -108,6 +114,10 @@ pub fn measure(
         "ratio_p25": percentile(&ratios, 0.25) as f64 / 1e6,
         "ratio_p75": percentile(&ratios, 0.75) as f64 / 1e6,
         "ratio_of_means": mean(1) / mean(0).max(1e-9),
+        // CPU time of the measuring threads themselves (user + system; not
+        // the contender's background threads), per pair.
+        "floor_cpu_us_per_pair": cpu_us_per_pair(0),
+        "cpu_us_per_pair": cpu_us_per_pair(1),
     }))
 }
 
@@ -128,8 +138,9 @@ fn open_sessions(
     Ok([open(0)?, open(1)?])
 }
 
-/// Lock+unlock pairs for `block`: (pairs, seconds).
-fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64)> {
+/// Lock+unlock pairs for `block`: (pairs, seconds, this thread's CPU ns).
+fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64, u64)> {
+    let cpu = thread_cpu_ns();
     let start = Instant::now();
     let end = start + block;
     let mut pairs = 0;
@@ -138,5 +149,6 @@ fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f6
         session.unlock()?;
         pairs += 1;
     }
-    Ok((pairs, start.elapsed().as_secs_f64()))
+    let secs = start.elapsed().as_secs_f64();
+    Ok((pairs, secs, thread_cpu_ns().saturating_sub(cpu)))
 }
