@@ -12,6 +12,7 @@
 #                              run's files alone
 #   ... --report-only          re-renders the report from the last run's raw.jsonl
 #   ... --only N               runs scenario N alone (1-6; 7: the paired measurements;
+#                              8: the paired measurements on a 3-master Redis Cluster;
 #                              with --quick, to check one
 #                              scenario: the report then holds that scenario only)
 #
@@ -35,8 +36,8 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
     --only) only=${2:-}; shift
-      case "$only" in [1-7]) ;; *) echo "--only takes a scenario number, 1 to 7 (7: the paired measurements)" >&2; exit 2 ;; esac ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+      case "$only" in [1-8]) ;; *) echo "--only takes a scenario number, 1 to 8 (7: the paired measurements, 8: on a cluster)" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only] [--only N]" >&2; exit 2 ;;
   esac
   shift
@@ -46,9 +47,9 @@ wanted() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=19   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
-                  # the 100,000-lock scenario 4, 13 before scenario 5, 17 before scenario 6; an
-                  # estimate from --quick until the next full run)
+FULL_MINUTES=21   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4, 13 before scenario 5, 17 before scenario 6, 19
+                  # before scenario 8; an estimate until the next full run)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick
@@ -74,7 +75,7 @@ else
   s3_iter=500; s3_warmup=20; s3_hold_us=100
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
-  pair_rounds=20; pair_block_ms=200   # 9 paired measurements x 8 s a repetition
+  pair_rounds=20; pair_block_ms=200   # 9 paired measurements (+2 on the cluster) x 8 s a repetition
   s6_ms=2000; s6_warmup=1000   # per side (RedLock, single), alternating: ~15 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
@@ -107,6 +108,9 @@ s5_types="fair read write fenced spin nonreentrant"
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
 # all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
+# Scenario 8: the paired measurement on a Redis Cluster of this many masters
+# (no replicas: the lock commands go to masters only), all on the server CPU.
+cluster_masters=3
 
 mkdir -p "$out/events" "$(dirname "$out_md")" "$(dirname "$out_svg")"
 raw=$out/raw.jsonl
@@ -131,7 +135,9 @@ rm -f "$out"/events/*
 ensure_cargo
 ensure_redis_server
 java_ok=1
-if [ "${BENCH_SKIP_JAVA:-0}" = 1 ] || ! ( ensure_java_maven ) >>"$log" 2>&1; then
+java_needed=1
+case "$only" in 7|8) java_needed=0 ;; esac   # the paired scenarios have no Redisson side
+if [ "$java_needed" = 0 ] || [ "${BENCH_SKIP_JAVA:-0}" = 1 ] || ! ( ensure_java_maven ) >>"$log" 2>&1; then
   java_ok=0
 fi
 
@@ -181,9 +187,10 @@ url=redis://127.0.0.1:$port
 server_dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")
 redis_pid=
 master_pids=()
+cluster_pids=()
 cleanup() {
   local pid
-  for pid in $redis_pid "${master_pids[@]}"; do
+  for pid in $redis_pid "${master_pids[@]}" "${cluster_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -208,6 +215,49 @@ if wanted 6; then
     master_urls="$master_urls,redis://127.0.0.1:$p"
   done
 fi
+
+# Scenario 8's cluster: cluster-enabled nodes started like the main server
+# (their bus ports picked free too), formed with redis-cli --cluster create.
+# Started for each repetition's scenario 8 and stopped after it, so that no
+# other scenario runs beside idle cluster nodes.
+cluster_urls=
+start_cluster() {
+  local i p bus nodes=() u
+  cluster_urls=
+  for ((i = 1; i <= cluster_masters; i++)); do
+    p=$("$B" free-port)
+    bus=$("$B" free-port)
+    [ "$bus" != "$p" ] || bus=$("$B" free-port)
+    rm -rf "$server_dir/c$i"; mkdir -p "$server_dir/c$i"
+    "${on_server[@]}" "${REDIS_SERVER:-redis-server}" --port "$p" --cluster-port "$bus" \
+      --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 5000 --save '' --appendonly no --dir "$server_dir/c$i" \
+      --logfile "$server_dir/c$i/redis.log" &
+    cluster_pids+=($!)
+    "$B" cmd --url "redis://127.0.0.1:$p" --wait-s 10 PING >/dev/null || return 1
+    nodes+=("127.0.0.1:$p")
+    cluster_urls="$cluster_urls${cluster_urls:+,}redis://127.0.0.1:$p"
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes </dev/null >>"$log" 2>&1 ||
+    return 1
+  for ((i = 0; i < 300; i++)); do   # every node agrees the cluster is up: 30 s at most
+    local up=1
+    for u in "${nodes[@]}"; do
+      redis-cli -h 127.0.0.1 -p "${u##*:}" CLUSTER INFO 2>/dev/null | grep -q '^cluster_state:ok' || up=0
+    done
+    [ "$up" = 1 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+stop_cluster() {
+  local pid
+  for pid in "${cluster_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  cluster_pids=()
+}
 
 # ---------------------------------------------------------------- machine notes
 cpu_busy() {  # % of all CPUs busy over one second, before we start
@@ -260,12 +310,14 @@ machine=$out/machine.txt
   printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\n' "$s5_ms" "$s5_warmup" "$s5_types"
   printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
   printf 's6_duration_ms\t%s\ns6_warmup\t%s\ns6_masters\t%s\n' "$s6_ms" "$s6_warmup" "$s6_masters"
+  printf 'cluster_masters\t%s\n' "$cluster_masters"
   [ -n "$only" ] && printf 'only\t%s\n' "$only"
   printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
 note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:+ (busiest: $busy_procs)}."
 [ -n "${BENCH_NOTE:-}" ] && note="$note ${BENCH_NOTE}"
-[ "$java_ok" = 1 ] || note="$note Redisson was skipped (no JDK/Maven or the driver did not build)."
+[ "$java_ok" = 1 ] || [ "$java_needed" = 0 ] ||
+  note="$note Redisson was skipped (no JDK/Maven or the driver did not build)."
 
 # ---------------------------------------------------------------- runners
 failures=0
@@ -369,6 +421,17 @@ paired() {
     failed "rep $rep paired $1 threads $2"
 }
 
+# cluster_paired THREADS: scenario 8, the true floor straight to each name's
+# master and redisson-lock's cluster client alternating in one process
+# (bench/src/cluster.rs).
+cluster_paired() {
+  local id u; id=$(run_id "cluster$1" crate)
+  for u in ${cluster_urls//,/ }; do "$B" cmd --url "$u" FLUSHALL >/dev/null; done
+  run_one crate --scenario cluster_paired --urls "$cluster_urls" --threads "$1" \
+    --rounds "$pair_rounds" --block-ms "$pair_block_ms" --warmup 1000 --run-id "$id" ||
+    failed "rep $rep cluster paired $1 threads"
+}
+
 watchdog() {  # watchdog CONTENDER
   local c=$1 id obs locks=$s4_locks extra=()
   case "$c" in
@@ -437,6 +500,16 @@ for ((rep = 1; rep <= reps; rep++)); do
   fi
   if wanted 6; then
     for c in $redlock_contenders; do redlock "$c"; done
+  fi
+  if wanted 8; then
+    if ! command -v redis-cli >/dev/null 2>&1; then
+      failed "rep $rep cluster paired: redis-cli is missing (it forms the cluster)"
+    elif start_cluster; then
+      cluster_paired 1; cluster_paired 4
+    else
+      failed "rep $rep cluster paired: the cluster did not form"
+    fi
+    stop_cluster
   fi
 done
 if [ -z "$only" ]; then

@@ -31,6 +31,17 @@ pub fn cpu_ns() -> u64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// User + system CPU time of the calling thread so far, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Resident set size of this process (from `/proc/self/statm`), in bytes.
 pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

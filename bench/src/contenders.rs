@@ -136,10 +136,7 @@ impl Factory {
             Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
             Kind::Crate => {
                 let client = self.client.as_ref().expect("crate contender has a client");
-                Box::new(CrateSession {
-                    lock: client.lock(name),
-                    guard: None,
-                })
+                crate_session(client, name)
             }
             Kind::Rslock => Box::new(RslockSession::new(vec![self.url.clone()], name)?),
         })
@@ -158,6 +155,9 @@ struct FloorSession {
     channel: String,
     field: String,
     sub: Option<FloorSubscription>,
+    /// The unlock's publish command: `publish`, or `spublish` on a cluster
+    /// with sharded pub/sub (the cluster scenario).
+    publish: &'static str,
 }
 
 impl FloorSession {
@@ -175,6 +175,7 @@ impl FloorSession {
             channel,
             field: format!("{}:{thread}", factory.floor_id),
             sub,
+            publish: "publish",
         })
     }
 
@@ -238,7 +239,7 @@ impl Session for FloorSession {
                 .arg("0")
                 .arg(LEASE.as_millis() as u64)
                 .arg(&self.field)
-                .arg("publish")
+                .arg(self.publish)
                 .invoke(&mut self.con)?
         };
         if reply.is_none() {
@@ -256,6 +257,28 @@ impl FloorSession {
     fn kind_name(&self) -> &'static str {
         if self.own { "raw" } else { "floor" }
     }
+}
+
+/// An uncontended true-floor session on `name` over one plain connection
+/// from `redis` (in the cluster scenario, to the master serving the name's
+/// slot), owner field `<floor_id>:<thread>`, unlocking with `publish`
+/// (`publish` or `spublish`).
+pub fn floor_session_on(
+    redis: &redis::Client,
+    floor_id: &str,
+    name: &str,
+    thread: u64,
+    publish: &'static str,
+) -> Result<Box<dyn Session>> {
+    Ok(Box::new(FloorSession {
+        con: redis.get_connection()?,
+        own: false,
+        name: name.to_owned(),
+        channel: braced("redisson_lock__channel", name),
+        field: format!("{floor_id}:{thread}"),
+        sub: None,
+        publish,
+    }))
 }
 
 /// Redisson's `prefixName` for names without braces.
@@ -366,6 +389,14 @@ fn bulk_array(items: &[&[u8]], last: &str) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------- crate
+
+/// redisson-lock's RLock on `name` of `client`, as a user takes it.
+pub fn crate_session(client: &redisson_lock::Client, name: &str) -> Box<dyn Session> {
+    Box::new(CrateSession {
+        lock: client.lock(name),
+        guard: None,
+    })
+}
 
 struct CrateSession {
     lock: redisson_lock::Lock,

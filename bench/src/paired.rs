@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use crate::common::{Args, percentile};
+use crate::common::{Args, percentile, thread_cpu_ns};
 use crate::contenders::{Factory, Kind, Session};
 use crate::family::LockType;
 
-/// One thread's round: (pairs, seconds) of the floor, then of the contender.
-type Round = [(u64, f64); 2];
+/// One thread's round: (pairs, seconds, thread CPU ns) of the floor, then of
+/// the contender.
+type Round = [(u64, f64, u64); 2];
 
 /// `threads` threads, each with a floor session and a contender session
 /// (on its own names, or on one shared name per side with `--shared-name 1`,
@@ -30,24 +31,43 @@ pub fn run(args: &Args) -> Result<Value> {
         Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
         Factory::new(kind, url, watchdog)?.with_lock_type(lock_type),
     ];
+    let shared = args.num_or("shared-name", 0)? == 1;
+    let run_id = args.str_or("run-id", "0").to_owned();
+    measure(args, |t| open_sessions(&sides, &run_id, t, shared))
+}
+
+/// The measurement itself, for any pair of sides: `--threads` threads, each
+/// opening its `[floor, contender]` sessions with `open(thread index)`,
+/// warming both up (`--warmup` pairs each), then `--rounds` rounds of one
+/// `--block-ms` block per side, all threads switching together.
+pub fn measure(
+    args: &Args,
+    open: impl Fn(usize) -> Result<[Box<dyn Session>; 2]> + Sync,
+) -> Result<Value> {
     let threads = args.num_or("threads", 1)?.max(1) as usize;
     let rounds = args.num_or("rounds", 20)?.max(1) as usize;
     let block = Duration::from_millis(args.num_or("block-ms", 250)?);
     let warmup = args.num_or("warmup", 1_000)?;
-    let shared = args.num_or("shared-name", 0)? == 1;
-    let run_id = args.str_or("run-id", "0").to_owned();
     let barrier = Barrier::new(threads);
     let per_thread: Vec<Result<Vec<Round>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (barrier, sides, run_id) = (&barrier, &sides, &run_id);
+                let (barrier, open) = (&barrier, &open);
                 scope.spawn(move || -> Result<Vec<Round>> {
-                    let ready = open_sessions(sides, run_id, t, shared, warmup);
+                    let ready = open(t).and_then(|mut sessions| {
+                        for session in &mut sessions {
+                            for _ in 0..warmup {
+                                session.lock()?;
+                                session.unlock()?;
+                            }
+                        }
+                        Ok(sessions)
+                    });
                     barrier.wait();
                     let mut sessions = ready?;
                     let mut out = Vec::with_capacity(rounds);
                     for round in 0..rounds {
-                        let mut pair = [(0, 0.0); 2];
+                        let mut pair = [(0, 0.0, 0); 2];
                         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                         for side in order {
                             barrier.wait();
@@ -65,13 +85,18 @@ pub fn run(args: &Args) -> Result<Value> {
             .collect()
     });
     let mut rates = vec![[0.0f64; 2]; rounds];
+    // Per side, over every thread and round: pairs and thread CPU ns.
+    let mut totals = [(0u64, 0u64); 2];
     for thread in per_thread {
         for (round, pair) in thread?.into_iter().enumerate() {
             for side in 0..2 {
                 rates[round][side] += pair[side].0 as f64 / pair[side].1.max(1e-9);
+                totals[side].0 += pair[side].0;
+                totals[side].1 += pair[side].2;
             }
         }
     }
+    let cpu_us_per_pair = |side: usize| totals[side].1 as f64 / 1e3 / totals[side].0.max(1) as f64;
     // Ratios in parts per million, sorted, for the median and the spread.
     let mut ratios: Vec<u64> = rates
         .iter()
@@ -89,35 +114,33 @@ pub fn run(args: &Args) -> Result<Value> {
         "ratio_p25": percentile(&ratios, 0.25) as f64 / 1e6,
         "ratio_p75": percentile(&ratios, 0.75) as f64 / 1e6,
         "ratio_of_means": mean(1) / mean(0).max(1e-9),
+        // CPU time of the measuring threads themselves (user + system; not
+        // the contender's background threads), per pair.
+        "floor_cpu_us_per_pair": cpu_us_per_pair(0),
+        "cpu_us_per_pair": cpu_us_per_pair(1),
     }))
 }
 
-/// Both sessions of thread `t`, warmed up.
+/// Both sessions of thread `t`.
 fn open_sessions(
     sides: &[Factory; 2],
     run_id: &str,
     t: usize,
     shared: bool,
-    warmup: u64,
-) -> Result<Vec<Box<dyn Session>>> {
-    let mut sessions = Vec::with_capacity(2);
-    for (side, factory) in sides.iter().enumerate() {
+) -> Result<[Box<dyn Session>; 2]> {
+    let open = |side: usize| {
         let name = match shared {
             true => format!("bench:paired:{run_id}:{side}"),
             false => format!("bench:paired:{run_id}:{side}:{t}"),
         };
-        let mut session = factory.session(&name, t as u64 + 1, false)?;
-        for _ in 0..warmup {
-            session.lock()?;
-            session.unlock()?;
-        }
-        sessions.push(session);
-    }
-    Ok(sessions)
+        sides[side].session(&name, t as u64 + 1, false)
+    };
+    Ok([open(0)?, open(1)?])
 }
 
-/// Lock+unlock pairs for `block`: (pairs, seconds).
-fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64)> {
+/// Lock+unlock pairs for `block`: (pairs, seconds, this thread's CPU ns).
+fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64, u64)> {
+    let cpu = thread_cpu_ns();
     let start = Instant::now();
     let end = start + block;
     let mut pairs = 0;
@@ -126,5 +149,6 @@ fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f6
         session.unlock()?;
         pairs += 1;
     }
-    Ok((pairs, start.elapsed().as_secs_f64()))
+    let secs = start.elapsed().as_secs_f64();
+    Ok((pairs, secs, thread_cpu_ns().saturating_sub(cpu)))
 }

@@ -17,9 +17,13 @@ use crate::contenders::{Factory, Kind, current_thread_runtime};
 use crate::family::LockType;
 
 pub fn run(args: &Args) -> Result<()> {
-    if args.str("scenario")? == "paired" {
-        let mut out = crate::paired::run(args)?;
-        out["scenario"] = json!("paired");
+    let paired = args.str("scenario")?;
+    if paired == "paired" || paired == "cluster_paired" {
+        let mut out = match paired {
+            "paired" => crate::paired::run(args)?,
+            _ => crate::cluster::run(args)?,
+        };
+        out["scenario"] = json!(paired);
         out["contender"] = json!(args.str("contender")?);
         out["lock_type"] = json!(args.str_or("lock-type", "lock"));
         out["rep"] = json!(args.num_or("rep", 0)?);

@@ -215,6 +215,51 @@ mod tests {
     }
 
     #[test]
+    fn cluster_paired_rows_are_their_own_and_held_to_095() {
+        let mut records = Vec::new();
+        for (rep, one, four) in [(1, 0.96, 0.93), (2, 0.95, 0.94), (3, 0.99, 0.97)] {
+            for (threads, ratio) in [(1, one), (4, four)] {
+                records.push(json!({"scenario": "cluster_paired", "threads": threads,
+                    "lock_type": "lock", "contender": "crate", "rep": rep,
+                    "ratio_median": ratio, "floor_pairs_per_s": 1000.0,
+                    "pairs_per_s": 1000.0 * ratio, "ratio_of_means": ratio,
+                    "masters": 3, "publish": "spublish"}));
+            }
+        }
+        let d = data(records);
+        let t = targets(&d, &[], None);
+        let one = target(&t, "Cluster (1 thread), paired in one process");
+        assert_eq!(
+            (one["goal"].as_str(), one["measured"].as_str()),
+            (Some("≥ 0.95×"), Some("0.96× [0.95–0.99]"))
+        );
+        assert_eq!(one["met"], true);
+        assert!(
+            one["target"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("vs the true floor on the slot's master"))
+        );
+        // Median 0.94: not met.
+        assert_eq!(
+            target(&t, "Cluster (4 threads), paired in one process")["met"],
+            false
+        );
+        // Cluster records are not the standalone paired rows.
+        assert!(!t.iter().any(|x| {
+            x["target"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("Scenario 1 (1 thread), paired"))
+        }));
+        let mut md = String::new();
+        crate::report::paired::section(&mut md, &d);
+        assert!(
+            md.contains("| Cluster (4 threads) | 1000 [1000–1000] |"),
+            "{md}"
+        );
+        assert!(md.contains("Both unlock with `SPUBLISH`"), "{md}");
+    }
+
+    #[test]
     fn watchdog_targets_time_whole_ticks_only() {
         let holder = json!({
             "scenario": "watchdog", "kind": "holder", "contender": "crate", "rep": 1,
