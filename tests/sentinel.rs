@@ -124,6 +124,14 @@ fn every_lock_type_locks_excludes_and_wakes_through_the_sentinel_master() {
         }
     });
     assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
+    // Gone before the next test: a failover must not reach these clients.
+    drop((holder, waiter));
+    assert!(
+        support::eventually(Duration::from_secs(3), || {
+            support::threads_named("rlock-sentinel") == 0
+        }),
+        "the Sentinel threads end with their clients"
+    );
 }
 
 #[test]
