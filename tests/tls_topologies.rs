@@ -92,6 +92,13 @@ fn check_served(
         subscribed(&clients),
         "{name}: a subscriber on master {master}, subscribed with {flavour}: {clients:?}"
     );
+    let other = if sharded { "sub" } else { "ssub" };
+    assert!(
+        !clients
+            .iter()
+            .any(|line| field(line, other).is_some_and(|n| n != "0")),
+        "{name}: one pub/sub flavour only, no {other}: {clients:?}"
+    );
 }
 
 fn cluster_client(cluster: &TlsCluster, mode: ShardedSubscription) -> Client {
