@@ -52,6 +52,11 @@ cargo test --doc
 # openssl in the test's directory.
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
+# The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3
+# replicas) and Sentinel setup (master, replica, 3 sentinels), every lock
+# type on each (about 40 s).
+echo "==> cargo test --features tls-rustls --test tls_topologies"
+cargo test --features tls-rustls --test tls_topologies
 
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line

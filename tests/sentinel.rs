@@ -1,6 +1,7 @@
 //! Redis Sentinel: a master, two replicas and three sentinels (started once
 //! for this binary, tests serialized). The client finds the master through
-//! the sentinels, wakes waiters through the master's pub/sub, and follows a
+//! the sentinels, wakes waiters through the master's pub/sub (every lock
+//! type), and follows a
 //! `SENTINEL FAILOVER`: a lock held across it is renewed on the new master,
 //! a waiting thread gets the lock when it is released there, and locks
 //! taken after the switch are on the new master, not on the demoted one.
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redisson_lock::{Client, Error, LostReason};
+use support::every_kind::{Wake, every_kind};
 use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
 
 fn client(setup: &SentinelSetup, watchdog: Duration) -> Client {
@@ -81,6 +83,49 @@ fn lock_and_wake_up_through_the_sentinel_master() {
     );
     drop(holder);
     drop(waiter);
+    assert!(
+        support::eventually(Duration::from_secs(3), || {
+            support::threads_named("rlock-sentinel") == 0
+        }),
+        "the Sentinel threads end with their clients"
+    );
+}
+
+/// Every lock type (fenced, spin, non-reentrant and non-reentrant fair as
+/// well as the reentrant, fair and read/write ones) through the master the
+/// sentinels name: taken there, refused to another client, handed to that
+/// client's waiter by the unlock message (the spin lock: within its backoff).
+#[test]
+fn every_lock_type_locks_excludes_and_wakes_through_the_sentinel_master() {
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    let holder = client(setup, Duration::from_secs(30));
+    let waiter = client(setup, Duration::from_secs(30));
+    let master = setup.master_port();
+    let name_for = |kind: &str| format!("s-every-{kind}");
+    let handoffs = every_kind(&holder, &waiter, &name_for, &|name, wake| {
+        let mut con = con(master);
+        let exists: bool = con.exists(name).expect("EXISTS");
+        assert!(exists, "{name} is held on the master {master}");
+        if wake == Wake::Message {
+            let subscribed = || {
+                let clients: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query(&mut con)
+                    .expect("CLIENT LIST");
+                clients.lines().any(|line| !line.trim().is_empty())
+            };
+            assert!(
+                support::eventually(Duration::from_secs(5), subscribed),
+                "{name}: the waiter subscribed on the master {master}"
+            );
+        }
+    });
+    assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
+    // Gone before the next test: a failover must not reach these clients.
+    drop((holder, waiter));
     assert!(
         support::eventually(Duration::from_secs(3), || {
             support::threads_named("rlock-sentinel") == 0

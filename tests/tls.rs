@@ -1,7 +1,7 @@
 //! TLS (`rediss://`, feature `tls-rustls`) against a TLS-only server with a
 //! CA made by the test: every connection of the client goes through TLS
 //! (the server has no plain TCP port), the subscriber's included, so a
-//! waiter is woken by the unlock message; mutual TLS with a client
+//! waiter is woken by the unlock message, for every lock type; mutual TLS with a client
 //! certificate; a server certificate the client cannot verify (another
 //! CA, another host name) or a missing client certificate is refused at once
 //! with an error that is not transient (a configuration error), while a
@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
+use support::every_kind::{Wake, every_kind};
 use support::tls::{Certs, TlsServer};
 
 fn tls_client(
@@ -96,6 +97,32 @@ fn lock_contend_and_wake_up_over_tls() {
     assert_contend_and_wake(&server, &holder, &waiter, "tls-lock");
     // And once more on the same subscriber connection.
     assert_contend_and_wake(&server, &waiter, &holder, "tls-lock");
+}
+
+/// Every lock type over TLS: taken, refused to another client, handed to
+/// that client's waiter by the unlock message through its TLS subscriber
+/// (the spin lock: within its backoff).
+#[test]
+fn every_lock_type_over_tls() {
+    let certs = Certs::make();
+    let server = TlsServer::start(&certs, false);
+    let holder = tls_client(&server, &certs, false).expect("build a TLS client");
+    let waiter = tls_client(&server, &certs, false).expect("build a TLS client");
+    let name_for = |kind: &str| format!("tls-every-{kind}");
+    let handoffs = every_kind(&holder, &waiter, &name_for, &|name, wake| {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(name)
+            .query(&mut server.con())
+            .expect("EXISTS");
+        assert!(exists, "{name} is held on the server");
+        if wake == Wake::Message {
+            assert!(
+                support::eventually(Duration::from_secs(5), || pubsub_clients(&server) >= 1),
+                "{name}: the waiter subscribed (over TLS: the only TCP port)"
+            );
+        }
+    });
+    assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
 }
 
 #[test]

@@ -7,10 +7,13 @@
 
 pub mod actor;
 pub mod cluster;
+pub mod every_kind;
 pub mod java;
 pub mod proxy;
 pub mod sentinel;
 pub mod tls;
+#[cfg(feature = "tls-rustls")]
+pub mod tls_topo;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;

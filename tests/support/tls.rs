@@ -100,7 +100,8 @@ fn make_leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
 
 impl Certs {
     /// `ca`, `server` (for 127.0.0.1 and localhost), `client` (signed by
-    /// `ca`), `wrong-name` (signed by `ca` for another host only) and an
+    /// `ca`), `node` (like `server`, usable as a client certificate too),
+    /// `wrong-name` (signed by `ca` for another host only) and an
     /// unrelated `other-ca`.
     pub fn make() -> Certs {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
@@ -118,6 +119,14 @@ impl Certs {
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
         );
         make_leaf(&dir, "ca", "client", "extendedKeyUsage=clientAuth\n");
+        // Cluster nodes present theirs as clients too (the cluster bus
+        // always checks the connecting node's certificate).
+        make_leaf(
+            &dir,
+            "ca",
+            "node",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+        );
         make_leaf(
             &dir,
             "ca",
