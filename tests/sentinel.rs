@@ -262,30 +262,32 @@ fn a_readonly_reply_makes_the_client_follow_the_master_at_once() {
         .build()
         .expect("build a Sentinel client");
     drop(client.lock("s-ro-warmup").lock().expect("lock before"));
+    // Only what is logged from here on (other tests' clients log too).
+    let seen = support::logs::lines().len();
+    let moves = |to: u16| {
+        support::logs::lines()
+            .iter()
+            .skip(seen)
+            .filter(|line| line.contains(&format!("is now 127.0.0.1:{to}")))
+            .count()
+    };
     let (old, new) = setup.failover();
     assert!(
         support::eventually(Duration::from_secs(30), || role(old).as_deref()
             == Some("slave")),
         "the sentinels demote the former master"
     );
-    let moves = || {
-        support::logs::lines()
-            .iter()
-            .filter(|line| line.contains(&format!("is now 127.0.0.1:{new}")))
-            .count()
-    };
-    let before = moves();
     let started = Instant::now();
     let guard = client
         .lock("s-ro")
         .lock()
         .expect("the lock is taken on the new master, not refused");
     eprintln!("lock after the demotion took {:?}", started.elapsed());
-    assert_eq!(
-        moves(),
-        before + 1,
-        "the client followed the master during the lock call, not before"
-    );
+    // Moved once: during the lock call (the demoted master's READONLY), or
+    // just before it if the sentinels' reconfiguration of the former master
+    // (which kills its clients) dropped one of this client's connections
+    // first. Either way not by the hourly look-up.
+    assert_eq!(moves(new), 1, "the client followed the master once");
     let count: Option<i64> = con(new).hget("s-ro", client.owner_field()).expect("HGET");
     assert_eq!(count, Some(1), "taken on the new master {new}");
     guard.unlock().expect("unlock on the new master");
