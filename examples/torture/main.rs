@@ -114,6 +114,8 @@
 //!   in the fair queues after every worker stopped; they age out).
 
 mod chaos;
+mod cluster;
+mod failover;
 mod summary;
 mod worker;
 
@@ -282,14 +284,21 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         LockKind::from_args(args),
     ) else {
         eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease] [--kind reentrant|rw|fair]\n\
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair]\n\
              (scripts/torture.sh starts a throwaway server and passes these)"
         );
         return ExitCode::from(2);
     };
     let redis_pid = arg_value(args, "--redis-pid").and_then(|p| p.parse::<u32>().ok());
+    let cluster_dir = arg_value(args, "--cluster-dir").map(PathBuf::from);
+    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
+    if cluster_dir.is_some() && beyond_lease {
+        eprintln!("torture: --beyond-lease is not supported with a cluster");
+        return ExitCode::from(2);
+    }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
-        Duration::from_secs(60)
+        // A cluster run needs a few failovers of each kind.
+        Duration::from_secs(if cluster_dir.is_some() { 75 } else { 60 })
     } else {
         let minutes = arg_value(args, "--minutes")
             .and_then(|m| m.parse::<f64>().ok())
@@ -300,7 +309,20 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
         PathBuf::from,
     );
-    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
+    let cluster = match cluster_dir.map(|dir| {
+        eprintln!(
+            "torture: starting a 3 masters + 3 replicas cluster in {}",
+            dir.display()
+        );
+        cluster::Nodes::start(&dir).and_then(failover::ClusterState::new)
+    }) {
+        None => None,
+        Some(Ok(cluster)) => Some(cluster),
+        Some(Err(e)) => {
+            eprintln!("torture: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let sup = chaos::Supervisor {
         exe: match std::env::current_exe() {
             Ok(exe) => exe,
@@ -328,6 +350,7 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         sigstops: 0,
         reaped_waiters: 0,
         beyond_lease,
+        cluster,
     };
     match run::run(sup, redis_pid, chaos_for) {
         Ok(true) => ExitCode::SUCCESS,
