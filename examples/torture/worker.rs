@@ -113,7 +113,9 @@ impl log::Log for StderrLogger {
 pub fn worker_main(args: &[String]) -> ExitCode {
     let (Some(instance), Some(url)) = (arg_value(args, "--instance"), arg_value(args, "--url"))
     else {
-        eprintln!("usage: torture worker --instance <id> --url <redis url> [--kind <kind>]");
+        eprintln!(
+            "usage: torture worker --instance <id> --url <redis url> [--kind <kind>] [--cluster-seeds <url>,<url>,..]"
+        );
         return ExitCode::from(2);
     };
     let Some(kind) = LockKind::from_args(args) else {
