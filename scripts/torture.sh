@@ -28,8 +28,9 @@
 # of one master, and every few seconds a failover of the master of a random
 # lock, alternately coordinated (CLUSTER FAILOVER on its replica: no overlap
 # allowed) and kill -9 (the cluster promotes the replica, then the killed
-# node is started again with its nodes.conf and rejoins as a replica: an
-# overlap on that lock is then allowed only if the earlier holder was told its
+# node is started again with its nodes.conf and rejoins as a replica; until
+# the promotion the cluster refuses every slot: an overlap from the kill to 5 s
+# after the promotion is then allowed only if the earlier holder was told its
 # lock was lost, counted as overlaps_after_master_kill). In a cluster run, 4
 # sections in 1000 hold their lock for 0.3-5 s, to span failovers. The binary
 # stops the nodes when it ends; this script also kills, on exit, every node

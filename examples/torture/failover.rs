@@ -10,9 +10,11 @@
 //!   election, about 4 s), then the killed node is started again with its
 //!   `nodes.conf` and rejoins as the new master's replica. A lock write the
 //!   replica had not received is lost, and with the lease shorter than the
-//!   failover every hold on that master runs out meanwhile: an overlap on a
-//!   lock of the killed master, within 5 s of the promotion, is acceptable
-//!   only if its earlier holder was told (`overlaps_after_master_kill`).
+//!   failover every hold on that master runs out meanwhile, as do holds on
+//!   the other masters: from the failure report to the promotion the cluster
+//!   refuses every slot (`cluster-require-full-coverage`, on by default). An
+//!   overlap from the kill to 5 s after the promotion is acceptable only if
+//!   its earlier holder was told (`overlaps_after_master_kill`).
 //!
 //! One failover at a time, each followed to its end (every node agrees on
 //! the new master and the former one replicates from it) before the next.
@@ -163,11 +165,11 @@ impl ClusterState {
         let now = now_ms();
         let deadline = Instant::now() + FAILOVER_DEADLINE;
         if self.next_is_kill {
+            // Every lock: from the failure report to the promotion the
+            // cluster refuses every slot (`cluster-require-full-coverage`,
+            // on by default), so holds on the other masters run out too.
             for name in NAMES {
-                let slot = redisson_lock::key_slot(name.as_bytes());
-                if Nodes::range_of(&table, slot).is_some_and(|r| r.master == old) {
-                    self.kill_windows.push((name.to_owned(), now, u64::MAX));
-                }
+                self.kill_windows.push((name.to_owned(), now, u64::MAX));
             }
             eprintln!("torture: {now} kill -9 of master 127.0.0.1:{old} (serving {name})");
             self.nodes.kill(old);

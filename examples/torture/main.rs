@@ -88,8 +88,10 @@
 //! replica). A failover is followed until every node agrees and the former
 //! master replicates, before the next one. The failover takes longer than the
 //! lease, so the holds on a killed master run out and a write the replica
-//! had not received is lost: an overlap on that lock, up to 5 s after the
-//! promotion, is allowed if the earlier holder was told
+//! had not received is lost; holds on the other masters run out too, as the
+//! cluster refuses every slot from the failure report to the promotion
+//! (`cluster-require-full-coverage`, Redis's default). An overlap from the
+//! kill to 5 s after the promotion is allowed if the earlier holder was told
 //! (`overlaps_after_master_kill`); unsignalled, it is a failure like any
 //! other. So that holds span failovers, 4 in 1000 sections whose lock the
 //! watchdog renews hold it 0.3-5 s longer (after the increment, so that a

@@ -125,7 +125,7 @@ pub fn run(
     let overlap_failures = if sup.beyond_lease {
         0
     } else {
-        summary.overlaps - summary.after_master_kill
+        summary.overlaps.saturating_sub(summary.after_master_kill)
     };
     let stuck = sup.cluster.as_ref().map_or(0, |c| c.stuck);
     let phantoms = stats.phantom_counts.len() as u64;
