@@ -3,7 +3,8 @@
 # rustdoc, where any warning fails, and the benchmark crate's unit tests),
 # then unit tests, integration tests against throwaway redis-server
 # processes, doc tests (including the compile-fail ones), the Java interop
-# tests against real Redisson, and four quick torture runs (about 1.5 min each).
+# tests against real Redisson, and five quick torture runs (about 1.5 min each;
+# the last one in a Redis Cluster with failovers).
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,3 +73,9 @@ echo "==> torture (quick, --kind rw): readers share, writers exclude"
 ./scripts/torture.sh --quick --kind rw
 echo "==> torture (quick, --kind fair): no overlap, no unfair wait"
 ./scripts/torture.sh --quick --kind fair
+# The locks in a Redis Cluster (3 masters + 3 replicas, one lock per master)
+# with failovers in the chaos: coordinated CLUSTER FAILOVERs (no overlap
+# allowed) and kill -9 of a master (an overlap allowed only if its earlier
+# holder was told its lock was lost).
+echo "==> torture (quick, --cluster): failovers, coordinated and by kill -9"
+./scripts/torture.sh --quick --cluster

@@ -395,10 +395,18 @@ impl<K: Kind> Lock<K> {
         queue: Option<Queue>,
     ) -> Result<(Attempt<K>, Synced)> {
         let begun = self.begin_attempt(field, lease)?;
-        let sent = Instant::now();
+        // The lease counts from the last send that may have set the TTL: a
+        // command sent again after a reply that proves it did not run (in a
+        // cluster: `CLUSTERDOWN`, `BUSY`, a refused connection, a redirect;
+        // up to seconds) starts it afresh, a flagged resend (the first may
+        // have run) does not.
+        let mut sent = Instant::now();
         let acquired = self
             .client
             .with_synced_connection(&self.name, "lock", |con, resend| {
+                if !resend {
+                    sent = Instant::now();
+                }
                 let request = begun.request(self, lease_ms, field, resend, queue);
                 self.kind.acquire(con, &request)
             });

@@ -399,3 +399,64 @@ fn a_frozen_master_does_not_stall_the_slot_table_refresh() {
         "no slot table read from a live node within {took:?} of freezing the first master"
     );
 }
+
+/// Keeps the node running it busy for `ARGV[1]` ms of wall-clock time.
+const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
+     local start = t[1] * 1000000 + t[2] \
+     while true do \
+       local now = redis.call('TIME') \
+       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
+     end";
+
+/// An acquire that the master refused while a failover or a long script
+/// made it unable to serve (here `BUSY`, as `CLUSTERDOWN` or a refused
+/// connection during a failover) is sent again by the router, and the lock
+/// is taken by the attempt that ran: the lease counts from that attempt, not
+/// from the first refused one. (It used to count from the first: a lock
+/// taken after retries longer than the lease was reported lost at once,
+/// and the watchdog stopped renewing it.)
+#[test]
+fn a_lock_taken_by_a_retried_acquire_is_not_born_lost() {
+    let (_one, cluster) = cluster();
+    let (name, master, _) = name_with_replica(cluster, "busy-");
+    let holder = client(cluster, Duration::from_millis(1000));
+    // Warm the master's pool: a busy server answers no PING either.
+    holder
+        .lock(&name)
+        .lock()
+        .expect("lock")
+        .unlock()
+        .expect("unlock");
+    let _: () = master.cmd(&["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    let mut con = master.con().expect("connection");
+    con.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let busy = thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg(BUSY_SCRIPT)
+            .arg(0)
+            .arg(1500)
+            .query::<i64>(&mut con)
+    });
+    // Past the threshold: everyone else gets BUSY now.
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let guard = holder.lock(&name).lock().expect("lock after BUSY retries");
+    let waited = started.elapsed();
+    assert_eq!(busy.join().expect("busy thread"), Ok(1));
+    let _: () = master.cmd(&["CONFIG", "SET", "busy-reply-threshold", "5000"]);
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "the retries outlasted the lease ({waited:?})"
+    );
+    assert!(
+        !guard.is_lost(),
+        "taken {waited:?} after the first attempt, reported lost: {:?}",
+        guard.lost_reason()
+    );
+    // And the watchdog keeps it: still held after two leases.
+    thread::sleep(Duration::from_millis(2000));
+    assert!(!guard.is_lost(), "lost: {:?}", guard.lost_reason());
+    assert!(master.cmd::<bool>(&["EXISTS", &name]));
+    guard.unlock().expect("unlock");
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 
+use crate::failover::ClusterState;
 use crate::summary::{SharedStats, stats_of};
 use crate::worker::Book;
 use crate::{
@@ -82,6 +83,8 @@ pub struct Supervisor {
     pub reaped_waiters: u64,
     /// Some pauses and stops outlast the lease (`--beyond-lease`).
     pub beyond_lease: bool,
+    /// The cluster of a `--cluster` run (`failover.rs`).
+    pub cluster: Option<ClusterState>,
 }
 
 /// Thaws redis-server if the supervisor dies while it is stopped.
@@ -95,7 +98,7 @@ impl Drop for ContinueOnDrop {
     }
 }
 
-fn signal(pid: u32, sig: &str) {
+pub fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
@@ -109,9 +112,14 @@ impl Supervisor {
             .create(true)
             .append(true)
             .open(self.log_dir.join(format!("worker-{slot}.log")))?;
-        let mut child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        command
             .args(["worker", "--instance", &instance, "--url", &self.url])
-            .args(["--kind", self.kind.as_str()])
+            .args(["--kind", self.kind.as_str()]);
+        if let Some(cluster) = &self.cluster {
+            command.args(["--cluster-seeds", &cluster.seeds()]);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
@@ -142,13 +150,12 @@ impl Supervisor {
     fn bury(&mut self, instance: &str, died_ms: u64, killed_at: u64) {
         self.dead_at.insert(instance.to_owned(), died_ms);
         let client_id = stats_of(&self.stats).client_ids.get(instance).cloned();
-        let never = &self.never;
         let dead = dead_key(instance);
-        self.redis.retry(never, |con| con.set::<_, _, ()>(&dead, 1));
+        self.redis
+            .retry(&self.never, |con| con.set::<_, _, ()>(&dead, 1));
         for name in NAMES {
             let fields: Vec<String> = self
-                .redis
-                .retry(never, |con| con.hkeys(name))
+                .on_lock_key(name, |con| con.hkeys(name))
                 .unwrap_or_default();
             let held = client_id.as_ref().is_some_and(|id| {
                 fields.iter().any(|field| {
@@ -168,11 +175,11 @@ impl Supervisor {
             for key in [occupancy_key(name), waiting_key(name)] {
                 let members: Vec<String> = self
                     .redis
-                    .retry(never, |con| con.smembers(&key))
+                    .retry(&self.never, |con| con.smembers(&key))
                     .unwrap_or_default();
                 for member in members.iter().filter(|m| instance_of(m) == instance) {
                     self.redis
-                        .retry(never, |con| con.srem::<_, _, ()>(&key, member));
+                        .retry(&self.never, |con| con.srem::<_, _, ()>(&key, member));
                 }
             }
             if self.kind == LockKind::Fair
@@ -180,7 +187,7 @@ impl Supervisor {
             {
                 let prefix = format!("{id}:");
                 let (queue, timeout) = (fair_queue_key(name), fair_timeout_key(name));
-                let reaped = self.redis.retry(never, |con| {
+                let reaped = self.on_lock_key(&queue, |con| {
                     REAP_QUEUE
                         .key(&queue)
                         .key(&timeout)
@@ -192,7 +199,7 @@ impl Supervisor {
         }
     }
 
-    fn kill_worker(&mut self, slot: usize) -> std::io::Result<()> {
+    pub fn kill_worker(&mut self, slot: usize) -> std::io::Result<()> {
         let worker = &mut self.workers[slot];
         let killed_at = now_ms();
         worker.child.kill()?;
@@ -230,6 +237,7 @@ impl Supervisor {
         let until = Instant::now() + duration;
         loop {
             self.check_workers()?;
+            self.advance_failover();
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(());
@@ -249,6 +257,9 @@ impl Supervisor {
     }
 
     pub fn chaos(&mut self, rng: &mut Rng, redis_pid: Option<u32>) -> std::io::Result<()> {
+        if self.cluster.is_some() {
+            return self.cluster_chaos(rng);
+        }
         let never = &self.never;
         let start = now_ms();
         match rng.below(100) {
@@ -348,11 +359,15 @@ impl Supervisor {
         hangs
     }
 
-    /// Milliseconds of `[from, to]` during which Redis was paused or stopped.
+    /// Milliseconds of `[from, to]` during which Redis was paused or
+    /// stopped, or a cluster failover was in progress.
     pub fn paused_within(&self, from: u64, to: u64) -> u64 {
+        let outages = self.cluster.iter().flat_map(|c| c.outages.iter().copied());
         self.pauses
             .iter()
-            .map(|&(start, end, _)| to.min(end).saturating_sub(from.max(start)))
+            .map(|&(start, end, _)| (start, end))
+            .chain(outages)
+            .map(|(start, end)| to.min(end).saturating_sub(from.max(start)))
             .sum()
     }
 

@@ -5,7 +5,8 @@
 //! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
 //! and `--kind reentrant|rw|fair` (the lock type under test, `reentrant` by
 //! default); the script starts a throwaway redis-server and passes `--url`
-//! and `--redis-pid`.
+//! and `--redis-pid`. With `--cluster` the locks live in a Redis Cluster
+//! that this program starts under `--cluster-dir` (see *Cluster runs*).
 //!
 //! # Design
 //!
@@ -43,7 +44,8 @@
 //! just before the entry script was sent), `S <lock> <token> <value read>
 //! <is_lost> <unlock outcome> <ms>` (section done, released at `<ms>`; a
 //! reader's value is `-`), `E <what>` (an error), `P <message>` (a panic).
-//! Times are wall-clock ms (one machine).
+//! `L <lock> <token> <ms>` (a long hold, in cluster runs, learnt that its
+//! lock was lost). Times are wall-clock ms (one machine).
 //!
 //! The chaos thread (`chaos.rs`), at random intervals, one action at a time:
 //! SIGKILLs a worker and starts a new one, `CLIENT KILL TYPE normal` or
@@ -70,6 +72,33 @@
 //! local clock from when the last renewal was sent, so it turns true no later
 //! than Redis expires the key.
 //!
+//! # Cluster runs (`cluster.rs`, `failover.rs`)
+//!
+//! With `--cluster-dir` the supervisor starts 3 masters + 3 replicas there
+//! and checks that the 3 lock names are served by 3 different masters. The
+//! workers' clients are cluster clients (seeds: the masters); the `--url`
+//! server keeps only the bookkeeping (occupancy and waiting sets, counters,
+//! dead marks), out of the chaos. The chaos kills workers, kills normal and
+//! pub/sub connections on every master, pauses or stops one master within a
+//! third of the lease, and every few seconds fails the master of a random
+//! lock over, alternately with `CLUSTER FAILOVER` on its replica
+//! (coordinated: no overlap is allowed) and with `kill -9` (the cluster
+//! promotes the replica after `cluster-node-timeout`, 2 s, and an election;
+//! the node is then started again with its `nodes.conf` and rejoins as a
+//! replica). A failover is followed until every node agrees and the former
+//! master replicates, before the next one. The failover takes longer than the
+//! lease, so the holds on a killed master run out and a write the replica
+//! had not received is lost; holds on the other masters run out too, as the
+//! cluster refuses every slot from the failure report to the promotion
+//! (`cluster-require-full-coverage`, Redis's default). An overlap from the
+//! kill to 5 s after the promotion is allowed if the earlier holder was told
+//! (`overlaps_after_master_kill`); unsignalled, it is a failure like any
+//! other. So that holds span failovers, 4 in 1000 sections whose lock the
+//! watchdog renews hold it 0.3-5 s longer (after the increment, so that a
+//! holder that lost its lock writes no stale value back), reporting `L` as
+//! soon as their guard says lost. Failover time is not counted in stall and
+//! slow-wait checks.
+//!
 //! # Summary columns (`summary.rs`)
 //!
 //! Failures (the run exits non-zero if any is non-zero):
@@ -92,6 +121,8 @@
 //! - `hangs`: workers that did not stop within 30 s when asked to.
 //! - `leftover_locks`: lock keys (and read/write lock reader markers,
 //!   `*:rwlock_timeout:*`) still present a lease after every worker stopped.
+//! - `stuck_failovers` (cluster runs): a failover of the chaos that did not
+//!   finish within 30 s.
 //! - `unfair_waits` (fair runs): a fair `lock()` not served within
 //!   (threads waiting when it arrived + 1) × the longest hold of that lock
 //!   during its wait + 20 ms per thread ahead + 250 ms. Waits that overlapped
@@ -109,11 +140,16 @@
 //!   when the later one entered (stale occupancy, not an overlap).
 //! - `lost_signals`: sections whose guard was lost or whose unlock said so.
 //! - `errors`: failed lock operations (expected under chaos; see the worker logs).
+//! - cluster runs: `coordinated_failovers` and `master_kills` (failovers
+//!   that happened), `overlaps_after_master_kill` (signalled; see above),
+//!   `unplanned_failovers` (master changes the chaos did not cause).
 //! - `read_sections` (rw), `worst_fair_wait` (fair: the largest wait as a
 //!   percentage of its allowance), `stale_queue_entries` (fair: entries left
 //!   in the fair queues after every worker stopped; they age out).
 
 mod chaos;
+mod cluster;
+mod failover;
 mod summary;
 mod worker;
 
@@ -282,14 +318,21 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         LockKind::from_args(args),
     ) else {
         eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease] [--kind reentrant|rw|fair]\n\
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair]\n\
              (scripts/torture.sh starts a throwaway server and passes these)"
         );
         return ExitCode::from(2);
     };
     let redis_pid = arg_value(args, "--redis-pid").and_then(|p| p.parse::<u32>().ok());
+    let cluster_dir = arg_value(args, "--cluster-dir").map(PathBuf::from);
+    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
+    if cluster_dir.is_some() && beyond_lease {
+        eprintln!("torture: --beyond-lease is not supported with a cluster");
+        return ExitCode::from(2);
+    }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
-        Duration::from_secs(60)
+        // A cluster run needs a few failovers of each kind.
+        Duration::from_secs(if cluster_dir.is_some() { 75 } else { 60 })
     } else {
         let minutes = arg_value(args, "--minutes")
             .and_then(|m| m.parse::<f64>().ok())
@@ -300,7 +343,20 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
         PathBuf::from,
     );
-    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
+    let cluster = match cluster_dir.map(|dir| {
+        eprintln!(
+            "torture: starting a 3 masters + 3 replicas cluster in {}",
+            dir.display()
+        );
+        cluster::Nodes::start(&dir).and_then(failover::ClusterState::new)
+    }) {
+        None => None,
+        Some(Ok(cluster)) => Some(cluster),
+        Some(Err(e)) => {
+            eprintln!("torture: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let sup = chaos::Supervisor {
         exe: match std::env::current_exe() {
             Ok(exe) => exe,
@@ -328,6 +384,7 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         sigstops: 0,
         reaped_waiters: 0,
         beyond_lease,
+        cluster,
     };
     match run::run(sup, redis_pid, chaos_for) {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,7 +1,6 @@
 //! The supervisor's run: start the workers, chaos for the run's duration,
 //! stop the workers, look for leftovers, print the summary line.
 
-use std::sync::atomic::AtomicBool;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -53,8 +52,14 @@ pub fn run(
         if Instant::now() >= next_progress {
             next_progress += Duration::from_secs(15);
             let stats = stats_of(&sup.stats);
+            let failovers = sup.cluster.as_ref().map_or_else(String::new, |c| {
+                format!(
+                    " coordinated_failovers={} master_kills={}",
+                    c.coordinated, c.master_kills
+                )
+            });
             eprintln!(
-                "torture: {:>4}s sections={} overlap_reports={} lost_signals={} kills={} conn_kills={} pubsub_kills={} pauses={} stops={} errors={}",
+                "torture: {:>4}s sections={} overlap_reports={} lost_signals={} kills={} conn_kills={} pubsub_kills={} pauses={} stops={} errors={}{failovers}",
                 started.elapsed().as_secs(),
                 stats.sections,
                 stats.overlap_reports.len(),
@@ -68,6 +73,8 @@ pub fn run(
             );
         }
     }
+    // A failover in progress is followed to its end first.
+    sup.finish_failover()?;
     let chaos_end = now_ms();
     // Calm down, then let every worker finish its section and exit.
     sup.idle(ms(500))?;
@@ -112,11 +119,15 @@ pub fn run(
     );
     // Beyond the lease, an overlap is the hazard every lease lock has; the
     // lock's duty is the lost signal, which `without_signal` checks.
+    // In a cluster, a signalled overlap after a master's kill -9 is the
+    // failover-before-replication hazard (with a lease shorter than the
+    // failover, the lease ran out too); any other overlap is a failure.
     let overlap_failures = if sup.beyond_lease {
         0
     } else {
-        summary.overlaps
+        summary.overlaps.saturating_sub(summary.after_master_kill)
     };
+    let stuck = sup.cluster.as_ref().map_or(0, |c| c.stuck);
     let phantoms = stats.phantom_counts.len() as u64;
     let failures = overlap_failures
         + summary.without_signal
@@ -127,17 +138,27 @@ pub fn run(
         + hangs
         + leftover_locks
         + phantoms
-        + summary.unfair_waits;
+        + summary.unfair_waits
+        + stuck;
     let kind_columns = match sup.kind {
         LockKind::Reentrant => String::new(),
         LockKind::Rw => format!(", read_sections={}", stats.read_sections),
         LockKind::Fair => fair_columns(&summary, &sup, stale_queue_entries),
     };
-    let unfair = if sup.kind == LockKind::Fair {
+    let mut unfair = if sup.kind == LockKind::Fair {
         format!(" unfair_waits={}", summary.unfair_waits)
     } else {
         String::new()
     };
+    let mut kind_columns = kind_columns;
+    if let Some(cluster) = &sup.cluster {
+        unfair.push_str(&format!(" stuck_failovers={stuck}"));
+        kind_columns.push_str(&format!(
+            ", topology=cluster, coordinated_failovers={}, master_kills={}, \
+             overlaps_after_master_kill={}, unplanned_failovers={}",
+            cluster.coordinated, cluster.master_kills, summary.after_master_kill, cluster.unplanned
+        ));
+    }
     println!(
         "torture: sections={} overlaps={} overlaps_without_lost_signal={} slow_waits={} panics={} \
          stalls={} undetected_overlaps={} phantom_counts={} hangs={} leftover_locks={}{unfair} \
@@ -190,19 +211,17 @@ fn fair_columns(summary: &Summary, sup: &Supervisor, stale_queue_entries: u64) -
 /// Lock keys and reader markers left after every worker stopped (failures),
 /// and fair queue entries left (information: they age out).
 fn leftovers(sup: &mut Supervisor) -> (u64, u64) {
-    let never = AtomicBool::new(false);
     let mut leftover_locks = 0;
     let mut stale_queue_entries = 0;
     for name in NAMES {
-        if sup.redis.retry(&never, |con| con.exists::<_, bool>(name)) == Some(true) {
+        if sup.on_lock_key(name, |con| con.exists::<_, bool>(name)) == Some(true) {
             eprintln!("torture: LEFTOVER LOCK {name} a lease after every worker stopped");
             leftover_locks += 1;
         }
         if sup.kind == LockKind::Fair {
             let queue = fair_queue_key(name);
             let entries = sup
-                .redis
-                .retry(&never, |con| con.llen::<_, u64>(&queue))
+                .on_lock_key(&queue, |con| con.llen::<_, u64>(&queue))
                 .unwrap_or(0);
             if entries > 0 {
                 eprintln!("torture: {entries} stale entries in {queue}");
@@ -212,12 +231,11 @@ fn leftovers(sup: &mut Supervisor) -> (u64, u64) {
     }
     if sup.kind == LockKind::Rw {
         let markers: Vec<String> = sup
-            .redis
-            .retry(&never, |con| {
+            .on_lock_servers(|con| {
                 con.scan_match::<_, String>("*rwlock_timeout*")
                     .and_then(|iter| iter.collect::<redis::RedisResult<Vec<String>>>())
             })
-            .unwrap_or_default();
+            .concat();
         for marker in &markers {
             eprintln!("torture: LEFTOVER READER MARKER {marker}");
         }

@@ -18,6 +18,8 @@ pub struct TokenInfo {
     pub acquired_ms: u64,
     /// `Some(lost signal)` once the section reported back.
     pub done: Option<bool>,
+    /// A long hold (cluster runs) reported its lock lost before its end.
+    pub told: bool,
 }
 
 /// A (later, earlier) pair of tokens seen together in an occupancy set.
@@ -142,6 +144,9 @@ impl Stats {
                     }
                 }
             }
+            ["L", _name, token, _at] => {
+                self.tokens.entry((*token).to_owned()).or_default().told = true;
+            }
             ["C", name, token, count] => {
                 self.phantom_counts
                     .push(format!("{name} {token} count={count}"));
@@ -167,6 +172,9 @@ pub struct Summary {
     pub sections: u64,
     pub overlaps: u64,
     pub after_long_pause: u64,
+    /// Signalled overlaps on a lock whose master had just been killed
+    /// (cluster runs): the failover lost the lock, and its holder was told.
+    pub after_master_kill: u64,
     pub without_signal: u64,
     pub unresolved: u64,
     pub dead_holder: u64,
@@ -217,11 +225,24 @@ pub fn summarize(sup: &Supervisor, stats: &Stats, chaos_start: u64, chaos_end: u
             std::cmp::Ordering::Equal => &report.earlier,
         };
         let later = if earlier == a { b } else { a };
-        let signal = stats.tokens.get(earlier).and_then(|info| info.done);
+        // A holder killed before the end of its section was told if it
+        // reported its lock lost before it died.
+        let signal = stats
+            .tokens
+            .get(earlier)
+            .and_then(|info| info.done.or(info.told.then_some(true)));
         if sup.after_long_pause(report.entered_ms) {
             summary.after_long_pause += 1;
         }
+        let master_killed = sup.after_master_kill(&report.name, report.entered_ms);
         match signal {
+            Some(true) if master_killed => {
+                summary.after_master_kill += 1;
+                eprintln!(
+                    "torture: overlap on {} after its master's kill -9 (earlier holder signalled lost): {earlier} (earlier) and {later}",
+                    report.name
+                );
+            }
             Some(true) => {
                 let pause = sup
                     .pauses
@@ -239,23 +260,29 @@ pub fn summarize(sup: &Supervisor, stats: &Stats, chaos_start: u64, chaos_end: u
                         },
                     );
                 eprintln!(
-                    "torture: overlap on {} (earlier holder signalled lost): {earlier} (earlier) and {later}; {pause}",
-                    report.name
+                    "torture: overlap on {} at {} (earlier holder signalled lost): {earlier} (earlier) and {later}; {pause}",
+                    report.name, report.entered_ms
                 );
             }
             Some(false) => {
                 summary.without_signal += 1;
                 eprintln!(
-                    "torture: OVERLAP WITHOUT LOST SIGNAL on {}: {earlier} (earlier) and {later}",
-                    report.name
+                    "torture: OVERLAP WITHOUT LOST SIGNAL on {} at {}: {earlier} (earlier) and {later}{}",
+                    report.name,
+                    report.entered_ms,
+                    if master_killed {
+                        " (after its master's kill -9)"
+                    } else {
+                        ""
+                    }
                 );
             }
             None => {
                 summary.without_signal += 1;
                 summary.unresolved += 1;
                 eprintln!(
-                    "torture: overlap on {}: earlier holder {earlier} never reported back (counted as unsignalled), later {later}",
-                    report.name
+                    "torture: overlap on {} at {}: earlier holder {earlier} never reported back (counted as unsignalled), later {later}",
+                    report.name, report.entered_ms
                 );
             }
         }

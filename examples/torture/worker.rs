@@ -64,12 +64,22 @@ return ahead
     )
 });
 
+/// In a cluster run, this many sections in 1000 (of those whose lock the
+/// watchdog renews) hold the lock for `LONG_HOLD_MS` (ms) more: long enough for a coordinated
+/// failover to happen under the hold, or for a master's kill and its
+/// replica's promotion (about 4 s, longer than the lease: the hold is lost,
+/// and must be reported lost).
+const LONG_HOLD_PER_MILLE: u64 = 4;
+const LONG_HOLD_MS: (u64, u64) = (300, 5000);
+
 struct WorkerCtx {
     instance: String,
     url: String,
     kind: LockKind,
     client: Client,
     stop: AtomicBool,
+    /// A cluster run: some sections last long enough to span a failover.
+    long_holds: bool,
 }
 
 /// Prints one event line; stdout is line-buffered, so each line is one write.
@@ -103,7 +113,9 @@ impl log::Log for StderrLogger {
 pub fn worker_main(args: &[String]) -> ExitCode {
     let (Some(instance), Some(url)) = (arg_value(args, "--instance"), arg_value(args, "--url"))
     else {
-        eprintln!("usage: torture worker --instance <id> --url <redis url> [--kind <kind>]");
+        eprintln!(
+            "usage: torture worker --instance <id> --url <redis url> [--kind <kind>] [--cluster-seeds <url>,<url>,..]"
+        );
         return ExitCode::from(2);
     };
     let Some(kind) = LockKind::from_args(args) else {
@@ -123,9 +135,16 @@ pub fn worker_main(args: &[String]) -> ExitCode {
     let _ = log::set_boxed_logger(Box::new(StderrLogger(instance.clone())));
     log::set_max_level(log::LevelFilter::Info);
 
+    // In a cluster run the locks live in the cluster (`url` is then the
+    // bookkeeping server only).
+    let seeds = arg_value(args, "--cluster-seeds");
     // The server may be paused or stopped right now: keep trying.
     let client = loop {
-        match Client::builder(url)
+        let builder = match seeds {
+            Some(seeds) => Client::cluster_builder(seeds.split(',')),
+            None => Client::builder(url),
+        };
+        match builder
             .watchdog_timeout(ms(LEASE_MS))
             .connect_timeout(ms(1000))
             .response_timeout(ms(1000))
@@ -147,6 +166,7 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         kind,
         client,
         stop: AtomicBool::new(false),
+        long_holds: seeds.is_some(),
     });
     {
         // The supervisor closes our stdin to say "finish up" (or by dying).
@@ -298,7 +318,8 @@ fn once<K: Kind>(
     role: char,
 ) {
     let rng = &mut state.rng;
-    let lock = if rng.percent(10) {
+    let explicit_lease = rng.percent(10);
+    let lock = if explicit_lease {
         lock.with_lease(ms(rng.range(EXPLICIT_LEASE_MIN_MS, LEASE_MS)))
     } else {
         lock.clone()
@@ -366,7 +387,9 @@ fn once<K: Kind>(
             Err(e) => report_error(ctx, "hold_count", &e),
         }
     }
-    critical_section(ctx, state, guard, name, &token, role == 'w');
+    // Only a hold the watchdog renews may outlast the lease.
+    let long = ctx.long_holds && !explicit_lease && state.rng.below(1000) < LONG_HOLD_PER_MILLE;
+    critical_section(ctx, state, guard, (name, &token), role == 'w', long);
 }
 
 /// Readers only read the counter; exclusive holders increment it (a
@@ -375,9 +398,9 @@ fn critical_section<K: Kind>(
     ctx: &WorkerCtx,
     state: &mut ThreadState,
     guard: LockGuard<K>,
-    name: &str,
-    token: &str,
+    (name, token): (&str, &str),
     exclusive: bool,
+    long: bool,
 ) {
     let (book, rng) = (&mut state.book, &mut state.rng);
     let stop = &ctx.stop;
@@ -408,6 +431,22 @@ fn critical_section<K: Kind>(
             .is_none()
     {
         return;
+    }
+    if long {
+        // After the increment: a holder that lost its lock meanwhile must
+        // not write back a stale value (that would turn every later section
+        // into a lost update); the occupancy set still shows the overlap.
+        // It reports when it learns that its lock was lost (`L`), should it
+        // be killed before the end of its section.
+        let until = now_ms() + rng.range(LONG_HOLD_MS.0, LONG_HOLD_MS.1);
+        let mut told = false;
+        while now_ms() < until {
+            thread::sleep(ms(20));
+            if !told && guard.is_lost() {
+                told = true;
+                emit(format_args!("L {name} {token} {}", now_ms()));
+            }
+        }
     }
     if rng.percent(10) {
         // Re-entry: a second hold on the same lock, released at once.
