@@ -321,6 +321,7 @@ note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:
 
 # ---------------------------------------------------------------- runners
 failures=0
+failed_list=""
 rep=0
 run_id() { echo "r$rep-$1-$2-$$"; }
 flush() { "$B" cmd --url "$url" FLUSHALL >/dev/null; }
@@ -341,6 +342,7 @@ run_one() {
 
 failed() {
   failures=$((failures + 1))
+  failed_list="${failed_list:+$failed_list; }$*"
   echo "  FAILED: $* (see $log)" >&2
   echo "FAILED: $*" >>"$log"
 }
@@ -520,6 +522,9 @@ fi
 
 busy_end=$(busiest)
 note="$note At the end: ${busy_end:-nothing else above 5% CPU}."
+if [ "$failures" -gt 0 ]; then
+  note="$note **Failed measurements** (left out of the medians; details in \`$log\`): $failed_list."
+fi
 printf 'load_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$machine"
 printf 'note\t%s\n' "$note" >>"$machine"
 printf 'elapsed_s\t%s\n' "$(( $(date +%s) - start ))" >>"$machine"
