@@ -105,6 +105,7 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # own floor (bench/lua/) and Redisson's same type; then 4 readers sharing one
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
+s5_handoff_rounds=3   # reentrant and fair hand-off runs per repetition, alternating
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
 # all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
@@ -307,7 +308,8 @@ machine=$out/machine.txt
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
   printf 's4_locks_rslock\t%s\ns4_reps\t%s\ns4_acquire_threads\t%s\ns4_java_in_flight\t%s\n' \
     "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
-  printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\n' "$s5_ms" "$s5_warmup" "$s5_types"
+  printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\ns5_handoff_rounds\t%s\n' \
+    "$s5_ms" "$s5_warmup" "$s5_types" "$s5_handoff_rounds"
   printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
   printf 's6_duration_ms\t%s\ns6_warmup\t%s\ns6_masters\t%s\n' "$s6_ms" "$s6_warmup" "$s6_masters"
   printf 'cluster_masters\t%s\n' "$cluster_masters"
@@ -374,9 +376,9 @@ simple() {  # simple CONTENDER SCENARIO ARGS...
   fi
 }
 
-contended() {  # contended CONTENDER PROCS [LOCK_TYPE]: LOCK_TYPE makes it scenario 5's
+contended() {  # contended CONTENDER PROCS [LOCK_TYPE [ROUND]]: LOCK_TYPE makes it scenario 5's
   local c=$1 procs=$2 id i ok=1 typed=()
-  id=$(run_id "contended$procs${3:+-$3}" "$c")
+  id=$(run_id "contended$procs${3:+-$3}${4:+-$4}" "$c")
   [ -n "${3:-}" ] && typed=(--lock-type "$3")
   flush
   local pids=() files=()
@@ -393,7 +395,7 @@ contended() {  # contended CONTENDER PROCS [LOCK_TYPE]: LOCK_TYPE makes it scena
       "${typed[@]}" "${files[@]}" >>"$raw" 2>>"$log"; then
     :
   else
-    failed "rep $rep contended $procs x 4 $c ${3:-}"
+    failed "rep $rep contended $procs x 4 $c ${3:-} ${4:-}"
   fi
 }
 
@@ -496,8 +498,10 @@ for ((rep = 1; rep <= reps; rep++)); do
   if wanted 5; then
     for t in $s5_types; do family 1 "$t"; done
     family 4 read
-    contended crate 1 lock
-    contended crate 1 fair
+    for ((round = 1; round <= s5_handoff_rounds; round++)); do
+      contended crate 1 lock "$round"
+      contended crate 1 fair "$round"
+    done
     if [ "$java_ok" = 1 ]; then contended redisson 1 fair; fi
   fi
   if wanted 6; then

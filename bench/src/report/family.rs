@@ -2,11 +2,12 @@
 //! floor and Redisson's same type, four readers sharing a read lock, and the
 //! fair lock's hand-off beside the reentrant lock's.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::stats::{Series, cell, ratio, ratio_cell, ratio_text, stat};
+use super::stats::{Series, Stat, cell, ratio, ratio_cell, ratio_text, stat};
 use super::{Data, label};
 
 /// The types of the uncontended rows, as `--lock-type` and in words.
@@ -35,20 +36,32 @@ fn family(lock_type: &'static str, threads: u64) -> impl Fn(&Value) -> bool {
 }
 
 /// Scenario 5's scenario-3 runs of one contender: metric by lock type and rep
-/// (so that `ratio(&s, "fair", "lock")` compares the two types).
+/// (so that `ratio(&s, "fair", "lock")` compares the two types). A
+/// repetition runs the reentrant and the fair lock several times,
+/// alternating: its value is the median of those runs.
 fn handoff(d: &Data, contender: &str, metric: &str) -> Series {
-    let mut out = Series::new();
+    let mut runs: BTreeMap<String, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
     for r in d.records.iter().filter(|r| {
         r["scenario"] == "family_contended" && r["contender"] == contender && r["procs"] == 1
     }) {
         let (Some(t), Some(v)) = (r["lock_type"].as_str(), r[metric].as_f64()) else {
             continue;
         };
-        out.entry(t.to_owned())
+        runs.entry(t.to_owned())
             .or_default()
-            .insert(r["rep"].as_u64().unwrap_or(0), v);
+            .entry(r["rep"].as_u64().unwrap_or(0))
+            .or_default()
+            .push(v);
     }
-    out
+    runs.into_iter()
+        .map(|(t, reps)| {
+            let medians = reps
+                .into_iter()
+                .filter_map(|(rep, values)| Some((rep, Stat::of(values)?.median)))
+                .collect();
+            (t, medians)
+        })
+        .collect()
 }
 
 /// The rows: (label, series of pairs/s by contender).
@@ -182,12 +195,14 @@ pub fn section(w: &mut String, d: &Data) {
         "\n### Fair-lock hand-off\n\n\
          Scenario 3's method (4 threads of one process on one hot name, {} acquisitions each, \
          {} µs critical section), run for the fair lock beside the reentrant lock in the same \
-         repetition. A fair lock hands off to the queue head only (its own channel), so a \
+         repetition, {} times each, alternating (a repetition's value is the median of its \
+         runs; Redisson's fair lock runs once). A fair lock hands off to the queue head only (its own channel), so a \
          thread releasing cannot take the lock straight back.\n\n\
          | lock | total (ms) | hand-off p50 (µs) | hand-off p99 (µs) | p99 × reentrant | same holder | longest wait (ms) |\n\
          |---|---|---|---|---|---|---|",
         d.m("s3_iterations"),
         d.m("s3_hold_us"),
+        d.m("s5_handoff_rounds"),
     );
     for (c, t, words) in runs {
         let total = handoff(d, c, "total_ms");
