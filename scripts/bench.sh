@@ -105,7 +105,7 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # own floor (bench/lua/) and Redisson's same type; then 4 readers sharing one
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
-s5_handoff_rounds=3   # reentrant and fair hand-off runs per repetition, alternating
+s5_rounds=3   # per repetition, alternating: floor and crate runs of each type, reentrant and fair hand-off runs
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
 # all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
@@ -308,8 +308,8 @@ machine=$out/machine.txt
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
   printf 's4_locks_rslock\t%s\ns4_reps\t%s\ns4_acquire_threads\t%s\ns4_java_in_flight\t%s\n' \
     "$s4_locks_rslock" "$s4_reps" "$s4_acquire_threads" "$s4_java_in_flight"
-  printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\ns5_handoff_rounds\t%s\n' \
-    "$s5_ms" "$s5_warmup" "$s5_types" "$s5_handoff_rounds"
+  printf 's5_duration_ms\t%s\ns5_warmup\t%s\ns5_types\t%s\ns5_rounds\t%s\n' \
+    "$s5_ms" "$s5_warmup" "$s5_types" "$s5_rounds"
   printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
   printf 's6_duration_ms\t%s\ns6_warmup\t%s\ns6_masters\t%s\n' "$s6_ms" "$s6_warmup" "$s6_masters"
   printf 'cluster_masters\t%s\n' "$cluster_masters"
@@ -405,11 +405,14 @@ redisson_has() {  # redisson_has LOCK_TYPE
     [ "$(printf '%s\n' 4.4.0 "$redisson_version" | sort -V | head -1)" = 4.4.0 ]
 }
 
-family() {  # family THREADS LOCK_TYPE: one scenario 5 measurement per contender
-  local threads=$1 t=$2 c
-  for c in $family_contenders; do
-    if [ "$c" = redisson ] && ! redisson_has "$t"; then continue; fi
-    simple "$c" family --lock-type "$t" --threads "$threads" --duration-ms "$s5_ms" --warmup "$s5_warmup"
+family() {  # family THREADS LOCK_TYPE: scenario 5's measurements of one type:
+  # the floor and the crate s5_rounds times, alternating; Redisson once.
+  local threads=$1 t=$2 c round
+  for ((round = 1; round <= s5_rounds; round++)); do
+    for c in $family_contenders; do
+      if [ "$c" = redisson ] && { [ "$round" -gt 1 ] || ! redisson_has "$t"; }; then continue; fi
+      simple "$c" family --lock-type "$t" --threads "$threads" --duration-ms "$s5_ms" --warmup "$s5_warmup"
+    done
   done
 }
 
@@ -498,7 +501,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   if wanted 5; then
     for t in $s5_types; do family 1 "$t"; done
     family 4 read
-    for ((round = 1; round <= s5_handoff_rounds; round++)); do
+    for ((round = 1; round <= s5_rounds; round++)); do
       contended crate 1 lock "$round"
       contended crate 1 fair "$round"
     done

@@ -2,12 +2,11 @@
 //! floor and Redisson's same type, four readers sharing a read lock, and the
 //! fair lock's hand-off beside the reentrant lock's.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::stats::{Series, Stat, cell, ratio, ratio_cell, ratio_text, stat};
+use super::stats::{Series, cell, ratio, ratio_cell, ratio_text, stat};
 use super::{Data, label};
 
 /// The types of the uncontended rows, as `--lock-type` and in words.
@@ -40,28 +39,11 @@ fn family(lock_type: &'static str, threads: u64) -> impl Fn(&Value) -> bool {
 /// repetition runs the reentrant and the fair lock several times,
 /// alternating: its value is the median of those runs.
 fn handoff(d: &Data, contender: &str, metric: &str) -> Series {
-    let mut runs: BTreeMap<String, BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
-    for r in d.records.iter().filter(|r| {
-        r["scenario"] == "family_contended" && r["contender"] == contender && r["procs"] == 1
-    }) {
-        let (Some(t), Some(v)) = (r["lock_type"].as_str(), r[metric].as_f64()) else {
-            continue;
-        };
-        runs.entry(t.to_owned())
-            .or_default()
-            .entry(r["rep"].as_u64().unwrap_or(0))
-            .or_default()
-            .push(v);
-    }
-    runs.into_iter()
-        .map(|(t, reps)| {
-            let medians = reps
-                .into_iter()
-                .filter_map(|(rep, values)| Some((rep, Stat::of(values)?.median)))
-                .collect();
-            (t, medians)
-        })
-        .collect()
+    d.series_by(
+        |r| r["scenario"] == "family_contended" && r["contender"] == contender && r["procs"] == 1,
+        "lock_type",
+        metric,
+    )
 }
 
 /// The rows: (label, series of pairs/s by contender).
@@ -140,9 +122,17 @@ pub fn section(w: &mut String, d: &Data) {
          non-reentrant acquire's error reply), sent with redis-rs `Script` on one plain \
          connection per thread. Redisson is the same type from its Java API (`getFairLock`, \
          `getReadWriteLock().readLock()` / `.writeLock()`, `getFencedLock`, `getSpinLock`, \
-         `getNonReentrantLock`), `lock()` / `unlock()`.\n",
+         `getNonReentrantLock`), `lock()` / `unlock()`.{}\n",
         d.m("s5_duration_ms"),
         d.m("s5_warmup"),
+        match d.machine.get("s5_rounds") {
+            Some(n) if n != "1" => format!(
+                " Each repetition runs the floor and redisson-lock {n} times each, alternating, \
+                 and counts each one's median (the processes run one after the other, so one \
+                 run alone carries whatever the machine did meanwhile); Redisson runs once."
+            ),
+            _ => String::new(),
+        },
     );
     let _ = writeln!(
         w,
@@ -195,14 +185,19 @@ pub fn section(w: &mut String, d: &Data) {
         "\n### Fair-lock hand-off\n\n\
          Scenario 3's method (4 threads of one process on one hot name, {} acquisitions each, \
          {} µs critical section), run for the fair lock beside the reentrant lock in the same \
-         repetition, {} times each, alternating (a repetition's value is the median of its \
-         runs; Redisson's fair lock runs once). A fair lock hands off to the queue head only (its own channel), so a \
+         repetition{}. A fair lock hands off to the queue head only (its own channel), so a \
          thread releasing cannot take the lock straight back.\n\n\
          | lock | total (ms) | hand-off p50 (µs) | hand-off p99 (µs) | p99 × reentrant | same holder | longest wait (ms) |\n\
          |---|---|---|---|---|---|---|",
         d.m("s3_iterations"),
         d.m("s3_hold_us"),
-        d.m("s5_handoff_rounds"),
+        match d.machine.get("s5_rounds") {
+            Some(n) if n != "1" => format!(
+                ", {n} times each, alternating (a repetition's value is the median of its runs; \
+                 Redisson's fair lock runs once)"
+            ),
+            _ => String::new(),
+        },
     );
     for (c, t, words) in runs {
         let total = handoff(d, c, "total_ms");

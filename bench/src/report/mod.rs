@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use crate::common::Args;
-use stats::{Series, ratio, stat};
+use stats::{Runs, Series, medians, ratio, stat};
 
 /// Every contender, in the order of the tables and the chart.
 const CONTENDERS: [&str; 5] = ["floor", "raw", "crate", "rslock", "redisson"];
@@ -47,16 +47,27 @@ struct Data {
 
 impl Data {
     /// One metric of the records that `pred` selects, by contender and rep.
+    /// `metric` by contender and repetition, over the records `pred` picks;
+    /// a repetition that ran a contender more than once counts its median.
     fn series(&self, pred: impl Fn(&Value) -> bool, metric: &str) -> Series {
-        let mut out = Series::new();
+        self.series_by(pred, "contender", metric)
+    }
+
+    /// [`Data::series`] keyed by the record's field `key` instead.
+    fn series_by(&self, pred: impl Fn(&Value) -> bool, key: &str, metric: &str) -> Series {
+        let mut out = Runs::new();
         for r in self.records.iter().filter(|r| pred(r)) {
-            let (Some(c), Some(v)) = (r["contender"].as_str(), r[metric].as_f64()) else {
+            let (Some(k), Some(v)) = (r[key].as_str(), r[metric].as_f64()) else {
                 continue;
             };
             let rep = r["rep"].as_u64().unwrap_or(0);
-            out.entry(c.to_owned()).or_default().insert(rep, v);
+            out.entry(k.to_owned())
+                .or_default()
+                .entry(rep)
+                .or_default()
+                .push(v);
         }
-        out
+        medians(out)
     }
 
     fn m(&self, key: &str) -> &str {

@@ -41,6 +41,25 @@ impl Stat {
 /// contender -> rep -> value
 pub type Series = BTreeMap<String, BTreeMap<u64, f64>>;
 
+/// Values by contender (or type) and repetition, several runs per repetition
+/// possible.
+pub type Runs = BTreeMap<String, BTreeMap<u64, Vec<f64>>>;
+
+/// Each repetition's median of its runs: a repetition may alternate two
+/// contenders several times so that one hiccup of the machine does not
+/// decide its ratio.
+pub fn medians(runs: Runs) -> Series {
+    runs.into_iter()
+        .map(|(key, reps)| {
+            let by_rep = reps
+                .into_iter()
+                .filter_map(|(rep, values)| Some((rep, Stat::of(values)?.median)))
+                .collect();
+            (key, by_rep)
+        })
+        .collect()
+}
+
 pub fn stat(series: &Series, contender: &str) -> Option<Stat> {
     series
         .get(contender)
@@ -126,6 +145,23 @@ pub fn ratio_text(s: Option<Stat>, digits: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_runs_of_a_repetition_count_their_median() {
+        let mut runs = Runs::new();
+        let floor = runs.entry("floor".into()).or_default();
+        floor.insert(1, vec![100.0, 10.0, 90.0]);
+        floor.insert(2, vec![50.0]);
+        let crate_runs = runs.entry("crate".into()).or_default();
+        crate_runs.insert(1, vec![95.0, 85.0, 5.0]);
+        crate_runs.insert(2, vec![f64::NAN]);
+        let series = medians(runs);
+        assert_eq!(series["floor"], BTreeMap::from([(1, 90.0), (2, 50.0)]));
+        // A repetition without a finite value has none.
+        assert_eq!(series["crate"], BTreeMap::from([(1, 85.0)]));
+        let r = ratio(&series, "crate", "floor").expect("one common repetition");
+        assert_eq!((r.n, (r.median * 1000.0).round()), (1, 944.0));
+    }
 
     #[test]
     fn medians_and_per_repetition_ratios() {
