@@ -10,7 +10,7 @@ use redis::Commands;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::guard::LockGuard;
-use crate::locks::{Backoff, Kind, Queue, Reentrant, Wake};
+use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake};
 use crate::owner;
 use crate::replicas::Synced;
 use crate::scripts::lease_millis;
@@ -286,7 +286,7 @@ impl<K: Kind> Lock<K> {
                     subscribers.subscribe(&channel, &entry, subscription_limit(ttl))?;
                 (Some((channel, entry)), Some(subscription), None)
             }
-            Wake::Backoff(backoff) => (None, None, Some(Spin::new(backoff))),
+            Wake::Backoff(backoff) => (None, None, Some(Spinning::new(backoff))),
         };
         // One connection lost while waiting (a server restarting under the
         // waiters: the attempt right after the subscriber lost its connection
@@ -482,38 +482,4 @@ pub(crate) fn epoch_millis() -> u64 {
         .map_or(0, |since| {
             u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
         })
-}
-
-/// Where a spinning waiter is in Redisson's exponential backoff: the
-/// initial sleep, doubled after each failure plus a jitter of 0 to
-/// (failures − 1) ms, up to the cap.
-struct Spin {
-    backoff: Backoff,
-    next: Duration,
-    failures: u64,
-}
-
-impl Spin {
-    fn new(backoff: Backoff) -> Self {
-        Spin {
-            next: backoff.initial,
-            backoff,
-            failures: 0,
-        }
-    }
-
-    fn next(&mut self) -> Duration {
-        let now = self.next;
-        self.failures = self.failures.saturating_add(1);
-        // The clock's low bits are jitter enough for a few milliseconds.
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| u64::from(since.subsec_nanos()));
-        let jitter = Duration::from_millis(nanos % self.failures);
-        self.next = now
-            .saturating_mul(2)
-            .saturating_add(jitter)
-            .min(self.backoff.max);
-        now
-    }
 }

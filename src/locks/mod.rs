@@ -70,6 +70,7 @@ pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairLock};
 pub use read::{Read, ReadLock};
 pub use reentrant::Reentrant;
 pub use rwlock::ReadWriteLock;
+pub(crate) use spin::Spinning;
 pub use spin::{Spin, SpinLock};
 pub use write::{Write, WriteLock};
 

@@ -4,7 +4,7 @@
 //! poll with an exponential backoff.
 
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
 
@@ -145,5 +145,39 @@ impl crate::Lock<Spin> {
     /// The backoff this handle's waiters sleep by: `(initial, max)`.
     pub fn backoff(&self) -> (Duration, Duration) {
         (self.kind.backoff.initial, self.kind.backoff.max)
+    }
+}
+
+/// Where a spinning waiter is in Redisson's exponential backoff: the
+/// initial sleep, doubled after each failure plus a jitter of 0 to
+/// (failures − 1) ms, up to the cap.
+pub(crate) struct Spinning {
+    backoff: Backoff,
+    next: Duration,
+    failures: u64,
+}
+
+impl Spinning {
+    pub(crate) fn new(backoff: Backoff) -> Self {
+        Spinning {
+            next: backoff.initial,
+            backoff,
+            failures: 0,
+        }
+    }
+
+    pub(crate) fn next(&mut self) -> Duration {
+        let now = self.next;
+        self.failures = self.failures.saturating_add(1);
+        // The clock's low bits are jitter enough for a few milliseconds.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| u64::from(since.subsec_nanos()));
+        let jitter = Duration::from_millis(nanos % self.failures);
+        self.next = now
+            .saturating_mul(2)
+            .saturating_add(jitter)
+            .min(self.backoff.max);
+        now
     }
 }
