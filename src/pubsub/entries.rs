@@ -1,5 +1,5 @@
 //! The parking lot: which threads wait for which lock entry, and the permits
-//! that wake them.
+//! and broadcasts that wake them.
 //!
 //! The bookkeeping is keyed by lock entry, grouped by channel, because that is
 //! what Redisson does: it keeps one listener and one semaphore per entry, and
@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, hash_map};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -45,14 +46,22 @@ pub(super) struct Entry {
     state: Mutex<EntryState>,
     /// Signalled when the subscription is confirmed or refused.
     activated: Condvar,
-    /// Signalled when permits are added or the subscription is refused.
+    /// Signalled when permits are added, every waiter is woken, or the
+    /// subscription is refused or moved.
     released: Condvar,
 }
 
 #[derive(Default)]
 struct EntryState {
     waiters: usize,
+    /// Wake-ups for one waiter each (an unlock message that is not `all`).
     permits: usize,
+    /// Wake-ups for every waiter (an `all` message, a lost connection, a
+    /// confirmation after messages may have been missed), counted: each
+    /// waiter remembers the count it last saw and wakes once per increase.
+    /// Permits would not do: one waiter could take two of them before
+    /// another woke, and that one would sleep out the holder's TTL.
+    broadcasts: u64,
     /// The server confirmed the subscription on the current connection.
     active: bool,
     /// Messages may have been missed (a reconnect, or a waiter that went on
@@ -272,16 +281,31 @@ impl Entry {
         }
     }
 
-    /// Parks until a permit is available (and takes it) or `timeout` passes;
-    /// `Ok(true)` if a permit was taken. A permit left by an earlier message
-    /// nobody waited for is taken at once. Blocks at most `timeout`; the
-    /// error is the server's refusal of the subscription.
-    pub(super) fn wait(&self, timeout: Duration) -> Result<bool, RedisError> {
+    /// The broadcasts so far: a new waiter's starting point for
+    /// [`wait`](Self::wait).
+    pub(super) fn broadcasts(&self) -> u64 {
+        self.state.lock().broadcasts
+    }
+
+    /// Parks until a permit is available (and takes it), a broadcast newer
+    /// than `seen` (which it records), the subscription moved, or `timeout`
+    /// passes; `Ok(true)` if woken. A permit left by an earlier message
+    /// nobody waited for, or a broadcast made while this waiter was not
+    /// parked, wakes it at once. `seen` is the waiter's own. Blocks at most
+    /// `timeout`; the error is the server's refusal of the subscription.
+    pub(super) fn wait(&self, timeout: Duration, seen: &AtomicU64) -> Result<bool, RedisError> {
         let deadline = Instant::now().checked_add(timeout);
         let mut state = self.state.lock();
         loop {
             if let Some(error) = &state.refused {
                 return Err(error.clone());
+            }
+            if state.moved {
+                return Ok(true);
+            }
+            if state.broadcasts != seen.load(Ordering::Relaxed) {
+                seen.store(state.broadcasts, Ordering::Relaxed);
+                return Ok(true);
             }
             if state.permits > 0 {
                 state.permits -= 1;
@@ -303,6 +327,12 @@ impl Entry {
         }
     }
 
+    /// Wakes every waiter once. Under the entry's mutex.
+    fn broadcast(&self, state: &mut EntryState) {
+        state.broadcasts += 1;
+        self.released.notify_all();
+    }
+
     fn activate(&self) {
         let mut state = self.state.lock();
         if !state.active {
@@ -310,16 +340,14 @@ impl Entry {
             self.activated.notify_all();
         }
         if std::mem::take(&mut state.resync) {
-            state.permits += state.waiters;
-            self.released.notify_all();
+            self.broadcast(&mut state);
         }
     }
 
     fn release(&self, all: bool) {
         let mut state = self.state.lock();
         if all {
-            state.permits += state.waiters.max(1);
-            self.released.notify_all();
+            self.broadcast(&mut state);
         } else {
             state.permits += 1;
             self.released.notify_one();
@@ -334,7 +362,6 @@ impl Entry {
     fn moved(&self) -> usize {
         let mut state = self.state.lock();
         state.moved = true;
-        state.permits += state.waiters;
         self.activated.notify_all();
         self.released.notify_all();
         state.waiters
@@ -353,8 +380,7 @@ impl Entry {
         state.resync |= state.active;
         state.active = false;
         if wake && state.waiters > 0 {
-            state.permits += state.waiters;
-            self.released.notify_all();
+            self.broadcast(&mut state);
         }
     }
 }
@@ -365,6 +391,16 @@ mod tests {
 
     const CHANNEL: &str = "redisson_lock__channel:{a}";
 
+    /// One waiting thread's view of `entry`, from now on.
+    fn seat(entry: &Entry) -> AtomicU64 {
+        AtomicU64::new(entry.broadcasts())
+    }
+
+    /// Whether the waiter with `seen` is woken at once.
+    fn woken(entry: &Entry, seen: &AtomicU64) -> Option<bool> {
+        entry.wait(Duration::ZERO, seen).ok()
+    }
+
     #[test]
     fn an_unlock_message_gives_one_permit_to_each_entry_on_the_channel() {
         let mut lot = Lot::default();
@@ -374,18 +410,42 @@ mod tests {
         assert!(Arc::ptr_eq(&plain, &plain_again));
         assert_eq!(lot.stats(), (1, 3));
         assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+        let (first, second, third) = (seat(&plain), seat(&plain), seat(&braced));
 
         lot.deliver(CHANNEL, false);
-        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(woken(&plain, &first), Some(true));
         // One permit for `a`, however many of its threads wait.
-        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
-        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(woken(&plain, &second), Some(false));
+        assert_eq!(woken(&braced, &third), Some(true));
 
+        // `all`: every waiter of every entry, once each.
         lot.deliver(CHANNEL, true);
-        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
-        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(true));
-        assert_eq!(plain.wait(Duration::ZERO).ok(), Some(false));
-        assert_eq!(braced.wait(Duration::ZERO).ok(), Some(true));
+        assert_eq!(woken(&plain, &first), Some(true));
+        assert_eq!(woken(&plain, &first), Some(false));
+        assert_eq!(woken(&plain, &second), Some(true));
+        assert_eq!(woken(&braced, &third), Some(true));
+        assert_eq!(woken(&braced, &third), Some(false));
+    }
+
+    #[test]
+    fn a_lost_connection_wakes_every_waiter_once_however_often_the_first_waits_again() {
+        let mut lot = Lot::default();
+        let entry = lot.join(CHANNEL, "a");
+        lot.join(CHANNEL, "a");
+        let (quick, slow) = (seat(&entry), seat(&entry));
+        lot.activate(CHANNEL);
+        lot.connection_lost(true);
+        // The first to run wakes, fails, and waits again before the other
+        // thread even ran: it must not take the other's wake-up.
+        assert_eq!(woken(&entry, &quick), Some(true));
+        assert_eq!(woken(&entry, &quick), Some(false));
+        assert_eq!(woken(&entry, &slow), Some(true));
+        // A reconnect's confirmation wakes both again (a message may have
+        // been missed meanwhile).
+        lot.activate(CHANNEL);
+        assert_eq!(woken(&entry, &slow), Some(true));
+        assert_eq!(woken(&entry, &quick), Some(true));
+        assert_eq!(woken(&entry, &quick), Some(false));
     }
 
     #[test]
@@ -417,15 +477,15 @@ mod tests {
         let error = RedisError::from((redis::ErrorKind::Client, "refused"));
         assert_eq!(lot.refuse(CHANNEL, &error), 2);
         assert!(plain.await_active(Instant::now()).is_err());
-        assert!(braced.wait(Duration::from_secs(5)).is_err());
+        assert!(braced.wait(Duration::from_secs(5), &seat(&braced)).is_err());
         // Already out of the lot: leaving changes nothing.
         assert!(!lot.leave(CHANNEL, "a", &plain));
         assert_eq!(lot.stats(), (1, 1));
-        assert_eq!(other.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(woken(&other, &seat(&other)), Some(false));
 
         let again = lot.join(CHANNEL, "a");
         assert!(!Arc::ptr_eq(&again, &plain));
-        assert_eq!(again.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(woken(&again, &seat(&again)), Some(false));
     }
 
     #[test]
@@ -433,14 +493,15 @@ mod tests {
         let mut lot = Lot::default();
         let entry = lot.join(CHANNEL, "a");
         lot.join(CHANNEL, "a");
+        let (first, second) = (seat(&entry), seat(&entry));
         lot.activate(CHANNEL);
         assert!(entry.await_active(Instant::now()).is_ok());
         lot.connection_lost(false);
-        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(woken(&entry, &first), Some(false));
         lot.activate(CHANNEL);
-        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
-        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(true));
-        assert_eq!(entry.wait(Duration::ZERO).ok(), Some(false));
+        assert_eq!(woken(&entry, &first), Some(true));
+        assert_eq!(woken(&entry, &second), Some(true));
+        assert_eq!(woken(&entry, &first), Some(false));
         // A new entry on an active channel needs no confirmation.
         let braced = lot.join(CHANNEL, "{a}");
         assert!(braced.await_active(Instant::now()).is_ok());

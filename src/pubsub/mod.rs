@@ -42,7 +42,7 @@ mod shard;
 mod stream;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,8 @@ pub(crate) struct Subscription {
     channel: String,
     key: String,
     entry: Arc<Entry>,
+    /// The entry's broadcasts this waiter has seen ([`Entry::wait`]).
+    seen: AtomicU64,
 }
 
 impl Subscriber {
@@ -160,6 +162,7 @@ impl Subscriber {
             shared: Arc::clone(&self.shared),
             channel: channel.to_owned(),
             key: entry.to_owned(),
+            seen: AtomicU64::new(joined.broadcasts()),
             entry: joined,
         };
         if subscription.is_moved() {
@@ -277,7 +280,7 @@ impl Subscription {
     /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
     /// when the server refused the subscription meanwhile.
     pub fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.entry.wait(timeout)?)
+        Ok(self.entry.wait(timeout, &self.seen)?)
     }
 
     /// In a cluster: whether this subscription is gone from its node (slot
