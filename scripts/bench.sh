@@ -47,9 +47,9 @@ wanted() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
 # ---------------------------------------------------------------- parameters
 FULL_REPS=5
-FULL_MINUTES=21   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
-                  # the 100,000-lock scenario 4, 13 before scenario 5, 17 before scenario 6, 19
-                  # before scenario 8; an estimate until the next full run)
+FULL_MINUTES=33   # rough wall time of a full run on the 2-vCPU machine (11 before the raw row and
+                  # the 100,000-lock scenario 4, 13 before scenario 5, 17 before scenario 6, 27
+                  # before scenarios 1 and 2 ran their floor, raw and crate rows 3 times)
 if [ "$quick" = 1 ]; then
   mode=quick
   out=target/bench/quick
@@ -106,6 +106,7 @@ s4_java_in_flight=64      # Redisson: lockAsync()/unlockAsync() calls outstandin
 # read lock; then scenario 3 for the fair lock beside the reentrant one.
 s5_types="fair read write fenced spin nonreentrant"
 s5_rounds=3   # per repetition, alternating: floor and crate runs of each type, reentrant and fair hand-off runs
+s12_rounds=3  # per repetition, alternating: scenario 1 and 2 runs of the floor, the raw scripts and the crate
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
 # all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
@@ -303,6 +304,7 @@ machine=$out/machine.txt
   printf 'pinning\t%s\n' "$pinning"
   printf 'load_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
   printf 's1_duration_ms\t%s\ns1_warmup\t%s\ns2_duration_ms\t%s\n' "$s1_ms" "$s1_warmup" "$s2_ms"
+  printf 's12_rounds\t%s\n' "$s12_rounds"
   printf 's3_iterations\t%s\ns3_warmup\t%s\ns3_hold_us\t%s\n' "$s3_iter" "$s3_warmup" "$s3_hold_us"
   printf 's4_locks\t%s\ns4_watchdog_ms\t%s\ns4_period_ms\t%s\ns4_window_ms\t%s\n' \
     "$s4_locks" "$s4_watchdog_ms" $((s4_watchdog_ms / 3)) $((s4_watchdog_ms * s4_window_permille / 3000))
@@ -399,6 +401,17 @@ contended() {  # contended CONTENDER PROCS [LOCK_TYPE [ROUND]]: LOCK_TYPE makes 
   fi
 }
 
+# round_contenders ROUND: who runs in round ROUND of scenarios 1 and 2: every
+# contender in the first, the floor, the raw scripts and the crate again in
+# the later ones (the peers once: a JVM's start alone takes seconds).
+round_contenders() {
+  local c
+  for c in $contenders; do
+    case "$c" in floor|raw|crate) echo "$c" ;; *) [ "$1" = 1 ] && echo "$c" ;; esac
+  done
+  return 0
+}
+
 # Redisson has no non-reentrant lock before 4.4.0.
 redisson_has() {  # redisson_has LOCK_TYPE
   [ "$1" != nonreentrant ] ||
@@ -474,12 +487,18 @@ echo "==> $mode run: $reps repetitions of: $contenders (server $url)" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   echo "--> repetition $rep/$reps ($(( $(date +%s) - start )) s)" >&2
   if wanted 1; then
-    for c in $contenders; do simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"; done
+    for ((round = 1; round <= s12_rounds; round++)); do
+      for c in $(round_contenders "$round"); do
+        simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"
+      done
+    done
   fi
   if wanted 2; then
     for t in 4 16; do
-      for c in $contenders; do
-        simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+      for ((round = 1; round <= s12_rounds; round++)); do
+        for c in $(round_contenders "$round"); do
+          simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+        done
       done
     done
   fi

@@ -90,9 +90,10 @@ pub fn markdown(
     let _ = writeln!(
         w,
         "## 1. Uncontended: one thread, lock + unlock pairs on one name\n\n\
-         {} ms of pairs after {} warm-up pairs, per process.\n",
+         {} ms of pairs after {} warm-up pairs, per process.{}\n",
         d.m("s1_duration_ms"),
         d.m("s1_warmup"),
+        rounds_text(d),
     );
     let pairs = d.series(is("uncontended"), "pairs_per_s");
     let p50 = d.series(is("uncontended"), "p50_us");
@@ -133,8 +134,10 @@ pub fn markdown(
         w,
         "\n## 2. Uncontended, scaled: N threads on distinct names\n\n\
          Total pairs/s over {} ms, all threads started together. All client threads share one \
-         vCPU, so this measures per-pair client cost and server throughput, not parallel speed-up.\n",
+         vCPU, so this measures per-pair client cost and server throughput, not parallel \
+         speed-up.{}\n",
         d.m("s2_duration_ms"),
+        rounds_text(d),
     );
     let _ = writeln!(
         w,
@@ -306,5 +309,18 @@ fn floor_text(d: &Data) -> &'static str {
          calls on one connection per thread (no pool, no watchdog, no shared subscriber; when \
          contended, each thread keeps its own subscription and retries after a message or the \
          TTL)."
+    }
+}
+
+/// Scenarios 1 and 2: how often a repetition ran the floor, the raw scripts
+/// and the crate (older raw data ran each once and says nothing).
+fn rounds_text(d: &Data) -> String {
+    match d.machine.get("s12_rounds") {
+        Some(n) if n != "1" => format!(
+            " Each repetition runs the floor, the raw scripts and redisson-lock {n} times each, \
+             alternating, and counts each one's median (one process alone carries whatever the \
+             machine did while it ran); rslock and Redisson run once."
+        ),
+        _ => String::new(),
     }
 }

@@ -183,7 +183,7 @@ fn contended(procs: u64) -> impl Fn(&Value) -> bool {
 /// itself, over every pair it ran, warm-up included.
 fn server_us_per_pair(d: &Data) -> Series {
     let warmup: f64 = d.m("s1_warmup").parse().unwrap_or(0.0);
-    let mut out = Series::new();
+    let mut out = Runs::new();
     for cost in d
         .records
         .iter()
@@ -206,10 +206,12 @@ fn server_us_per_pair(d: &Data) -> Series {
         if pairs + warmup > 0.0 {
             out.entry(c.to_owned())
                 .or_default()
-                .insert(cost["rep"].as_u64().unwrap_or(0), usec / (pairs + warmup));
+                .entry(cost["rep"].as_u64().unwrap_or(0))
+                .or_default()
+                .push(usec / (pairs + warmup));
         }
     }
-    out
+    medians(out)
 }
 
 fn summary_series(d: &Data) -> Vec<(String, Series)> {

@@ -184,6 +184,36 @@ mod tests {
     }
 
     #[test]
+    fn a_repetition_that_ran_a_contender_several_times_counts_its_median() {
+        let mut records = Vec::new();
+        // Rep 1 ran the floor and the crate 3 times each: one hiccup of the
+        // crate (600) does not decide the ratio, its median (980) does.
+        for (i, (floor, ours)) in [(1000.0, 600.0), (990.0, 980.0), (1010.0, 990.0)]
+            .into_iter()
+            .enumerate()
+        {
+            for (c, v, usec) in [("floor", floor, 100.0 + i as f64), ("crate", ours, 50.0)] {
+                let id = format!("r1-{c}-{i}");
+                records.push(json!({"scenario": "uncontended", "contender": c, "rep": 1,
+                    "pairs_per_s": v, "pairs": 10, "run_id": id}));
+                records.push(json!({"kind": "server_cost", "of_scenario": "uncontended",
+                    "contender": c, "rep": 1, "usec": usec, "run_id": id}));
+            }
+        }
+        let d = data(records);
+        let t = targets(&d, &[], None);
+        let s1 = target(
+            &t,
+            "Scenario 1 (1 thread): uncontended pairs/s vs the true floor",
+        );
+        assert_eq!(s1["measured"], "0.98×");
+        // The server's time per pair: the median of the rep's three runs.
+        let server = super::super::server_us_per_pair(&d);
+        assert_eq!(server["floor"][&1], 10.1);
+        assert_eq!(server["crate"][&1], 5.0);
+    }
+
+    #[test]
     fn paired_targets_summarise_each_repetitions_median_ratio() {
         let mut records = Vec::new();
         for (rep, ratio) in [(1, 0.99), (2, 0.95), (3, 0.97)] {
