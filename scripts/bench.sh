@@ -401,14 +401,19 @@ contended() {  # contended CONTENDER PROCS [LOCK_TYPE [ROUND]]: LOCK_TYPE makes 
   fi
 }
 
-# round_contenders ROUND: who runs in round ROUND of scenarios 1 and 2: every
-# contender in the first, the floor, the raw scripts and the crate again in
-# the later ones (the peers once: a JVM's start alone takes seconds).
-round_contenders() {
-  local c
-  for c in $contenders; do
-    case "$c" in floor|raw|crate) echo "$c" ;; *) [ "$1" = 1 ] && echo "$c" ;; esac
+# rotated ROUND CONTENDER...: who runs in round ROUND of a scenario that runs
+# the floor, the raw scripts and the crate several times per repetition: those
+# rotated by one place each round (each takes every position once in 3 rounds,
+# so a drift of the machine within a round favours none of them), then, in the
+# first round only, the peers (a JVM's start alone takes seconds).
+rotated() {
+  local round=$1 c i n main=() peers=(); shift
+  for c in "$@"; do
+    case "$c" in floor|raw|crate) main+=("$c") ;; *) peers+=("$c") ;; esac
   done
+  n=${#main[@]}
+  for ((i = 0; i < n; i++)); do echo "${main[(i + round - 1) % n]}"; done
+  if [ "$round" = 1 ] && [ ${#peers[@]} -gt 0 ]; then printf '%s\n' "${peers[@]}"; fi
   return 0
 }
 
@@ -419,10 +424,10 @@ redisson_has() {  # redisson_has LOCK_TYPE
 }
 
 family() {  # family THREADS LOCK_TYPE: scenario 5's measurements of one type:
-  # the floor and the crate s5_rounds times, alternating; Redisson once.
+  # the floor and the crate s5_rounds times, alternating (rotated); Redisson once.
   local threads=$1 t=$2 c round
   for ((round = 1; round <= s5_rounds; round++)); do
-    for c in $family_contenders; do
+    for c in $(rotated "$round" $family_contenders); do
       if [ "$c" = redisson ] && { [ "$round" -gt 1 ] || ! redisson_has "$t"; }; then continue; fi
       simple "$c" family --lock-type "$t" --threads "$threads" --duration-ms "$s5_ms" --warmup "$s5_warmup"
     done
@@ -488,7 +493,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   echo "--> repetition $rep/$reps ($(( $(date +%s) - start )) s)" >&2
   if wanted 1; then
     for ((round = 1; round <= s12_rounds; round++)); do
-      for c in $(round_contenders "$round"); do
+      for c in $(rotated "$round" $contenders); do
         simple "$c" uncontended --duration-ms "$s1_ms" --warmup "$s1_warmup"
       done
     done
@@ -496,7 +501,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   if wanted 2; then
     for t in 4 16; do
       for ((round = 1; round <= s12_rounds; round++)); do
-        for c in $(round_contenders "$round"); do
+        for c in $(rotated "$round" $contenders); do
           simple "$c" scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
         done
       done

@@ -318,8 +318,9 @@ fn rounds_text(d: &Data) -> String {
     match d.machine.get("s12_rounds") {
         Some(n) if n != "1" => format!(
             " Each repetition runs the floor, the raw scripts and redisson-lock {n} times each, \
-             alternating, and counts each one's median (one process alone carries whatever the \
-             machine did while it ran); rslock and Redisson run once."
+             alternating, their order rotated by one place each round, and counts each one's \
+             median (one process alone carries whatever the machine did while it ran); rslock \
+             and Redisson run once."
         ),
         _ => String::new(),
     }
