@@ -128,8 +128,9 @@ pub fn section(w: &mut String, d: &Data) {
         match d.machine.get("s5_rounds") {
             Some(n) if n != "1" => format!(
                 " Each repetition runs the floor and redisson-lock {n} times each, alternating \
-                 (the first of the two changing each round), and counts each one's median (the processes run one after the other, so one \
-                 run alone carries whatever the machine did meanwhile); Redisson runs once."
+                 (the first of the two changing each round), and counts each one's median (the \
+                 processes run one after the other, so one run alone carries whatever the \
+                 machine did meanwhile); Redisson runs once."
             ),
             _ => String::new(),
         },
