@@ -120,7 +120,7 @@ impl<K: Kind> Lock<K> {
     /// wait.
     pub fn lock(&self) -> Result<LockGuard<K>> {
         // Without a deadline, `acquire` returns a guard or an error, never `None`.
-        self.acquire(None)?.ok_or(Error::Timeout {
+        self.acquire(None, None)?.ok_or(Error::Timeout {
             operation: "lock",
             after: Duration::MAX,
         })
@@ -141,13 +141,14 @@ impl<K: Kind> Lock<K> {
     /// is up. A `wait` too large to add to the current time waits as long as it
     /// takes.
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Instant::now().checked_add(wait))
+        self.acquire(Instant::now().checked_add(wait), Some(wait))
     }
 
     /// Takes the lock, waiting until `deadline` at the latest; `Ok(None)` when
     /// the deadline passes. A deadline in the past makes one attempt.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Some(deadline))
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.acquire(Some(deadline), Some(wait))
     }
 
     /// Deletes the lock whoever holds it and wakes one waiter; `true` if there
@@ -217,16 +218,20 @@ impl<K: Kind> Lock<K> {
     /// The first attempt, then wait (on the type's channel, or by its
     /// backoff), then attempt again after every wake-up or TTL slice until
     /// `deadline`. A timed wait that gives up runs the type's give-up hook.
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<K>>> {
+    /// `wait` is the caller's budget as given (Redisson's `waitTime`): a
+    /// fair lock queues the thread with it in whole ms, or with its own
+    /// wait timeout when that is 0, as Redisson does.
+    fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard<K>>> {
         self.check()?;
         let (lease, lease_ms) = self.lease()?;
         let field = self.owner_field();
-        let config = &self.client.inner.config;
-        // The wait a fair lock queues the thread with (Redisson's waitMs).
-        let wait = deadline.map_or(config.fair_lock_wait_timeout, |deadline| {
-            deadline.saturating_duration_since(Instant::now())
+        let wait_ms = wait.map_or(0, |wait| {
+            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
         });
-        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
         let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms);
         // A wait that ends without the lock leaves the queue (a fair lock's
         // place would otherwise hold up everyone behind it until its

@@ -478,3 +478,30 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
     let scored: i64 = server.cmd(&["ZCARD", "redisson_lock_timeout:{errs}"]);
     assert_eq!((queued, scored), (0, 0), "the failed waiter kept its place");
 }
+
+/// Regression: the wait a timed waiter queued and gave up with was
+/// recomputed from its deadline and truncated (999 ms for a 1 s
+/// `try_lock_for`), so each Rust give-up moved Java waiters' deadlines 1 ms
+/// less than Redisson's would. It is the caller's wait as given.
+#[test]
+fn a_give_up_lowers_those_behind_by_exactly_the_callers_wait() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server), client(&server));
+    for wait in [Duration::from_millis(1000), Duration::from_millis(333)] {
+        let name = format!("exact-wait-{}", wait.as_millis());
+        let holder = a.fair_lock(&name).lock().expect("lock");
+        let (quitter, quitter_got) = waiter(&b, &name, Some(wait), Duration::ZERO);
+        queued(&server, &name, std::slice::from_ref(&quitter));
+        let (patient, patient_got) = waiter(&a, &name, None, Duration::ZERO);
+        queued(&server, &name, &[quitter.clone(), patient.clone()]);
+        let before = score(&server, &name, &patient).expect("patient's deadline");
+        let gave_up = quitter_got.recv_timeout(Duration::from_secs(10));
+        assert_eq!(gave_up.expect("gave up"), None);
+        queued(&server, &name, std::slice::from_ref(&patient));
+        let after = score(&server, &name, &patient).expect("patient's deadline");
+        assert_eq!(before - after, wait.as_millis() as f64, "wait {wait:?}");
+        holder.unlock().expect("unlock");
+        let served = patient_got.recv_timeout(Duration::from_secs(10));
+        assert!(served.expect("served").is_some());
+    }
+}

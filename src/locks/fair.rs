@@ -67,6 +67,17 @@ impl FairCore {
         }
     }
 
+    /// Redisson's "thread wait time" (PROTOCOL §3): the caller's wait in
+    /// whole ms when above 0, the wait timeout otherwise (`lock()`, or a
+    /// wait under 1 ms).
+    fn thread_wait_ms(&self, wait_ms: u64) -> u64 {
+        if wait_ms > 0 {
+            wait_ms
+        } else {
+            self.wait_timeout_ms
+        }
+    }
+
     pub(crate) fn wake<'a>(&'a self, field: &'a str) -> Wake<'a> {
         let own = names::concat(&[&self.channel, ":", field]);
         Wake::Channel {
@@ -81,7 +92,7 @@ impl FairCore {
         request: &AcquireRequest<'_>,
     ) -> Result<Acquired> {
         let (script, third, fourth) = match request.queue {
-            Some(queue) => (&*ACQUIRE, queue.wait_ms, queue.now_ms),
+            Some(queue) => (&*ACQUIRE, self.thread_wait_ms(queue.wait_ms), queue.now_ms),
             // Redisson's try-once sends `now` before the wait.
             None => (&*TRY_ONCE, epoch_millis(), self.wait_timeout_ms),
         };
@@ -203,7 +214,7 @@ impl FairCore {
             .key(&self.queue)
             .key(&self.timeout)
             .arg(field)
-            .arg(wait_ms)
+            .arg(self.thread_wait_ms(wait_ms))
             .invoke(con)?;
         Ok(())
     }

@@ -144,7 +144,8 @@ pub(crate) mod protocol {
         const GIVES_UP: bool = false;
 
         /// Called when a timed wait gives up (the fair queue's give-up
-        /// script); `wait_ms` is the wait the thread queued with.
+        /// script); `wait_ms` is the caller's wait as the thread queued with
+        /// it (0: none given, see [`Queue::wait_ms`]).
         fn give_up(
             &self,
             _con: &mut dyn ConnectionLike,
@@ -212,6 +213,9 @@ pub struct AcquireRequest<'a> {
 /// A waiting thread's place in a fair queue (PROTOCOL §3.1).
 #[derive(Clone, Copy, Debug)]
 pub struct Queue {
+    /// The caller's wait in whole ms as it gave it (Redisson's `waitTime`,
+    /// not recomputed from a deadline); 0 when it gave none or less than
+    /// 1 ms: the type then uses its own wait timeout.
     pub wait_ms: u64,
     pub now_ms: u64,
 }
