@@ -439,3 +439,33 @@ fn a_member_whose_acquire_reply_timed_out_is_released_in_the_background() {
         "a member taken by the lost reply was left held"
     );
 }
+
+/// Regression: a failed attempt returned while its undo ran on a
+/// background thread, so right after `try_lock` said no, this client still
+/// held the members it had taken (PTTL 30 s on them). Redisson undoes
+/// before returning false; so does this crate when the servers answer.
+#[test]
+fn a_failed_attempt_has_released_what_it_took_when_it_returns() {
+    let masters = Masters::start();
+    let clients = masters.clients_with_timeout(Duration::from_secs(3));
+    let other = masters.clients();
+    for round in 0..20 {
+        let name = format!("undone-{round}");
+        let blocker = other[round % 5].lock(&name).lock().expect("blocker");
+        let multi = MultiLock::new(members(&clients, &name));
+        assert!(multi.try_lock().expect("try_lock").is_none());
+        assert_eq!(masters.holders(&name), 1, "multilock round {round}");
+        let timed = multi.try_lock_for(Duration::from_millis(30));
+        assert!(timed.expect("try_lock_for").is_none());
+        assert_eq!(masters.holders(&name), 1, "timed multilock round {round}");
+        drop(blocker);
+        // A RedLock short of a majority: three of five held elsewhere.
+        let blockers: Vec<_> = (0..3)
+            .map(|i| other[(round + i) % 5].lock(&name).lock().expect("blocker"))
+            .collect();
+        let red = RedLock::new(members(&clients, &name));
+        assert!(red.try_lock().expect("try_lock").is_none());
+        assert_eq!(masters.holders(&name), 3, "redlock round {round}");
+        drop(blockers);
+    }
+}

@@ -110,7 +110,12 @@ impl<K: Kind> Composite<K> {
         for (member, outcome) in ready.iter().zip(try_all(&ready, read_deadline)) {
             tally.add(member, outcome);
         }
-        self.conclude(tally, started, None)
+        self.conclude(
+            tally,
+            started,
+            None,
+            self.undo_deadline(member_deadline, wait),
+        )
     }
 
     /// One attempt in order: each member waits its share, the attempt ends
@@ -165,17 +170,44 @@ impl<K: Kind> Composite<K> {
                 break;
             }
         }
-        self.conclude(tally, started, member_lease)
+        self.conclude(
+            tally,
+            started,
+            member_lease,
+            self.undo_deadline(deadline, wait),
+        )
+    }
+
+    /// Until when a failed attempt waits for its undo: the caller's
+    /// `deadline`, and past it as long as the attempt gave each reply (a
+    /// member's share of `wait`, or the response timeout for a `try_lock`,
+    /// whichever is shorter). Servers that answer cost one round trip; only
+    /// a member that does not answer in time is released in the background.
+    fn undo_deadline(&self, deadline: Instant, wait: Duration) -> Instant {
+        let response_timeout = self
+            .members
+            .iter()
+            .map(|member| member.client.inner.config.response_timeout)
+            .max()
+            .unwrap_or_default();
+        let allowance = if wait.is_zero() {
+            response_timeout
+        } else {
+            self.member_wait(wait).min(response_timeout)
+        };
+        deadline.max(Instant::now() + allowance)
     }
 
     /// Keeps the members taken when they are enough (with validity left,
     /// for a RedLock), setting them to the lease when they were taken with
-    /// `member_lease` instead; otherwise releases them in the background.
+    /// `member_lease` instead; otherwise releases them before returning,
+    /// waiting until `undo_by` at most (see [`Leftovers::release`]).
     fn conclude(
         &self,
         tally: Tally<K>,
         started: Instant,
         member_lease: Option<Duration>,
+        undo_by: Instant,
     ) -> Result<Option<Taken<K>>> {
         let Tally {
             guards,
@@ -185,7 +217,7 @@ impl<K: Kind> Composite<K> {
         } = tally;
         if let Some(e) = fatal {
             leftovers.guards.extend(guards);
-            leftovers.release_in_background();
+            leftovers.release(undo_by);
             return Err(e);
         }
         let lease = self.lease.unwrap_or_else(|| self.watchdog_timeout());
@@ -193,11 +225,12 @@ impl<K: Kind> Composite<K> {
         let valid = !self.red || validity(started, lease) > Duration::ZERO;
         if !(enough && valid) {
             leftovers.guards.extend(guards);
-            leftovers.release_in_background();
+            leftovers.release(undo_by);
             return Ok(None);
         }
-        // What a lost reply may have taken goes, whatever the outcome.
-        leftovers.release_in_background();
+        // What a lost reply may have taken goes, whatever the outcome; a
+        // caller that holds the lock does not wait for it.
+        leftovers.release(Instant::now());
         if member_lease.is_some_and(|member_lease| member_lease != lease) {
             for guard in &guards {
                 // A member lost meanwhile shows in the guard; nothing to set.

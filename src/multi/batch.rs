@@ -1,8 +1,8 @@
 //! The members' commands at once: one no-wait acquire attempt on every
 //! member for about one round trip (each member's command written on its
 //! own connection, then the replies read, see `crate::scatter`), and the
-//! release of what a failed attempt took, on a background thread the next
-//! attempt can wait for.
+//! release of what a failed attempt took, awaited within the caller's
+//! budget and finished past it on a thread the next attempt can wait for.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -149,12 +149,16 @@ impl<K: Kind> Leftovers<K> {
         }
     }
 
-    /// Releases everything on a background thread: a member whose server
-    /// is frozen or gone must not hold up the caller. Until a member's
-    /// release is done, this thread does not take that member again (see
-    /// [`wait_released`]): the release could remove what it takes, the
-    /// owner field being the same.
-    pub fn release_in_background(self) {
+    /// Releases everything, waiting until `until` at most: every release
+    /// is sent at once on a releasing thread, and the caller returns as soon
+    /// as they are all done (one round trip when the servers answer), so
+    /// that a failed attempt has undone what it took when it returns, as
+    /// Redisson's does. A member whose server is frozen or gone is left to
+    /// that thread past `until`: it must not hold up the caller longer.
+    /// Until a member's release is done, this thread does not take that
+    /// member again (see [`wait_released`]): the release could remove what
+    /// it takes, the owner field being the same.
+    pub fn release(self, until: Instant) {
         if self.guards.is_empty() && self.orphans.is_empty() {
             return;
         }
@@ -182,11 +186,16 @@ impl<K: Kind> Leftovers<K> {
                 }
             });
         match spawned {
-            Ok(_) => RELEASING.with(|releasing| {
-                let mut releasing = releasing.borrow_mut();
-                releasing.retain(|cleanup| !cleanup.is_done());
-                releasing.push(cleanup);
-            }),
+            Ok(_) => {
+                cleanup.wait_done(until);
+                RELEASING.with(|releasing| {
+                    let mut releasing = releasing.borrow_mut();
+                    releasing.retain(|cleanup| !cleanup.is_done());
+                    if !cleanup.is_done() {
+                        releasing.push(cleanup);
+                    }
+                });
+            }
             Err(e) => log::warn!("redisson-lock: cannot start a thread to release members: {e}"),
         }
     }
@@ -248,6 +257,21 @@ impl Cleanup {
             }
         }
         true
+    }
+
+    /// Waits until every member is released, until `deadline` at most.
+    fn wait_done(&self, deadline: Instant) {
+        let mut pending = self.pending.0.lock();
+        while !pending.is_empty() {
+            if self
+                .pending
+                .1
+                .wait_until(&mut pending, deadline)
+                .timed_out()
+            {
+                return;
+            }
+        }
     }
 
     fn is_done(&self) -> bool {

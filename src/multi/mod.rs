@@ -10,10 +10,13 @@
 //! member's command is written on its own connection before any reply is
 //! read, so free members on N servers cost about one round trip, not N.
 //! When that falls short, what it took is released (a member whose reply
-//! was lost too: it may have been taken) on a background thread, so that a
-//! frozen or vanished server costs the caller nothing, and the members are
-//! taken in order, each waiting its share, as Redisson does, while the
-//! budget lasts. An unlock releases every member at once the same way.
+//! was lost too: it may have been taken) before the next step, as Redisson
+//! does: all at once, one round trip when the servers answer, and a member
+//! whose server does not answer within the caller's budget is left to a
+//! background thread, so that a frozen or vanished server costs the caller
+//! no more than that. Then the members are taken in order, each waiting its
+//! share, as Redisson does, while the budget lasts. An unlock releases every
+//! member at once the same way.
 
 mod acquire;
 mod batch;
@@ -158,8 +161,10 @@ impl<K: Kind> MultiLock<K> {
 
     /// One attempt at every member at once, none of them waiting: about one
     /// round trip (every member's command is written before any reply is
-    /// read), each reply awaited for the response timeout at most. What was
-    /// taken is released in the background when not every member was.
+    /// read), each reply awaited for the response timeout at most. When not
+    /// every member was taken, what was is released before this returns
+    /// (one more round trip; a member whose server does not answer within
+    /// the response timeout is released in the background).
     pub fn try_lock(&self) -> Result<Option<MultiLockGuard<K>>> {
         self.try_lock_until(Instant::now())
     }
