@@ -83,45 +83,42 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-mod attempt;
-mod builder;
-mod client;
-mod cluster;
-mod connection;
-mod endpoint;
+// Six layers, imports only downward (see the README's "Architecture" and
+// tests/layering.rs, which checks it):
+// L0 base
+mod config;
 mod error;
 mod fork;
-mod guard;
-mod holds;
-mod lock;
-mod locks;
 mod lua;
-mod multi;
 mod names;
 mod owner;
-mod pool;
+// L1 protocol
+mod locks;
+// L2 transport
+mod net;
 mod pubsub;
-mod replicas;
-mod scatter;
-mod scripts;
-mod sentinel;
-mod tls;
-mod unlock;
-mod watchdog;
+// L3 topology
+mod topology;
+// L4 engine
+mod engine;
+// L5 api
+mod client;
+mod lock;
+mod multi;
 
-pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_TIMEOUT, Diagnostics};
-pub use cluster::ShardedSubscription;
-pub use cluster::slot::key_slot;
+pub use client::{Client, ClientBuilder, Diagnostics};
+pub use config::ShardedSubscription;
 pub use error::{Error, LostReason, Result};
-pub use guard::LockGuard;
 pub use lock::Lock;
-pub use locks::{Fair, FairLock, NonReentrantFair, NonReentrantFairLock};
-pub use locks::{Fenced, FencedLock, Kind, Reentrant};
-pub use locks::{NonReentrant, NonReentrantLock, Spin, SpinLock};
-pub use locks::{Read, ReadLock, ReadWriteLock, Write, WriteLock};
+pub use lock::guard::LockGuard;
+pub use lock::kinds::{FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock};
+pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
+pub use locks::UnlockOutcome;
+pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
-pub use scripts::UnlockOutcome;
-pub use unlock::RequestId;
+pub use names::DEFAULT_WATCHDOG_TIMEOUT;
+pub use owner::RequestId;
+pub use topology::cluster::slot::key_slot;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

@@ -5,6 +5,8 @@
 //! is used verbatim, otherwise it is wrapped in braces so that every derived
 //! key shares the lock's cluster slot.
 
+use std::time::Duration;
+
 /// Redisson's unlock channel prefix (note the double underscore).
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Redisson's unlock latch prefix (since 3.24.0).
@@ -26,7 +28,25 @@ pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
 pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Redisson's `fairLockWaitTimeout` default: the wait a fair lock queues a
 /// thread with when it has no wait budget of its own (PROTOCOL §1.9).
-pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Redisson's default `lockWatchdogTimeout`: the lease of a lock taken
+/// without an explicit one, renewed every third of it.
+pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redisson's `connectTimeout` (10 s): opening a connection, or waiting
+/// for a pooled one.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Redisson's `timeout` (3 s): waiting for one reply.
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Redisson's `retryAttempts` (3) and `retryInterval` (here 500 ms) for an
+/// unlock whose reply was lost.
+pub(crate) const DEFAULT_RETRY_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(500);
+/// Redisson's `subscriptionTimeout` (7.5 s).
+pub(crate) const DEFAULT_SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(7500);
+/// Redisson's `slavesSyncTimeout` (1 s): the `WAIT` after a lock write.
+pub(crate) const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+/// Command connections per pool (per master in a cluster).
+pub(crate) const DEFAULT_POOL_SIZE: u32 = 32;
 /// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
 pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 

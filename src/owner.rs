@@ -1,6 +1,8 @@
-//! Who holds a lock: the `<clientUUID>:<threadId>` hash field (PROTOCOL §1.2).
+//! Who holds a lock: the `<clientUUID>:<threadId>` hash field (PROTOCOL §1.2),
+//! and who asked for an unlock: its [`RequestId`].
 
 use std::cell::Cell;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_THREAD_ID: AtomicU64 = AtomicU64::new(1);
@@ -32,6 +34,46 @@ pub(crate) fn owner_field(client_id: &str, thread_id: u64) -> String {
     // ASCII digits only.
     field.extend(digits.iter().map(|&d| char::from(d)));
     field
+}
+
+/// Identifies one unlock request. Redisson's unlock latch keys the outcome of
+/// an unlock by it, so sending the same request again (after a lost reply)
+/// returns the first outcome instead of releasing twice.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// A fresh id: 16 random bytes as 32 lowercase hex digits, like Redisson's.
+    pub fn new() -> Self {
+        RequestId(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub(crate) fn from_parts(prefix: u64, seq: u64) -> Self {
+        RequestId(format!("{prefix:016x}{seq:016x}"))
+    }
+
+    /// The id as sent in the latch key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> Self {
+        RequestId::new()
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RequestId({})", self.0)
+    }
 }
 
 #[cfg(test)]

@@ -16,12 +16,12 @@ use redis::ConnectionLike;
 
 use crate::lua::Lua;
 
+use super::epoch_millis;
 use super::protocol::Protocol;
+use super::replies::unlock_outcome;
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
 use crate::error::{Error, Result};
-use crate::lock::epoch_millis;
 use crate::names::{self, UNLOCK_MESSAGE};
-use crate::scripts::unlock_outcome;
 
 static ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/fair_acquire.lua")));
@@ -242,8 +242,8 @@ macro_rules! fair_protocol {
             const REDISSON: &'static str = $redisson;
             const GIVES_UP: bool = true;
 
-            fn new(name: &str) -> Self {
-                Self::with_wait_timeout(name, crate::names::FAIR_LOCK_WAIT_TIMEOUT)
+            fn new(name: &str, config: &crate::config::Config) -> Self {
+                Self::with_wait_timeout(name, config.fair_lock_wait_timeout)
             }
 
             fn wake<'a>(&'a self, _name: &'a str, field: &'a str) -> Wake<'a> {
@@ -303,38 +303,3 @@ macro_rules! fair_protocol {
 pub(crate) use fair_protocol;
 
 fair_protocol!(Fair, "RedissonFairLock", true);
-
-/// A fair lock: byte-for-byte a Redisson `FairLock` (`getFairLock`).
-///
-/// The reentrant lock's hash (so it excludes an `RLock` of the same name)
-/// and renewal, with waiters served in arrival order: a thread that must wait
-/// joins the list `redisson_lock_queue:{<name>}` and gets a deadline in the
-/// zset `redisson_lock_timeout:{<name>}`; the lock goes to the queue head only,
-/// and a release wakes only the head, on its own channel
-/// `redisson_lock__channel:{<name>}:<its field>`. Java and Rust waiters share
-/// one queue.
-///
-/// # How it differs from [`crate::Lock`]
-///
-/// - [`try_lock`](crate::Lock::try_lock) never queues; the waiting methods
-///   queue the thread, and a timed wait that gives up leaves the queue (one
-///   more round trip). An abandoned [`lock`](crate::Lock::lock) never gives
-///   up: its entry ages out after the wait timeout.
-/// - Deadlines are epoch ms of the *client's* wall clock, shifted by each
-///   acquirer's wait: every client of a lock, Java or Rust, needs a roughly
-///   synchronised clock and the same `fairLockWaitTimeout`
-///   ([`ClientBuilder::fair_lock_wait_timeout`](crate::ClientBuilder::fair_lock_wait_timeout),
-///   300 s by default).
-/// - A waiter that is not the head polls at the holder's TTL (Redisson's
-///   behaviour); one that finds the lock free but is not the head polls
-///   every 50 ms.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let lock = client.fair_lock("printer");
-/// let guard = lock.lock()?; // served after everyone queued before us
-/// guard.unlock()?;          // wakes the next in line
-/// # Ok(()) }
-/// ```
-pub type FairLock = crate::Lock<Fair>;

@@ -12,6 +12,7 @@ use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::{AcquireRequest, Acquired, Reentrant, Wake, reentrant};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::names;
 
@@ -35,9 +36,9 @@ impl Fenced {
 impl Protocol for Fenced {
     const REDISSON: &'static str = "RedissonFencedLock";
 
-    fn new(name: &str) -> Self {
+    fn new(name: &str, config: &Config) -> Self {
         Fenced {
-            rlock: Reentrant::new(name),
+            rlock: Reentrant::new(name, config),
             token_key: names::prefix_name(names::TOKEN_PREFIX, name),
         }
     }
@@ -78,46 +79,4 @@ impl Protocol for Fenced {
     }
 
     super::rlock_unlocks!(rlock);
-}
-
-/// A fenced lock: byte-for-byte a Redisson `FencedLock` (`getFencedLock`).
-///
-/// It is the reentrant lock (same hash, channel, unlock and renewal, so it
-/// excludes an `RLock` of the same name) plus a counter
-/// `redisson_lock_token:{<name>}` that every acquisition, reentry included,
-/// increments. Each guard carries the token its acquisition got
-/// ([`LockGuard::token`](crate::LockGuard::token)); tokens strictly increase
-/// across every holder, Java or Rust. Pass the token to the resource you
-/// protect and let it refuse a token lower than one it has seen: that stops a
-/// holder that was paused past its lease, which no lock alone can.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let lock = client.fenced_lock("ledger");
-/// let guard = lock.lock()?;
-/// let token = guard.token(); // send it along with every write
-/// assert_eq!(lock.token()?, Some(token));
-/// # Ok(()) }
-/// ```
-pub type FencedLock = crate::Lock<Fenced>;
-
-impl crate::Lock<Fenced> {
-    /// The last token handed out (`GET redisson_lock_token:{<name>}`,
-    /// Redisson's `getToken`); `None` before the first acquisition. One
-    /// round trip.
-    pub fn token(&self) -> Result<Option<u64>> {
-        self.check()?;
-        self.client.with_connection(&self.name, "token", |con, _| {
-            Ok(redis::cmd("GET").arg(self.kind.token_key()).query(con)?)
-        })
-    }
-}
-
-impl crate::LockGuard<Fenced> {
-    /// The token this acquisition got: greater than every token handed out
-    /// before it, to any holder. No round trip.
-    pub fn token(&self) -> u64 {
-        self.fencing_token().unwrap_or(0)
-    }
 }

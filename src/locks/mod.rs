@@ -7,16 +7,16 @@
 //! A type is a [`Kind`]: a sealed trait, so that the set of types is the
 //! crate's to grow; its protocol methods live on a supertrait no one outside
 //! the crate can name. [`crate::Lock`] and [`crate::LockGuard`] are generic
-//! over it, the way `lock_api`'s `Mutex<R, T>` is over `RawMutex`.
+//! over it, the way `lock_api`'s `Mutex<R, T>` is over `RawMutex`; each
+//! type's public alias lives in `crate::lock::kinds`.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use redis::ConnectionLike;
 
+use crate::config::Config;
 use crate::error::Result;
-pub(crate) use crate::holds::Renewal;
-pub use crate::scripts::UnlockOutcome;
 
 /// The unlock side of a type that keeps RLock's layout in a field `$rlock`
 /// (a [`Reentrant`]): its release, latched unlock and force unlock.
@@ -55,24 +55,26 @@ pub(crate) use rlock_unlocks;
 
 mod fair;
 mod fenced;
+pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
 mod read;
 mod reentrant;
-mod rwlock;
+pub(crate) mod replies;
 mod spin;
 mod write;
 
-pub use fair::{Fair, FairLock};
-pub use fenced::{Fenced, FencedLock};
-pub use non_reentrant::{NonReentrant, NonReentrantLock};
-pub use non_reentrant_fair::{NonReentrantFair, NonReentrantFairLock};
-pub use read::{Read, ReadLock};
+pub use fair::Fair;
+pub use fenced::Fenced;
+pub(crate) use lease::Renewal;
+pub use non_reentrant::NonReentrant;
+pub use non_reentrant_fair::NonReentrantFair;
+pub use read::Read;
 pub use reentrant::Reentrant;
-pub use rwlock::ReadWriteLock;
+pub use replies::UnlockOutcome;
+pub use spin::Spin;
 pub(crate) use spin::Spinning;
-pub use spin::{Spin, SpinLock};
-pub use write::{Write, WriteLock};
+pub use write::Write;
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's
 /// types only). The type parameter of [`crate::Lock`] and
@@ -89,8 +91,9 @@ pub(crate) mod protocol {
         /// The Redisson class this type speaks for, e.g. `RedissonLock`.
         const REDISSON: &'static str;
 
-        /// The type's view of the lock named `name`: its derived keys.
-        fn new(name: &str) -> Self;
+        /// The type's view of the lock named `name`: its derived keys, and
+        /// what it needs of the client's settings (`config`).
+        fn new(name: &str, config: &Config) -> Self;
 
         /// The hash field of a thread whose base field is
         /// `<client id>:<thread>` (a write lock adds `:write`).
@@ -192,6 +195,17 @@ pub enum Wake<'a> {
 pub struct Backoff {
     pub initial: Duration,
     pub max: Duration,
+}
+
+/// The client's wall clock in ms since the Unix epoch: a fair lock's queue
+/// scores (PROTOCOL §3), which is why fair locks need roughly synchronised
+/// clocks across hosts.
+pub(crate) fn epoch_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// One acquire attempt, as the engine asks for it.

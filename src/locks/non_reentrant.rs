@@ -9,10 +9,11 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
+use super::replies::acquire_reply;
 use super::{AcquireRequest, Acquired, Reentrant, Wake};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::names::NON_REENTRANT_REACQUIRE;
-use crate::scripts::acquire_reply;
 
 static ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/nonreentrant_acquire.lua")));
@@ -27,9 +28,9 @@ pub struct NonReentrant {
 impl Protocol for NonReentrant {
     const REDISSON: &'static str = "RedissonNonReentrantLock";
 
-    fn new(name: &str) -> Self {
+    fn new(name: &str, config: &Config) -> Self {
         NonReentrant {
-            rlock: Reentrant::new(name),
+            rlock: Reentrant::new(name, config),
         }
     }
 
@@ -72,30 +73,3 @@ impl Protocol for NonReentrant {
         false
     }
 }
-
-/// A non-reentrant lock: byte-for-byte a Redisson non-reentrant lock
-/// (`getNonReentrantLock`, Redisson 4.4.0 and later).
-///
-/// The reentrant lock's hash, channel, unlock and renewal (so it excludes an
-/// `RLock` of the same name and wakes and is woken like one), but a thread
-/// that already holds it cannot take it again: [`lock`](crate::Lock::lock),
-/// [`try_lock`](crate::Lock::try_lock) and the timed variants return
-/// [`Error::NotReentrant`] at once, without a round trip, instead of
-/// deadlocking on itself. Its hold count is never more than 1.
-///
-/// Redisson's acquire script refuses the holder with the error reply
-/// `NON_REENTRANT_REACQUIRE`; this crate's answers the same to a caller that
-/// counts a hold, but takes a field the calling thread counts no hold on
-/// (left by an acquire whose reply was lost) afresh, so a resent acquire
-/// never refuses its own first attempt.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let lock = client.non_reentrant_lock("job");
-/// let guard = lock.lock()?;
-/// assert!(matches!(lock.try_lock(), Err(redisson_lock::Error::NotReentrant { .. })));
-/// guard.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantLock = crate::Lock<NonReentrant>;

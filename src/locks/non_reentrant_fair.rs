@@ -32,24 +32,3 @@ impl NonReentrantFair {
 }
 
 fair_protocol!(NonReentrantFair, "RedissonNonReentrantFairLock", false);
-
-/// A non-reentrant fair lock: byte-for-byte a Redisson
-/// `NonReentrantFairLock` (`getNonReentrantFairLock`, Redisson 4.4.0+).
-///
-/// Everything [`crate::FairLock`] is (same keys, queue, per-waiter channel,
-/// renewal; it excludes a fair lock or an `RLock` of the same name), except
-/// that the thread holding it cannot take it again: a second `lock`,
-/// `try_lock` or `try_lock_for` by the holder fails at once with
-/// [`Error::NotReentrant`](crate::Error::NotReentrant), without a round trip,
-/// instead of deadlocking or counting a second hold.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let lock = client.non_reentrant_fair_lock("batch");
-/// let guard = lock.lock()?;
-/// assert!(matches!(lock.try_lock(), Err(redisson_lock::Error::NotReentrant { .. })));
-/// guard.unlock()?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairLock = crate::Lock<NonReentrantFair>;

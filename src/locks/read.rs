@@ -13,10 +13,11 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
+use super::replies::{acquire_reply, unlock_outcome};
 use super::{AcquireRequest, Acquired, ReleaseRequest, Renewal, UnlockOutcome, Wake};
+use crate::config::Config;
 use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE, WRITE_FIELD_SUFFIX};
-use crate::scripts::{acquire_reply, unlock_outcome};
 
 static ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/read_acquire.lua")));
@@ -41,7 +42,7 @@ pub struct Read {
 impl Protocol for Read {
     const REDISSON: &'static str = "RedissonReadLock";
 
-    fn new(name: &str) -> Self {
+    fn new(name: &str, _: &Config) -> Self {
         Read {
             channel: names::rwlock_channel(name),
             key_prefix: names::rwlock_key_prefix(name),
@@ -177,37 +178,3 @@ pub(super) fn force_unlock(
         .invoke(con)?;
     Ok(deleted == 1)
 }
-
-/// The read lock of a [`ReadWriteLock`](crate::ReadWriteLock):
-/// byte-for-byte a Redisson `RedissonReadLock`
-/// (`getReadWriteLock(name).readLock()`).
-///
-/// Any number of threads, of any client, Java or Rust, hold it at once while
-/// no writer does; the thread holding the write lock may take it too (and
-/// keeps it when it releases the write lock: a downgrade). A reader cannot
-/// upgrade: asking for the write lock while holding a read hold waits for
-/// ever, as in Redisson.
-///
-/// Every read hold has a marker key
-/// `{<name>}:<client id>:<thread>:rwlock_timeout:<n>` with that hold's lease;
-/// a read unlock (Java's or Rust's) keeps the shared hash alive as long as
-/// any holder's marker lives. Without an explicit lease the watchdog renews
-/// this client's own markers and the hash, never another holder's.
-///
-/// [`is_locked`](crate::Lock::is_locked) is Redisson's read-side answer:
-/// `true` while readers hold it (or the writer also holds read holds), one
-/// script call. [`force_unlock`](crate::Lock::force_unlock) deletes the lock
-/// only while it is in read mode and wakes one reader and one writer.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let rw = client.read_write_lock("catalog");
-/// let a = rw.read_lock().lock()?;
-/// let b = rw.read_lock().try_lock()?; // readers share (same thread: reentry)
-/// assert!(b.is_some());
-/// assert!(rw.write_lock().try_lock()?.is_none()); // no writer while read
-/// # drop((a, b));
-/// # Ok(()) }
-/// ```
-pub type ReadLock = crate::Lock<Read>;

@@ -10,10 +10,11 @@ use redis::ConnectionLike;
 use crate::lua::{Invocation, Lua};
 
 use super::protocol::Protocol;
+use super::replies::{acquire_reply, unlock_outcome};
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use crate::config::Config;
 use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE};
-use crate::scripts::{acquire_reply, unlock_outcome};
 
 /// RLock's acquire, shared by the types with its acquire semantics.
 pub(crate) static ACQUIRE: LazyLock<Lua> =
@@ -42,7 +43,7 @@ impl Reentrant {
 impl Protocol for Reentrant {
     const REDISSON: &'static str = "RedissonLock";
 
-    fn new(name: &str) -> Self {
+    fn new(name: &str, _: &Config) -> Self {
         Reentrant {
             channel: names::lock_channel(name),
         }

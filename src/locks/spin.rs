@@ -3,7 +3,7 @@
 //! acquire, but no pub/sub at all: releases publish nothing and waiters
 //! poll with an exponential backoff.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
@@ -11,10 +11,11 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
+use super::replies::unlock_outcome;
 use super::{AcquireRequest, Acquired, Backoff, ReleaseRequest, UnlockOutcome, Wake, reentrant};
+use crate::config::Config;
 use crate::error::Result;
 use crate::names::{SPIN_INITIAL_DELAY_MS, SPIN_MAX_DELAY_MS};
-use crate::scripts::unlock_outcome;
 
 static RELEASE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/spin_release.lua")));
@@ -32,7 +33,7 @@ pub struct Spin {
 impl Protocol for Spin {
     const REDISSON: &'static str = "RedissonSpinLock";
 
-    fn new(_name: &str) -> Self {
+    fn new(_: &str, _: &Config) -> Self {
         Spin {
             backoff: Backoff {
                 initial: Duration::from_millis(SPIN_INITIAL_DELAY_MS),
@@ -95,59 +96,6 @@ impl Protocol for Spin {
     }
 }
 
-/// A spin lock: byte-for-byte a Redisson `SpinLock` (`getSpinLock`).
-///
-/// The same hash, owner fields and reentrancy as the reentrant lock, so a
-/// spin lock and an `RLock` of the same name exclude each other, but no
-/// pub/sub: acquiring never subscribes, and unlock and force unlock publish
-/// nothing. A waiting thread polls instead, sleeping between attempts by
-/// Redisson's exponential backoff: 1 ms first, then twice the last sleep
-/// plus a jitter of 0 to (failures − 1) ms, at most 128 ms (never longer
-/// than the holder's remaining lease or the caller's budget). So a release
-/// is noticed up to the cap late, and each waiter costs one round trip per
-/// sleep; in exchange a spin lock uses no subscriber connection, which suits
-/// locks held briefly by many clients. Change the backoff with
-/// [`with_backoff`](crate::Lock::with_backoff).
-///
-/// An `RLock` waiting behind a spin lock holder gets no unlock message and
-/// waits out its TTL slice instead (as it would in Redisson).
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let lock = client.spin_lock("cache-refresh");
-/// let guard = lock.lock()?; // polls while someone else holds it
-/// guard.unlock()?;          // DEL, no PUBLISH
-/// # Ok(()) }
-/// ```
-pub type SpinLock = crate::Lock<Spin>;
-
-impl crate::Lock<Spin> {
-    /// The same spin lock, whose waiters sleep `initial` after their first
-    /// failed attempt, then twice the previous sleep plus a jitter of 0 to
-    /// (failures − 1) ms, up to `max` (Redisson's `LockOptions`
-    /// exponential backoff; the default is 1 ms to 128 ms). An `initial`
-    /// equal to `max` is Redisson's constant backoff. `initial` is raised
-    /// to 1 ms and `max` to `initial` if lower, so a waiter never busy-polls
-    /// Redis. No round trip.
-    pub fn with_backoff(&self, initial: Duration, max: Duration) -> SpinLock {
-        let initial = initial.max(Duration::from_millis(1));
-        let mut lock = self.clone();
-        lock.kind = Arc::new(Spin {
-            backoff: Backoff {
-                initial,
-                max: max.max(initial),
-            },
-        });
-        lock
-    }
-
-    /// The backoff this handle's waiters sleep by: `(initial, max)`.
-    pub fn backoff(&self) -> (Duration, Duration) {
-        (self.kind.backoff.initial, self.kind.backoff.max)
-    }
-}
-
 /// Where a spinning waiter is in Redisson's exponential backoff: the
 /// initial sleep, doubled after each failure plus a jitter of 0 to
 /// (failures − 1) ms, up to the cap.
@@ -179,5 +127,24 @@ impl Spinning {
             .saturating_add(jitter)
             .min(self.backoff.max);
         now
+    }
+}
+
+impl Spin {
+    /// A spin lock's view whose waiters sleep from `initial` (at least
+    /// 1 ms) up to `max` (at least `initial`).
+    pub(crate) fn with_backoff(initial: Duration, max: Duration) -> Self {
+        let initial = initial.max(Duration::from_millis(1));
+        Spin {
+            backoff: Backoff {
+                initial,
+                max: max.max(initial),
+            },
+        }
+    }
+
+    /// The backoff its waiters sleep by.
+    pub(crate) fn backoff(&self) -> Backoff {
+        self.backoff
     }
 }

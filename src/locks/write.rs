@@ -13,10 +13,11 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
+use super::replies::{acquire_reply, unlock_outcome};
 use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake, read};
+use crate::config::Config;
 use crate::error::Result;
 use crate::names::{self, READ_UNLOCK_MESSAGE, RWLOCK_MODE_FIELD, WRITE_FIELD_SUFFIX};
-use crate::scripts::{acquire_reply, unlock_outcome};
 
 static ACQUIRE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/write_acquire.lua")));
@@ -36,7 +37,7 @@ pub struct Write {
 impl Protocol for Write {
     const REDISSON: &'static str = "RedissonWriteLock";
 
-    fn new(name: &str) -> Self {
+    fn new(name: &str, _: &Config) -> Self {
         Write {
             channel: names::rwlock_channel(name),
             entry: names::concat(&[name, ":write"]),
@@ -135,31 +136,3 @@ impl Protocol for Write {
         Ok(mode.as_deref() == Some("write"))
     }
 }
-
-/// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock):
-/// byte-for-byte a Redisson `RedissonWriteLock`
-/// (`getReadWriteLock(name).writeLock()`).
-///
-/// One thread of one client holds it, and no reader, Java or Rust, holds the
-/// lock meanwhile. Its hash field is `<client id>:<thread>:write`. Unlike the
-/// reentrant lock, a reentry ADDS the lease to the remaining TTL (Redisson's
-/// rule). The last release wakes every waiting reader and writer (message
-/// `1`); if the thread took read holds while writing, the release instead
-/// downgrades the lock to read mode and publishes nothing.
-///
-/// [`is_locked`](crate::Lock::is_locked) is `HGET <name> mode` = `write`
-/// (one round trip); [`force_unlock`](crate::Lock::force_unlock) deletes the
-/// lock only while it is in write mode and wakes every waiter.
-///
-/// ```no_run
-/// # fn main() -> redisson_lock::Result<()> {
-/// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
-/// let rw = client.read_write_lock("catalog");
-/// let write = rw.write_lock().lock()?;
-/// let read = rw.read_lock().lock()?; // the writer may read too
-/// write.unlock()?;                   // downgrade: still read-locked
-/// assert!(rw.read_lock().is_locked()?);
-/// # drop(read);
-/// # Ok(()) }
-/// ```
-pub type WriteLock = crate::Lock<Write>;

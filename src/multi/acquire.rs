@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use super::batch::{Leftovers, Outcome, try_all, wait_released};
 use super::{Composite, Taken};
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
 use crate::lock::Lock;
+use crate::lock::guard::LockGuard;
 use crate::locks::Kind;
 
 /// What the members' outcomes of one attempt add up to.
@@ -187,7 +187,7 @@ impl<K: Kind> Composite<K> {
         let response_timeout = self
             .members
             .iter()
-            .map(|member| member.client.inner.config.response_timeout)
+            .map(|member| member.engine.config.response_timeout)
             .max()
             .unwrap_or_default();
         let allowance = if wait.is_zero() {
@@ -250,7 +250,7 @@ impl<K: Kind> Composite<K> {
         self.members
             .first()
             .map_or(crate::DEFAULT_WATCHDOG_TIMEOUT, |member| {
-                member.client.watchdog_timeout()
+                member.engine.config.watchdog_timeout
             })
     }
 }

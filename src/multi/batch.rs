@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::attempt::Attempt;
 use crate::error::{Error, Result};
-use crate::guard::{self, LockGuard};
 use crate::lock::Lock;
+use crate::lock::attempt::Attempt;
+use crate::lock::guard::{self, LockGuard};
+use crate::lock::unlock::Orphan;
 use crate::locks::Kind;
-use crate::scatter::{InFlight, Recorder};
-use crate::unlock::Orphan;
+use crate::net::scatter::{InFlight, Recorder};
 
 /// One member's attempt: its guard, or the holder's TTL; or the error.
 pub(super) type Outcome<K> = Result<std::result::Result<LockGuard<K>, Option<Duration>>>;
@@ -66,9 +66,9 @@ pub(super) fn try_all<K: Kind>(
             let request = begun.request(lock, lease_ms, &field, false, None);
             let _ = lock.kind.acquire(con, &request);
         })
-        .filter(|_| lock.client.can_scatter());
+        .filter(|_| lock.engine.can_scatter());
         let at = Instant::now();
-        let in_flight = packed.and_then(|packed| lock.client.send(&packed));
+        let in_flight = packed.and_then(|packed| lock.engine.send(&packed));
         sent.push(Sent {
             lock,
             field,
@@ -107,12 +107,12 @@ pub(super) fn try_all<K: Kind>(
             lock.kind.acquire(con, &request)
         };
         let acquired = match reply {
-            Some(Ok(Some(first))) => lock.client.with_prefetched("lock", first, send),
+            Some(Ok(Some(first))) => lock.engine.with_prefetched("lock", first, send),
             // No connection could be had: nothing was sent.
             Some(Err(e)) => Err(e),
             // Nothing recorded: the single-lock path, as is.
             Some(Ok(None)) | None => {
-                lock.client
+                lock.engine
                     .with_connection(&lock.name, "lock", |con, resend| send(con, resend))
             }
         };
@@ -210,7 +210,7 @@ thread_local! {
 /// A member as this thread's releases know it: its client and name (the
 /// owner field follows from the client and the thread).
 fn member_key<K: Kind>(lock: &Lock<K>) -> String {
-    format!("{}\n{}", lock.client.id(), lock.name())
+    format!("{}\n{}", lock.engine.id, lock.name())
 }
 
 /// Waits until no background release of this thread's is under way for

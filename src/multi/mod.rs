@@ -26,8 +26,8 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::guard::{self, LockGuard};
 use crate::lock::Lock;
+use crate::lock::guard::{self, LockGuard};
 use crate::locks::{Kind, Reentrant};
 use acquire::validity;
 

@@ -16,8 +16,8 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Shared;
 use super::stream::Stream;
+use super::{Flavour, Shared};
 
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:
@@ -67,12 +67,8 @@ pub(super) enum Pending {
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
     /// records it.
-    fn queue(&mut self, command: Pending, sharded: bool) {
-        let (subscribe, unsubscribe) = if sharded {
-            ("SSUBSCRIBE", "SUNSUBSCRIBE")
-        } else {
-            ("SUBSCRIBE", "UNSUBSCRIBE")
-        };
+    fn queue(&mut self, command: Pending, flavour: Flavour) {
+        let (subscribe, unsubscribe) = flavour.commands();
         let packed = match &command {
             Pending::Subscribe(channel) => redis::cmd(subscribe).arg(channel).get_packed_command(),
             Pending::Unsubscribe(channel) => {
@@ -266,7 +262,7 @@ impl Shared {
             }
         }
         for command in commands {
-            conn.queue(command, self.sharded);
+            conn.queue(command, self.flavour);
         }
     }
 
@@ -295,7 +291,7 @@ impl Shared {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         let mut reported = false;
         while !self.closed.load(Ordering::Acquire) {
-            if self.cluster && self.stop_if_idle() {
+            if self.flavour.in_cluster() && self.stop_if_idle() {
                 return;
             }
             let generation = self.endpoint.generation();
@@ -355,7 +351,7 @@ impl Shared {
             // confirmations wake them again.) In a cluster the node may be
             // gone for good: the waiters subscribe again where their slot
             // lives now.
-            if self.cluster && answered {
+            if self.flavour.in_cluster() && answered {
                 self.lot.lock().all_moved();
             } else {
                 self.lot.lock().connection_lost(answered);
@@ -419,7 +415,7 @@ impl Shared {
                 }
                 Err(e)
                     if e.is_timeout()
-                        && self.cluster
+                        && self.flavour.in_cluster()
                         && idle_since.is_some_and(|since| since.elapsed() >= IDLE_CLOSE)
                         && self.stop_if_idle() =>
                 {
@@ -428,7 +424,7 @@ impl Shared {
                 }
                 Err(e) if e.is_timeout() && !ping_sent => {
                     let mut conn = self.conn.lock();
-                    conn.queue(Pending::Ping, self.sharded);
+                    conn.queue(Pending::Ping, self.flavour);
                     self.flush_patiently(&mut conn)?;
                     ping_sent = true;
                 }

@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::endpoint::Endpoint;
 use crate::error::Result;
+use crate::net::endpoint::Endpoint;
 use conn::Conn;
 use entries::{Entry, Lot};
 
@@ -64,6 +64,35 @@ pub(crate) enum Flavour {
     Sharded,
 }
 
+impl Flavour {
+    /// The command the unlock scripts publish with: `publish`, or
+    /// `spublish` for sharded pub/sub (PROTOCOL §1.6).
+    pub fn publish(self) -> &'static str {
+        match self {
+            Flavour::Standalone | Flavour::ClusterClassic => "publish",
+            Flavour::Sharded => "spublish",
+        }
+    }
+
+    /// The subscribe and unsubscribe commands.
+    pub fn commands(self) -> (&'static str, &'static str) {
+        match self {
+            Flavour::Standalone | Flavour::ClusterClassic => ("SUBSCRIBE", "UNSUBSCRIBE"),
+            Flavour::Sharded => ("SSUBSCRIBE", "SUNSUBSCRIBE"),
+        }
+    }
+
+    /// Whether the connection is to one master of a cluster: a lost
+    /// connection or a lost shard subscription sends the waiters back to
+    /// the slot table.
+    pub fn in_cluster(self) -> bool {
+        match self {
+            Flavour::Standalone => false,
+            Flavour::ClusterClassic | Flavour::Sharded => true,
+        }
+    }
+}
+
 /// The client's subscriber. Dropping it closes the connection and ends the thread.
 pub(crate) struct Subscriber {
     shared: Arc<Shared>,
@@ -73,12 +102,8 @@ pub(crate) struct Subscriber {
 struct Shared {
     /// The server to (re)connect to: it moves on a Sentinel failover.
     endpoint: Arc<Endpoint>,
-    /// `SSUBSCRIBE`/`SUNSUBSCRIBE` (Redis 7 sharded pub/sub) instead of
-    /// `SUBSCRIBE`/`UNSUBSCRIBE`.
-    sharded: bool,
-    /// Connected to one master of a cluster: a lost connection or a lost
-    /// shard subscription sends the waiters back to the slot table.
-    cluster: bool,
+    /// What the connection is to, and the commands it speaks.
+    flavour: Flavour,
     connect_timeout: Duration,
     /// The bound on every write once connected, and the health check's
     /// silence while threads wait.
@@ -118,8 +143,7 @@ impl Subscriber {
         Subscriber {
             shared: Arc::new(Shared {
                 endpoint,
-                sharded: flavour == Flavour::Sharded,
-                cluster: flavour != Flavour::Standalone,
+                flavour,
                 connect_timeout,
                 response_timeout,
                 closed: AtomicBool::new(false),

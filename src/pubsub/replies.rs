@@ -108,7 +108,9 @@ impl Shared {
             (Pending::Ping, Reply::Pong) => {}
             // A refused PING still proves the server alive.
             (Pending::Ping, Reply::Refused(_)) => {}
-            (Pending::Subscribe(channel), Reply::Refused(e)) if self.cluster && moved_away(&e) => {
+            (Pending::Subscribe(channel), Reply::Refused(e))
+                if self.flavour.in_cluster() && moved_away(&e) =>
+            {
                 if conn.settled(&channel) && conn.subscribed.remove(&channel) {
                     let woken = self.lot.lock().moved(&channel);
                     log::debug!(

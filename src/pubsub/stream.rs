@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::{ConnectionAddr, Value};
 
-use crate::endpoint::Endpoint;
+use crate::net::endpoint::Endpoint;
 
 /// The subscriber's socket. Reads happen on the subscriber thread, writes
 /// under the connection mutex, each through its own clone of the socket.
@@ -17,7 +17,7 @@ pub(super) enum Stream {
     #[cfg(unix)]
     Unix(UnixStream),
     #[cfg(feature = "tls-rustls")]
-    Tls(crate::tls::TlsSocket),
+    Tls(crate::net::tls::TlsSocket),
 }
 
 /// A TCP connection to `host:port` (the first address that answers), with
@@ -52,7 +52,7 @@ impl Stream {
                 let config = endpoint.tls.clone().ok_or_else(|| {
                     io::Error::new(io::ErrorKind::Unsupported, "no TLS configuration")
                 })?;
-                Stream::Tls(crate::tls::TlsSocket::handshake(tcp, host, config)?)
+                Stream::Tls(crate::net::tls::TlsSocket::handshake(tcp, host, config)?)
             }
             #[cfg(unix)]
             ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),

@@ -1,7 +1,7 @@
 //! Where a client's connections go: the one server it talks to now.
 //!
 //! For a standalone server the endpoint never changes. Under Sentinel it
-//! is moved to the new master after a failover ([`crate::sentinel`]), and
+//! is moved to the new master after a failover (`crate::topology::sentinel`), and
 //! its generation counts the moves: pooled connections opened at an older
 //! generation are discarded on their next checkout, the watchdog reopens its
 //! connection, and the subscriber reconnects.
@@ -27,7 +27,7 @@ pub(crate) struct Endpoint {
     /// Set when something watches the topology: asks it to check now.
     recheck: OnceLock<Sender<()>>,
     /// Replicas connected to the server when last seen, for replica sync
-    /// ([`crate::replicas`]); -1: unknown. Forgotten when the endpoint moves.
+    /// (the engine's replica sync); -1: unknown. Forgotten when the endpoint moves.
     replicas: AtomicI64,
     /// When `replicas` was counted, in ms since [`EPOCH`].
     counted_at: AtomicU64,

@@ -2,58 +2,18 @@
 //! latch), and the one unlock-with-retry every type and guard goes through.
 
 use std::cell::Cell;
-use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::engine::holds::LeaseOutcome;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::LeaseOutcome;
 use crate::lock::Lock;
+use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, ReleaseRequest};
 use crate::names;
-use crate::scatter::{Prefetched, Recorder};
-use crate::scripts::UnlockOutcome;
+use crate::net::scatter::{Prefetched, Recorder};
+use crate::owner::RequestId;
 
 use redis::ConnectionLike;
-
-/// Identifies one unlock request. Redisson's unlock latch keys the outcome of
-/// an unlock by it, so sending the same request again (after a lost reply)
-/// returns the first outcome instead of releasing twice.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct RequestId(String);
-
-impl RequestId {
-    /// A fresh id: 16 random bytes as 32 lowercase hex digits, like Redisson's.
-    pub fn new() -> Self {
-        RequestId(uuid::Uuid::new_v4().simple().to_string())
-    }
-
-    pub(crate) fn from_parts(prefix: u64, seq: u64) -> Self {
-        RequestId(format!("{prefix:016x}{seq:016x}"))
-    }
-
-    /// The id as sent in the latch key.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Default for RequestId {
-    fn default() -> Self {
-        RequestId::new()
-    }
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RequestId({})", self.0)
-    }
-}
 
 /// Which unlock [`Lock::unlock_raw`] sends.
 #[derive(Clone, Copy)]
@@ -88,7 +48,7 @@ impl<K: Kind> Lock<K> {
     pub fn unlock_with_request_id(&self, request_id: &RequestId) -> Result<UnlockOutcome> {
         self.check()?;
         let field = self.owner_field();
-        let registry = &self.client.inner.registry;
+        let registry = &self.engine.registry;
         let hold = registry.live(&self.name, &field);
         // It sets the TTL when holds remain: a command the hold must count.
         let lease = self.lease()?.0;
@@ -170,7 +130,7 @@ impl<K: Kind> Lock<K> {
             name: &self.name,
             lease_ms,
             field,
-            publish: self.client.inner.publish,
+            publish: self.engine.publish,
             remaining,
             kept_ttl_ms: Cell::new(None),
         }
@@ -188,7 +148,7 @@ impl<K: Kind> Lock<K> {
         mut first: Option<Prefetched<'_>>,
         check: ReplicaCheck,
     ) -> Result<Option<UnlockOutcome>> {
-        let inner = &self.client.inner;
+        let inner = &*self.engine;
         let config = &inner.config;
         let (_, lease_ms) = self.lease()?;
         let latch = match unlock {
@@ -230,17 +190,17 @@ impl<K: Kind> Lock<K> {
                 })
             };
             let result = match first.take() {
-                Some(first) => self.client.with_prefetched("unlock", first, send),
+                Some(first) => self.engine.with_prefetched("unlock", first, send),
                 // A release no replica acknowledged is sent again (it is
                 // idempotent) like one whose reply was lost, then reported.
                 None => self
-                    .client
+                    .engine
                     .with_synced_connection(&self.name, "unlock", |con, resend| send(con, resend))
                     .and_then(
                         |(outcome, synced)| match synced.error("unlock", &self.name) {
                             Some(e)
                                 if check == ReplicaCheck::Enforce
-                                    && self.client.checks_replicas() =>
+                                    && self.engine.checks_replicas() =>
                             {
                                 Err(e)
                             }
@@ -296,11 +256,10 @@ impl<K: Kind> Lock<K> {
         self.check().ok()?;
         let field = self.owner_field();
         let remaining = self
-            .client
-            .inner
+            .engine
             .registry
             .live(&self.name, &field)
-            .map_or(0, |hold| crate::holds::Registry::count(&hold));
+            .map_or(0, |hold| crate::engine::holds::Registry::count(&hold));
         Some(Orphan {
             lock: self.clone(),
             field,

@@ -17,7 +17,7 @@ use redis::RedisError;
 use super::slot::key_slot;
 use super::{Cluster, redirect};
 use crate::error::{Error, Result};
-use crate::pool::Checkout;
+use crate::net::pool::Checkout;
 
 /// Retries after a reply that proves non-execution (or a node that
 /// refuses connections), not counting redirects. With [`RETRY_DELAY`]
@@ -147,6 +147,31 @@ impl Cluster {
                 }
             }
         }
+    }
+}
+
+impl Cluster {
+    /// Where a failed command's error from the node at `replied` sends it
+    /// after `ASKING`, by the rules [`Cluster::run`] follows: the target of
+    /// an `ASK` redirect; `None` for any other error.
+    pub(crate) fn ask_target(e: &Error, replied: &str) -> Option<Arc<str>> {
+        match next_step(e, replied) {
+            Next::Ask(to) => Some(to),
+            _ => None,
+        }
+    }
+
+    /// `ASKING`, then `command`, on a pooled connection to the node at
+    /// `addr` (which an `ASK` redirect named), once.
+    pub(crate) fn asking<T>(
+        &self,
+        addr: &Arc<str>,
+        command: impl FnOnce(&mut Checkout<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let pool = self.pool(addr)?;
+        let mut con = pool.get()?;
+        redis::cmd("ASKING").exec(&mut con)?;
+        command(&mut con)
     }
 }
 

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::error::{Error, LostReason, Result};
-use crate::guard::LockGuard;
-use crate::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::lock::Lock;
+use crate::lock::guard::LockGuard;
 use crate::locks::{AcquireRequest, Acquired, Kind, Queue};
 use crate::names;
 
@@ -20,7 +20,7 @@ impl<K: Kind> Lock<K> {
     /// and the "replaced" marker. Every [`Attempt`] must be finished by
     /// [`Lock::finish_attempt`].
     pub(crate) fn begin_attempt(&self, field: &str, lease: Duration) -> Result<Attempt> {
-        let registry = &self.client.inner.registry;
+        let registry = &self.engine.registry;
         // This thread's own count is the truth about its field: whatever else
         // Redis has there was left by an acquire whose reply was lost.
         let live = registry.live(&self.name, field);
@@ -33,7 +33,7 @@ impl<K: Kind> Lock<K> {
         // A reentry sets the TTL of a hold that a renewal may be setting too.
         let ticket = live.as_ref().map(|hold| hold.begin_lease(lease));
         let marker = live.as_ref().map(|_| {
-            let id = self.client.next_request_id();
+            let id = self.engine.next_request_id();
             names::replaced_marker(&self.name, id.as_str())
         });
         Ok(Attempt {
@@ -54,7 +54,7 @@ impl<K: Kind> Lock<K> {
         sent: Instant,
         acquired: Result<Acquired>,
     ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
-        let registry = &self.client.inner.registry;
+        let registry = &self.engine.registry;
         let Attempt { live, ticket, .. } = begun;
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
@@ -114,7 +114,7 @@ impl Attempt {
             marker: self
                 .marker
                 .as_deref()
-                .map(|key| (key, lock.client.inner.config.latch_ttl_ms())),
+                .map(|key| (key, lock.engine.config.latch_ttl_ms())),
             resend,
             queue,
         }

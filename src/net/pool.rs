@@ -15,9 +15,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
 
-use crate::connection::{Connector, PooledConnection};
-use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
+use crate::net::connection::{Connector, PooledConnection};
+use crate::net::endpoint::Endpoint;
+
+/// How long a command keeps trying to connect while the server refuses:
+/// long enough for a restarting server to listen again, short enough that a
+/// server that is down is an answer.
+pub(crate) const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 
 /// At most `max` connections, opened on demand and kept while idle.
 pub(crate) struct Pool {

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::LostReason;
+use crate::locks::Renewal;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
@@ -41,17 +42,6 @@ fn nanos_since_epoch(at: Instant) -> u64 {
 fn deadline_after(sent: Instant, lease: Duration) -> u64 {
     let lease = u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX);
     nanos_since_epoch(sent).saturating_add(lease)
-}
-
-/// How the watchdog renews a hold; each kind has its own script, and a
-/// renewal run sends each kind's holds in chunks of their own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Renewal {
-    /// The owner field still exists: the key gets the lease (PROTOCOL §10.2).
-    Field,
-    /// A reader: its own markers `<prefix>:1..count` and the hash get the
-    /// lease, never another holder's markers (PROTOCOL §10.3).
-    ReadMarkers { prefix: Arc<str> },
 }
 
 /// One thread's hold on one lock, shared by all its guards.

@@ -1,83 +1,29 @@
-//! The Lua scripts in `lua/`, how they are sent, and what their replies mean.
-//!
-//! Scripts go out as `EVALSHA`; a `NOSCRIPT` reply (a restarted or flushed
-//! server) loads the script and sends it again, as Redisson does (PROTOCOL §1.4).
+//! The watchdog's renewal batches (PROTOCOL §10): how a hold is renewed
+//! (its [`Renewal`]), the chunks of holds one script call renews, and what
+//! the replies say of each hold.
 
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
 
 use redis::{ConnectionLike, ServerErrorKind, Value};
 
+use crate::error::{Error, Result};
 use crate::lua::Lua;
 
-use crate::error::{Error, Result};
-use crate::locks::Acquired;
-
-static EXPIRE_IF_HELD: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../lua/expire_if_held.lua")));
-
-/// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
-/// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
-pub(crate) fn expire_if_held(
-    con: &mut dyn ConnectionLike,
-    name: &str,
-    field: &str,
-    lease_ms: u64,
-) -> Result<bool> {
-    let set: i64 = EXPIRE_IF_HELD
-        .key(name)
-        .arg(field)
-        .arg(lease_ms)
-        .invoke(con)?;
-    Ok(set == 1)
+/// How the watchdog renews a hold; each kind has its own script, and a
+/// renewal run sends each kind's holds in chunks of their own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The owner field still exists: the key gets the lease (PROTOCOL §10.2).
+    Field,
+    /// A reader: its own markers `<prefix>:1..count` and the hash get the
+    /// lease, never another holder's markers (PROTOCOL §10.3).
+    ReadMarkers { prefix: Arc<str> },
 }
 
 static RENEW_BATCH: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../lua/rlock_renew_batch.lua")));
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_renew_batch.lua")));
 static RENEW_READ_BATCH: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../lua/read_renew_batch.lua")));
-
-/// The outcome of one unlock attempt (PROTOCOL §2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnlockOutcome {
-    /// That was the last hold: the key is deleted and waiters were told.
-    Released,
-    /// The owner still holds the lock (reentrancy); its lease was reset.
-    StillHeld,
-}
-
-/// Reads an acquire script's reply the way every RLock-like script
-/// answers (PROTOCOL §2.1): nil acquired, `-3` acquired afresh (the crate's
-/// own), otherwise the holder's TTL (`-1`: no TTL).
-pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
-    match reply {
-        None => Acquired::Yes {
-            replaced: false,
-            token: None,
-        },
-        Some(-3) => Acquired::Yes {
-            replaced: true,
-            token: None,
-        },
-        Some(ttl) if ttl >= 0 => Acquired::No {
-            ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
-        },
-        // -1: the key exists without a TTL. (-2 cannot happen: the key exists.)
-        Some(_) => Acquired::No { ttl: None },
-    }
-}
-
-/// Reads an unlock script's reply: 1 freed, 0 holds remain, nil not held.
-pub(crate) fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
-    match reply {
-        None => Ok(None),
-        Some(1) => Ok(Some(UnlockOutcome::Released)),
-        Some(0) => Ok(Some(UnlockOutcome::StillHeld)),
-        Some(other) => Err(Error::UnexpectedReply(format!(
-            "unlock script returned {other}"
-        ))),
-    }
-}
+    LazyLock::new(|| Lua::new(include_str!("../../lua/read_renew_batch.lua")));
 
 /// What a renewal found for one `(name, owner field)` pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,22 +149,4 @@ fn decode_renewal(expected: usize, reply: Value) -> Result<Vec<Renewed>> {
             _ => Renewed::Gone,
         })
         .collect())
-}
-
-/// Milliseconds for the wire, rejecting what Redis cannot represent.
-pub(crate) fn lease_millis(what: &str, lease: Duration) -> Result<u64> {
-    /// A century: anything longer is a unit mistake, not a lease.
-    const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    if lease > MAX {
-        return Err(Error::invalid(format!(
-            "{what} of {lease:?} is longer than the maximum of 100 years"
-        )));
-    }
-    let ms = lease.as_millis();
-    if ms == 0 {
-        return Err(Error::invalid(format!(
-            "{what} must be at least 1 ms, got {lease:?}"
-        )));
-    }
-    u64::try_from(ms).map_err(|_| Error::invalid(format!("{what} of {lease:?} is out of range")))
 }

@@ -1,7 +1,6 @@
-//! Which subscriber a waiting thread subscribes through: the one of a
-//! standalone client, or in a cluster the one of the master serving the
-//! channel's slot, for sharded and classic pub/sub alike (as Redisson's
-//! `PublishSubscribeService.getEntry` picks it).
+//! A cluster's subscribers: a waiting thread subscribes through the one of
+//! the master serving the channel's slot, for sharded and classic pub/sub
+//! alike (as Redisson's `PublishSubscribeService.getEntry` picks it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::Cluster;
-use super::slot::key_slot;
-use crate::error::{Error, Result};
+use super::cluster::Cluster;
+use super::cluster::slot::key_slot;
+use crate::error::Result;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
 
 /// How often a waiter subscribes again when its subscription keeps moving
@@ -25,15 +24,6 @@ const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(50);
 /// up before the lookup gives up.
 const TABLE_CHANGES: u32 = 5;
 
-/// The client's subscribers.
-pub(crate) enum Subscribers {
-    /// A standalone server: one subscriber.
-    One(Subscriber),
-    /// A cluster: one subscriber per master with waited-on channels, made
-    /// on first use.
-    PerMaster(PerMaster),
-}
-
 /// A cluster's subscribers, by master address.
 pub(crate) struct PerMaster {
     cluster: Arc<Cluster>,
@@ -46,18 +36,18 @@ pub(crate) struct PerMaster {
 /// Subscribers by master address.
 type BySubscriber = HashMap<Arc<str>, Arc<Subscriber>>;
 
-impl Subscribers {
-    /// One subscriber per master of `cluster`, with `SSUBSCRIBE` when
-    /// `sharded`. Connects nothing until a thread waits. Every change of
-    /// the slot table retires the subscribers of nodes that serve no slot
-    /// any more (see [`Subscriber::retire`]): their waiters subscribe again
-    /// where their slots live now, and their threads end.
-    pub fn per_master(
+impl PerMaster {
+    /// One subscriber per master of `cluster`, of `flavour`. Connects
+    /// nothing until a thread waits. Every change of the slot table retires
+    /// the subscribers of nodes that serve no slot any more (see
+    /// [`Subscriber::retire`]): their waiters subscribe again where their
+    /// slots live now, and their threads end.
+    pub fn new(
         cluster: Arc<Cluster>,
-        sharded: bool,
+        flavour: Flavour,
         connect_timeout: Duration,
         response_timeout: Duration,
-    ) -> Subscribers {
+    ) -> PerMaster {
         let by_node = Arc::new(Mutex::new(HashMap::new()));
         let weak = Arc::downgrade(&by_node);
         cluster.on_change(move |masters| {
@@ -67,78 +57,48 @@ impl Subscribers {
             retire_all_but(&by_node, masters);
             true
         });
-        Subscribers::PerMaster(PerMaster {
+        PerMaster {
             cluster,
-            flavour: if sharded {
-                Flavour::Sharded
-            } else {
-                Flavour::ClusterClassic
-            },
+            flavour,
             connect_timeout,
             response_timeout,
             by_node,
-        })
+        }
     }
 
-    /// Registers the calling thread as a waiter on `entry` of `channel`
-    /// (see [`Subscriber::subscribe`]). In a cluster, on the subscriber of
-    /// the master serving `channel`'s slot; a subscription that turns out to
-    /// have moved away at once (a `MOVED` refusal) is made again after a
-    /// table refresh, up to 3 times.
-    pub fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
-        match self {
-            Subscribers::One(subscriber) => subscriber.subscribe(channel, entry, limit),
-            Subscribers::PerMaster(per_master) => per_master.subscribe(channel, entry, limit),
-        }
+    /// The flavour every subscriber of this cluster speaks.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
     }
 
     /// Whether some thread of this client waits on `entry` of `channel`.
-    /// Never waits for I/O.
     pub fn has_waiters(&self, channel: &str, entry: &str) -> bool {
-        match self {
-            Subscribers::One(subscriber) => subscriber.has_waiters(channel, entry),
-            Subscribers::PerMaster(per_master) => per_master
-                .current(channel)
-                .is_some_and(|subscriber| subscriber.has_waiters(channel, entry)),
-        }
+        self.current(channel)
+            .is_some_and(|subscriber| subscriber.has_waiters(channel, entry))
     }
 
-    /// Whether the waiter of `subscription` to `channel` must subscribe
-    /// again: its subscription moved away (see [`Subscription::is_moved`]),
-    /// or in a cluster, the slot table now names another master for the
-    /// channel (a failover whose old master is unreachable never tells its
-    /// subscribers). Never waits for I/O.
-    pub fn is_stale(&self, subscription: &Subscription, channel: &str) -> bool {
-        if subscription.is_moved() {
-            return true;
-        }
-        match self {
-            Subscribers::One(_) => false,
-            Subscribers::PerMaster(per_master) => !per_master
-                .current(channel)
-                .is_some_and(|subscriber| subscriber.serves(subscription)),
-        }
+    /// Whether `subscription` is not on the subscriber of the master that
+    /// the slot table names for `channel` now.
+    pub fn is_elsewhere(&self, subscription: &Subscription, channel: &str) -> bool {
+        !self
+            .current(channel)
+            .is_some_and(|subscriber| subscriber.serves(subscription))
     }
 
-    /// Channels subscribed (or being subscribed) and waiting threads, over
-    /// every subscriber.
+    /// Channels and waiting threads over every master's subscriber.
     pub fn stats(&self) -> (usize, usize) {
-        match self {
-            Subscribers::One(subscriber) => subscriber.stats(),
-            Subscribers::PerMaster(per_master) => {
-                let subscribers: Vec<Arc<Subscriber>> =
-                    per_master.by_node.lock().values().cloned().collect();
-                subscribers.iter().fold((0, 0), |(channels, waiters), s| {
-                    let (c, w) = s.stats();
-                    (channels + c, waiters + w)
-                })
-            }
-        }
+        let subscribers: Vec<Arc<Subscriber>> = self.by_node.lock().values().cloned().collect();
+        subscribers.iter().fold((0, 0), |(channels, waiters), s| {
+            let (c, w) = s.stats();
+            (channels + c, waiters + w)
+        })
     }
-}
 
-impl PerMaster {
-    fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
+    /// Registers the calling thread as a waiter on `entry` of `channel` on
+    /// the subscriber of the master serving `channel`'s slot; a
+    /// subscription that turns out to have moved away at once (a `MOVED`
+    /// refusal) is made again after a table refresh, up to 3 times.
+    pub fn subscribe(&self, channel: &str, entry: &str, limit: Instant) -> Result<Subscription> {
         let mut attempt = 0;
         loop {
             let subscriber = self.for_channel(channel)?;
@@ -187,9 +147,7 @@ impl PerMaster {
             return Ok(Arc::clone(subscriber));
         }
         self.cluster.schedule_refresh();
-        Err(Error::Unavailable {
-            reason: format!("no cluster master is known for slot {slot}"),
-        })
+        Err(super::no_master(slot))
     }
 
     /// The subscriber of the master serving `channel`'s slot, if one exists.

@@ -7,13 +7,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::error::{LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::lock::Lock;
+use crate::lock::unlock::{ReplicaCheck, Unlock};
+use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, Reentrant, Wake};
-use crate::scatter::Prefetched;
-use crate::scripts::UnlockOutcome;
-use crate::unlock::{ReplicaCheck, Unlock};
+use crate::net::scatter::Prefetched;
 
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.
@@ -127,14 +127,19 @@ impl<K: Kind> LockGuard<K> {
     /// Sets the key's TTL to `lease` if this owner still holds it (Redisson's
     /// `multilock-expire`); `false` when it does not. One round trip.
     pub(crate) fn set_lease(&self, lease: Duration) -> Result<bool> {
-        let lease_ms = crate::scripts::lease_millis("lease", lease)?;
+        let lease_ms = crate::config::millis("lease", lease)?;
         let ticket = self.hold.begin_lease(lease);
         let name = &self.lock.name;
         let result = self
             .lock
-            .client
+            .engine
             .with_logged_sync("set lease", name, |con, _| {
-                crate::scripts::expire_if_held(con, &self.lock.name, &self.hold.field, lease_ms)
+                crate::locks::replies::expire_if_held(
+                    con,
+                    &self.lock.name,
+                    &self.hold.field,
+                    lease_ms,
+                )
             });
         let outcome = match &result {
             Ok(true) => LeaseOutcome::Set,
@@ -181,10 +186,10 @@ struct Sending {
 fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Releasing {
     // Before anything else: a forked child must not touch the parent's
     // bookkeeping, whose mutexes may have been held at the fork.
-    if let Err(e) = lock.client.check_process() {
+    if let Err(e) = lock.engine.check_process() {
         return Releasing::Done(Err(e));
     }
-    let registry = &lock.client.inner.registry;
+    let registry = &lock.engine.registry;
     // Unregister first so that a renewal racing with this unlock does not
     // report a lock we are giving up as lost.
     let remaining = Registry::count(hold).saturating_sub(1);
@@ -234,7 +239,7 @@ fn finish_release<K: Kind>(
         ticket,
         sent,
     } = sending;
-    let registry = &lock.client.inner.registry;
+    let registry = &lock.engine.registry;
     let kept_ttl_ms = Cell::new(None);
     let result = lock.unlock_raw_from(
         &hold.field,
@@ -270,7 +275,7 @@ fn finish_release<K: Kind>(
             // finds the lock taken again and waits for the next release.
             // With a free core this returns at once.
             if let Wake::Channel { channel, entry } = lock.kind.wake(&lock.name, &hold.field)
-                && lock.client.inner.subscriber.has_waiters(&channel, &entry)
+                && lock.engine.topology.has_waiters(&channel, &entry)
             {
                 std::thread::yield_now();
             }
@@ -304,9 +309,9 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
                 }
             }
             Releasing::Send(step) => {
-                let in_flight = if holds.len() > 1 && lock.client.can_scatter() {
+                let in_flight = if holds.len() > 1 && lock.engine.can_scatter() {
                     lock.release_command(&hold.field, step.remaining)
-                        .and_then(|packed| lock.client.send(&packed))
+                        .and_then(|packed| lock.engine.send(&packed))
                 } else {
                     None
                 };

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::endpoint::Endpoint;
 use crate::error::Error;
+use crate::net::endpoint::Endpoint;
 
 /// Opens command connections with the client's connect and response timeouts:
 /// a lock library must never hang on a dead server.
@@ -74,7 +74,7 @@ impl PooledConnection {
 
 impl PooledConnection {
     /// Writes `cmd` without reading its reply (scatter/gather over several
-    /// servers: see `crate::scatter`).
+    /// servers: see `crate::net::scatter`).
     pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
         let result = self.con.send_packed_command(cmd);
         self.record(result)
@@ -259,7 +259,7 @@ impl Connector {
     /// the server answered (a wrong password, a missing permission) stays the
     /// server's error. Neither of the last two is transient.
     pub fn connect_error(&self, e: RedisError) -> Error {
-        if let Some(reason) = crate::tls::certificate_problem(&e) {
+        if let Some(reason) = crate::net::tls::certificate_problem(&e) {
             return Error::TlsCertificate {
                 server: self.endpoint.describe(),
                 reason,

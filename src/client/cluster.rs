@@ -3,6 +3,7 @@
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
 use crate::client::{Client, ClientBuilder};
+use crate::config::ShardedSubscription;
 
 impl Client {
     /// Starts configuring a client for the Redis Cluster that `seeds`
@@ -66,29 +67,6 @@ impl Client {
         builder.config.replica_sync = Some(true);
         builder
     }
-}
-
-/// Whether a cluster client uses Redis 7's sharded pub/sub (`SPUBLISH`,
-/// `SSUBSCRIBE`) for unlock messages, chosen exactly as Redisson 4.7.0's
-/// `ClusterServersConfig.shardedSubscriptionMode` chooses it. Java and Rust
-/// clients sharing locks must end up with the same choice: a waiter that
-/// `SSUBSCRIBE`s never hears a `PUBLISH`, and one that `SUBSCRIBE`s never
-/// hears an `SPUBLISH`. Redisson before 3.22 always publishes classically;
-/// 3.22 to 3.28 use sharded pub/sub whenever the server has it and cannot
-/// be switched off. Ignored outside a cluster (Redisson then always uses
-/// classic pub/sub).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ShardedSubscription {
-    /// Sharded when the first seed that answers accepts
-    /// `PUBSUB SHARDNUMSUB 0` (Redis 7+); classic otherwise. Redisson's
-    /// default. Costs one round trip when the client is built.
-    #[default]
-    Auto,
-    /// Always sharded (the server must support it).
-    On,
-    /// Always classic `PUBLISH`/`SUBSCRIBE`, on the channel slot's master.
-    Off,
 }
 
 impl ClientBuilder {

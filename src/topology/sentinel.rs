@@ -19,13 +19,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 use parking_lot::Mutex;
-use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
+use redis::{ConnectionInfo, RedisResult, Value};
 
-use crate::client::{Client, ClientBuilder};
-use crate::endpoint::{Endpoint, with_server};
 use crate::error::{Error, Result};
+use crate::net::endpoint::{Endpoint, with_server};
+use crate::net::tls::TlsSettings;
 use crate::pubsub::SubscriberHandle;
-use crate::tls::TlsSettings;
 
 /// How often the sentinels are asked for the master by default (Redisson's
 /// `scanInterval` for Sentinel, 1 s).
@@ -33,135 +32,28 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The least time between two lookups, however often one is asked for.
 const RECHECK_MIN: Duration = Duration::from_millis(50);
 
-/// What [`Client::sentinel_builder`] was given.
+/// What `Client::sentinel_builder` was given.
 pub(crate) struct SentinelSettings {
     master_name: String,
     sentinels: Vec<RedisResult<ConnectionInfo>>,
     scan_interval: Duration,
 }
 
-impl Client {
-    /// Starts configuring a client for the master that the Redis Sentinels
-    /// at `sentinels` monitor under `master_name` (Redisson's
-    /// `useSentinelServers().setMasterName(..).addSentinelAddress(..)`).
-    ///
-    /// [`build`](ClientBuilder::build) asks the sentinels in turn for the
-    /// master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`, one round trip
-    /// each, with the connect and response timeouts) and confirms it with
-    /// `ROLE`; it fails with [`Error::Unavailable`] when no sentinel names a
-    /// master that confirms ([`Error::TlsCertificate`] when every one was
-    /// refused over a TLS certificate). The client then follows the master: a thread
-    /// (`rlock-sentinel`, stopped with the client's last clone) asks again
-    /// every second (see [`ClientBuilder::sentinel_scan_interval`]), and at
-    /// once after a `READONLY` reply or a lost
-    /// connection. After a failover, new commands go to the new master
-    /// (pooled connections to the former one are discarded), the watchdog
-    /// renews the held locks there (a lock the new master has, because it
-    /// had replicated, stays held; one it lacks is reported
-    /// [lost](crate::LockGuard::is_lost) with reason
-    /// [`KeyGone`](crate::LostReason::KeyGone)), and waiting threads are woken to try
-    /// again while the subscriber moves. A command answered `READONLY` by
-    /// the former master waits up to the connect timeout for the move and is
-    /// sent once more (it provably did not run).
-    ///
-    /// The master is reached with the scheme (`rediss://` for TLS),
-    /// credentials and database of the first sentinel URL, unless
-    /// [`ClientBuilder::sentinel_master_url`] gives others. Each sentinel
-    /// is asked with its own URL's credentials (without them if it has no
-    /// password, as a sentinel answers when its URL carries the master's
-    /// password), never with a database. Between a
-    /// failover and the next lookup (at most a second), locks can still be
-    /// taken on the former master while it accepts writes; so can Redisson's.
-    ///
-    /// ```no_run
-    /// let client = redisson_lock::Client::sentinel_builder(
-    ///     "mymaster",
-    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
-    /// )
-    /// .build()?;
-    /// # Ok::<(), redisson_lock::Error>(())
-    /// ```
-    pub fn sentinel_builder(
-        master_name: &str,
-        sentinels: impl IntoIterator<Item = impl IntoConnectionInfo>,
-    ) -> ClientBuilder {
-        let sentinels: Vec<_> = sentinels
-            .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
-            .collect();
-        let template = match sentinels.first() {
-            Some(Ok(info)) => Ok(info.clone()),
-            Some(Err(e)) => Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "invalid sentinel URL",
-                e.to_string(),
-            ))),
-            None => Err(redis::RedisError::from((
-                redis::ErrorKind::InvalidClientConfig,
-                "no sentinel address given",
-            ))),
-        };
-        // The placeholder address is replaced by `template` at once.
-        let mut builder = Client::builder(("127.0.0.1", 0u16));
-        builder.info = template;
-        // Redisson waits for the replicas outside single-server mode.
-        builder.config.replica_sync = Some(true);
-        builder.sentinel = Some(SentinelSettings {
+impl SentinelSettings {
+    /// The sentinels at `sentinels`, asked for `master_name`, every second
+    /// by default.
+    pub fn new(master_name: &str, sentinels: Vec<RedisResult<ConnectionInfo>>) -> Self {
+        SentinelSettings {
             master_name: master_name.to_owned(),
             sentinels,
             scan_interval: POLL_INTERVAL,
-        });
-        builder
-    }
-}
-
-impl Client {
-    /// Under Sentinel, waits up to the connect timeout for the client to
-    /// follow the master past endpoint generation `generation`; whether it
-    /// did. `false` at once for a standalone server.
-    pub(crate) fn await_failover(&self, generation: u64) -> bool {
-        let endpoint = self.inner.pool.connector().endpoint();
-        endpoint.is_watched() && endpoint.await_move(generation, self.inner.config.connect_timeout)
-    }
-}
-
-impl ClientBuilder {
-    /// For a [Sentinel](Client::sentinel_builder) client: the scheme,
-    /// credentials and database to reach the master with, as a URL whose
-    /// host and port are ignored (e.g. `redis://:secret@master/2`).
-    /// Without it the first sentinel URL's are used.
-    /// [`build`](Self::build) fails with [`Error::InvalidArgument`] when
-    /// the builder is not a Sentinel one.
-    pub fn sentinel_master_url(mut self, url: impl IntoConnectionInfo) -> Self {
-        self.info = match self.sentinel {
-            Some(_) => url.into_connection_info(),
-            None => Err(not_sentinel("sentinel_master_url")),
-        };
-        self
-    }
-
-    /// For a [Sentinel](Client::sentinel_builder) client: how often the
-    /// sentinels are asked for the master (Redisson's `scanInterval`,
-    /// default 1 s). A `READONLY` reply or a lost connection still makes
-    /// the client ask at once. Each look-up costs a connection and one round
-    /// trip to a sentinel. [`build`](Self::build) fails with
-    /// [`Error::InvalidArgument`] outside 10 ms..=24 h, or when the builder
-    /// is not a Sentinel one.
-    pub fn sentinel_scan_interval(mut self, interval: Duration) -> Self {
-        match self.sentinel.as_mut() {
-            Some(settings) => settings.scan_interval = interval,
-            None => self.info = Err(not_sentinel("sentinel_scan_interval")),
         }
-        self
     }
-}
 
-fn not_sentinel(method: &str) -> redis::RedisError {
-    redis::RedisError::from((
-        redis::ErrorKind::InvalidClientConfig,
-        "a Sentinel setting on a builder that is not a Sentinel one",
-        format!("`{method}` needs `Client::sentinel_builder`"),
-    ))
+    /// How often the sentinels are asked (checked by [`Self::locate`]).
+    pub fn set_scan_interval(&mut self, interval: Duration) {
+        self.scan_interval = interval;
+    }
 }
 
 impl SentinelSettings {
@@ -409,7 +301,7 @@ impl Watcher {
 /// Why a sentinel gave no usable answer.
 struct Failure {
     message: String,
-    /// A TLS certificate was refused (see [`crate::tls::certificate_problem`]).
+    /// A TLS certificate was refused (see [`crate::net::tls::certificate_problem`]).
     certificate: bool,
 }
 
@@ -437,7 +329,7 @@ fn open(
         .and_then(|client| client.get_connection_with_timeout(connect))
         .map_err(|e| Failure {
             message: format!("cannot connect: {e}"),
-            certificate: crate::tls::certificate_problem(&e).is_some(),
+            certificate: crate::net::tls::certificate_problem(&e).is_some(),
         })?;
     con.set_read_timeout(Some(response))
         .and_then(|()| con.set_write_timeout(Some(response)))

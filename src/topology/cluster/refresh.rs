@@ -12,8 +12,8 @@ use redis::Value;
 
 use super::table::Table;
 use super::{State, node_addr};
-use crate::connection::Connector;
 use crate::error::{Error, Result};
+use crate::net::connection::Connector;
 
 /// The longest a topology read waits to connect, and for its reply: a node
 /// that does not answer within it is taken for gone, and the next is asked.

@@ -18,13 +18,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
-use crate::cluster::{Cluster, slot};
-use crate::connection::PooledConnection;
+use super::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
+use super::replicas::ReplicaSync;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::{Hold, LeaseOutcome, Registry, Renewal};
-use crate::pool::Pool;
-use crate::replicas::ReplicaSync;
-use crate::scripts::{self, RenewChunk, Renewed};
+use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
+use crate::net::connection::PooledConnection;
+use crate::net::endpoint::Endpoint;
+use crate::net::pool::Pool;
+use crate::topology::Topology;
+use crate::topology::cluster::{Cluster, slot};
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
@@ -59,16 +61,16 @@ impl Watchdog {
     /// each chunk goes to its slot's master over that master's pool.
     pub fn start(
         registry: Arc<Registry>,
-        pool: Arc<Pool>,
-        cluster: Option<Arc<Cluster>>,
+        topology: Arc<Topology>,
         lease: Duration,
         sync: Option<Arc<ReplicaSync>>,
     ) -> Result<Self> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
-        let generation = pool.connector().endpoint().generation();
-        let con = match cluster {
-            Some(_) => None,
-            None => Some(
+        let pool = topology.pool();
+        let generation = pool.map_or(0, |pool| pool.connector().endpoint().generation());
+        let con = match pool {
+            None => None,
+            Some(pool) => Some(
                 pool.connector()
                     .open_pooled()
                     .map_err(|e| pool.connector().connect_error(e))?,
@@ -76,8 +78,7 @@ impl Watchdog {
         };
         let worker = Worker {
             registry,
-            pool,
-            cluster,
+            topology,
             con: Mutex::new(con),
             generation: AtomicU64::new(generation),
             lease,
@@ -96,8 +97,9 @@ impl Watchdog {
 
 struct Worker {
     registry: Arc<Registry>,
-    pool: Arc<Pool>,
-    cluster: Option<Arc<Cluster>>,
+    /// Where renewals go: the one pool's endpoint over the worker's own
+    /// connection, or in a cluster each slot's master.
+    topology: Arc<Topology>,
     /// The watchdog's own connection (standalone only). Behind a mutex only
     /// so that a cluster run can share the worker with its per-master
     /// threads; taken once per round, never contended.
@@ -119,8 +121,8 @@ impl Worker {
             // Under Sentinel, a look every MOVE_CHECK (an atomic load) for
             // a failover: the locks are renewed on the new master at once,
             // before the copies it replicated run out.
-            let endpoint = self.pool.connector().endpoint();
-            let wake = if endpoint.is_watched() {
+            let endpoint = self.endpoint();
+            let wake = if endpoint.is_some_and(|endpoint| endpoint.is_watched()) {
                 next_tick.min(Instant::now() + MOVE_CHECK)
             } else {
                 next_tick
@@ -130,7 +132,9 @@ impl Worker {
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
             }
             if Instant::now() < next_tick
-                && endpoint.generation() == self.generation.load(Ordering::Acquire)
+                && endpoint.is_none_or(|endpoint| {
+                    endpoint.generation() == self.generation.load(Ordering::Acquire)
+                })
             {
                 continue;
             }
@@ -145,6 +149,20 @@ impl Worker {
         }
     }
 
+    /// The one pool of a single server or Sentinel master; `None` in a
+    /// cluster.
+    fn pool(&self) -> Result<&Arc<Pool>> {
+        self.topology.pool().ok_or_else(|| Error::Unavailable {
+            reason: "a cluster's renewals go to each slot's master".into(),
+        })
+    }
+
+    /// The server the watchdog's own connection goes to; `None` in a
+    /// cluster.
+    fn endpoint(&self) -> Option<&Arc<Endpoint>> {
+        self.topology.pool().map(|pool| pool.connector().endpoint())
+    }
+
     /// Runs `command` on the watchdog's connection, reopened if it was
     /// dropped; if it cannot be reopened (the server refuses new clients),
     /// on an idle pooled connection. A connection that dropped before the
@@ -153,14 +171,15 @@ impl Worker {
         &self,
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
+        let pool = self.pool()?;
         for attempt in 0..2 {
-            let now = self.pool.connector().endpoint().generation();
+            let now = pool.connector().endpoint().generation();
             if self.generation.swap(now, Ordering::AcqRel) != now {
                 *self.con.lock() = None;
             }
             let con = match self.con.lock().take() {
                 Some(con) => Some(con),
-                None => match self.pool.connector().open_pooled() {
+                None => match pool.connector().open_pooled() {
                     Ok(con) => Some(con),
                     Err(e) => {
                         log::debug!("redisson-lock: watchdog cannot reconnect: {e}");
@@ -176,14 +195,14 @@ impl Worker {
                         .is_err_and(|e| e.code() == Some("READONLY") || e.is_connection_dropped())
                     {
                         // A former master, or a lost one: look again.
-                        self.pool.connector().endpoint().suspect();
+                        pool.connector().endpoint().suspect();
                     }
                     if !result.as_ref().is_err_and(Error::is_transient) {
                         *self.con.lock() = Some(con);
                     }
                     result
                 }
-                None => match self.pool.try_get_idle() {
+                None => match pool.try_get_idle() {
                     Some(mut pooled) => command(&mut pooled),
                     None => Err(Error::Unavailable {
                         reason: "the watchdog cannot connect and no pooled connection is idle"
@@ -221,8 +240,8 @@ impl Worker {
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
-        if let Some(cluster) = self.cluster.clone() {
-            let complete = self.renew_in_cluster(&cluster, fields, readers, lease_ms);
+        if let Some(cluster) = self.topology.cluster() {
+            let complete = self.renew_in_cluster(cluster, fields, readers, lease_ms);
             log::debug!(
                 "redisson-lock: renewed {due} lock(s) in {:?}",
                 started.elapsed()
@@ -276,9 +295,9 @@ impl Worker {
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
         let result = match node {
             None => {
-                let (sync, pool) = (self.sync.clone(), Arc::clone(&self.pool));
+                let sync = self.sync.clone();
                 self.with_connection(|con| {
-                    let replies = scripts::renew_chunks(con, &chunks, lease_ms)?;
+                    let replies = lease::renew_chunks(con, &chunks, lease_ms)?;
                     // A chunk's error comes inside the reply: one from a
                     // former master sends Sentinel looking now, as an
                     // outer error does.
@@ -286,10 +305,10 @@ impl Worker {
                         .iter()
                         .any(|reply| reply.as_ref().is_err_and(|e| e.code() == Some("READONLY")))
                     {
-                        pool.connector().endpoint().suspect();
+                        self.endpoint().inspect(|endpoint| endpoint.suspect());
                     }
-                    if let Some(sync) = &sync {
-                        sync.wait_after_renewal(pool.connector().endpoint(), con);
+                    if let (Some(sync), Some(endpoint)) = (&sync, self.endpoint()) {
+                        sync.wait_after_renewal(endpoint, con);
                     }
                     Ok(replies)
                 })
@@ -341,7 +360,7 @@ impl Worker {
         complete
     }
 
-    fn renewed(&self, hold: &Arc<Hold>, state: Renewed, ticket: crate::holds::LeaseTicket) {
+    fn renewed(&self, hold: &Arc<Hold>, state: Renewed, ticket: LeaseTicket) {
         match state {
             Renewed::Held => {
                 hold.end_lease(ticket, LeaseOutcome::Set);
@@ -435,9 +454,10 @@ impl Worker {
 
 /// One pipelined renewal round on a pooled connection to the master at
 /// `addr`. A chunk answered `ASK` (its slot is being migrated and its locks
-/// already moved) is sent once more, after `ASKING`, to the importing node.
-/// A lost connection costs nothing but this round: the next run (early,
-/// after a failure) finds the new table.
+/// already moved) is sent once more, after `ASKING`, to the importing node,
+/// by the router's rules ([`Cluster::ask_target`]). A lost connection costs
+/// nothing but this round: the next run (early, after a failure) finds the
+/// new table.
 fn cluster_renewal(
     cluster: &Cluster,
     addr: &Arc<str>,
@@ -445,50 +465,35 @@ fn cluster_renewal(
     lease_ms: u64,
     sync: Option<&ReplicaSync>,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
-    let result = cluster.pool(addr).and_then(|pool| {
-        let mut con = pool.get()?;
-        let replies = scripts::renew_chunks(&mut con, chunks, lease_ms)?;
+    let renew = |con: &mut crate::net::pool::Checkout<'_>, chunks: &[RenewChunk<'_>]| {
+        let replies = lease::renew_chunks(con, chunks, lease_ms)?;
         if let Some(sync) = sync {
-            sync.wait_after_renewal(con.endpoint(), &mut con);
+            sync.wait_after_renewal(con.endpoint(), con);
         }
         Ok(replies)
-    });
+    };
+    let result = cluster
+        .pool(addr)
+        .and_then(|pool| renew(&mut pool.get()?, chunks));
     if result.as_ref().is_err_and(Error::is_transient) {
         cluster.schedule_refresh();
     }
     let mut replies = result?;
     for (reply, chunk) in replies.iter_mut().zip(chunks) {
         let target = match reply {
-            Err(Error::Redis(e)) if e.code() == Some("ASK") => crate::cluster::redirect(e, addr),
-            _ => None,
+            Err(e) => Cluster::ask_target(e, addr),
+            Ok(_) => None,
         };
-        if let Some((target, _)) = target {
-            *reply = renew_asking(cluster, &target, chunk, lease_ms, sync);
+        if let Some(target) = target {
+            let one = std::slice::from_ref(chunk);
+            *reply = cluster
+                .asking(&target, |con| renew(con, one))
+                .and_then(|mut replies| {
+                    replies
+                        .pop()
+                        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())))
+                });
         }
     }
     Ok(replies)
-}
-
-/// `ASKING` and one chunk's renewal on the node at `addr`.
-fn renew_asking(
-    cluster: &Cluster,
-    addr: &Arc<str>,
-    chunk: &RenewChunk<'_>,
-    lease_ms: u64,
-    sync: Option<&ReplicaSync>,
-) -> Result<Vec<Renewed>> {
-    let pool = cluster.pool(addr)?;
-    let mut con = pool.get()?;
-    redis::cmd("ASKING").exec(&mut con)?;
-    let one = RenewChunk {
-        read_markers: chunk.read_markers,
-        items: chunk.items.clone(),
-    };
-    let reply = scripts::renew_chunks(&mut con, std::slice::from_ref(&one), lease_ms)?
-        .pop()
-        .unwrap_or_else(|| Err(Error::UnexpectedReply("no renewal reply".into())));
-    if let Some(sync) = sync {
-        sync.wait_after_renewal(con.endpoint(), &mut con);
-    }
-    reply
 }

@@ -12,15 +12,10 @@
 //! `NOSCRIPT` is handled by the script call itself), or as a flagged resend
 //! after a dropped connection, which every lock command knows how to treat.
 
-mod builder;
 mod refresh;
 mod router;
 pub mod slot;
-mod subscribers;
 mod table;
-
-pub use builder::ShardedSubscription;
-pub(crate) use subscribers::Subscribers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,12 +26,13 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo};
 
-use crate::client::Config;
-use crate::connection::Connector;
-use crate::endpoint::Endpoint;
+use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result};
-use crate::pool::Pool;
-use crate::tls::TlsSettings;
+use crate::net::connection::Connector;
+use crate::net::endpoint::Endpoint;
+use crate::net::pool::Pool;
+use crate::net::tls::TlsSettings;
+use crate::pubsub::Flavour;
 use table::Table;
 
 /// How often the slot table is read again with nothing prompting it
@@ -293,23 +289,27 @@ pub(crate) fn redirect(e: &redis::RedisError, replied: &str) -> Option<(Arc<str>
 }
 
 impl Cluster {
-    /// Whether to use sharded pub/sub, per `mode`: for
-    /// [`ShardedSubscription::Auto`], whether the first seed that answers
-    /// accepts `PUBSUB SHARDNUMSUB 0` (one connect and one round trip).
-    /// Logs the choice.
-    pub fn sharded(&self, mode: ShardedSubscription) -> bool {
+    /// The pub/sub flavour per `mode`: for [`ShardedSubscription::Auto`],
+    /// sharded when the first seed that answers accepts `PUBSUB
+    /// SHARDNUMSUB 0` (one connect and one round trip). Logs the choice.
+    pub fn flavour(&self, mode: ShardedSubscription) -> Flavour {
         let sharded = match mode {
             ShardedSubscription::On => true,
             ShardedSubscription::Off => false,
             ShardedSubscription::Auto => self.state.probe_sharding(),
         };
+        let flavour = if sharded {
+            Flavour::Sharded
+        } else {
+            Flavour::ClusterClassic
+        };
         log::info!(
             "redisson-lock: Redis Cluster with {} pub/sub (sharded_subscription {mode:?}): \
              unlock scripts {}",
             if sharded { "sharded" } else { "classic" },
-            if sharded { "SPUBLISH" } else { "PUBLISH" }
+            flavour.publish().to_uppercase()
         );
-        sharded
+        flavour
     }
 }
 
@@ -342,15 +342,15 @@ impl State {
 }
 
 impl Cluster {
-    /// A client's cluster: the slot table read from the seeds, its refresh
-    /// thread, and the pool of one master, checked by opening one
-    /// connection (the build fails now if the cluster cannot be reached).
+    /// A client's cluster: the slot table read from the seeds and its
+    /// refresh thread, checked by opening one connection to a master (the
+    /// build fails now if the cluster cannot be reached).
     pub(crate) fn for_client(
         seeds: Vec<ConnectionInfo>,
         config: &Config,
         pool_size: u32,
         tls: &TlsSettings,
-    ) -> Result<(Arc<Pool>, Arc<Cluster>)> {
+    ) -> Result<Arc<Cluster>> {
         let cluster = Cluster::connect(
             seeds,
             tls.clone(),
@@ -365,25 +365,7 @@ impl Cluster {
             .ok_or_else(|| Error::Unavailable {
                 reason: "the cluster reports no master".into(),
             })?;
-        let pool = cluster.pool(&first)?;
-        drop(pool.get()?);
-        Ok((pool, Arc::new(cluster)))
-    }
-
-    /// The client's subscribers in `cluster` and the publish command its
-    /// unlock scripts get, per `mode` (see [`Cluster::sharded`]).
-    pub(crate) fn subscribers(
-        cluster: &Arc<Cluster>,
-        mode: ShardedSubscription,
-        config: &Config,
-    ) -> (Subscribers, &'static str) {
-        let sharded = cluster.sharded(mode);
-        let subscribers = Subscribers::per_master(
-            Arc::clone(cluster),
-            sharded,
-            config.connect_timeout,
-            config.response_timeout,
-        );
-        (subscribers, if sharded { "spublish" } else { "publish" })
+        drop(cluster.pool(&first)?.get()?);
+        Ok(Arc::new(cluster))
     }
 }

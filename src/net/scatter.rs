@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::client::{Client, RECONNECT_GRACE};
-use crate::error::{Error, Result};
-use crate::pool::Checkout;
+use crate::net::pool::Checkout;
 
 /// A connection that sends nothing: it keeps the first command a protocol
 /// call packs and fails it.
@@ -68,62 +66,15 @@ pub(crate) struct InFlight<'a> {
     sent: std::result::Result<(), RedisError>,
 }
 
-impl Client {
-    /// Whether this client's commands can be written ahead of their replies
-    /// on its one pool: not in a cluster (each name has its own master) nor
-    /// with replica sync (each write needs its `WAIT`); those take the
-    /// single-lock path, member after member.
-    pub(crate) fn can_scatter(&self) -> bool {
-        self.inner.cluster.is_none() && self.inner.sync.is_none()
-    }
-
-    /// Writes `packed` on a pooled connection of this client, without
-    /// waiting for one: `None` when every connection is busy (the caller
-    /// may hold them: several members on one client), then the command
-    /// goes the single-lock way after the others' replies. `Err` when no
-    /// connection could be had (nothing was sent); a failed write is kept
-    /// for the reply (the single-lock path's resend rule then applies).
-    pub(crate) fn send(&self, packed: &[u8]) -> Option<Result<InFlight<'_>>> {
-        let mut con = match self.inner.pool.get_no_wait()? {
-            Ok(con) => con,
-            Err(e) => return Some(Err(e)),
-        };
+impl<'a> InFlight<'a> {
+    /// Writes `packed` on `con` (a failed write is kept for the reply: the
+    /// single-lock path's resend rule then applies).
+    pub fn send(mut con: Checkout<'a>, packed: &[u8]) -> Self {
         let sent = con.send_packed(packed);
-        Some(Ok(InFlight {
+        InFlight {
             con: Some(con),
             sent,
-        }))
-    }
-
-    /// [`Client::with_connection`] whose first command is answered by a
-    /// reply already read: `command` runs on `first` (its first command
-    /// gets the prefetched reply, any further one goes to the server), and
-    /// once more on a fresh connection, as a resend, if that connection
-    /// had dropped.
-    pub(crate) fn with_prefetched<T>(
-        &self,
-        operation: &'static str,
-        mut first: Prefetched<'_>,
-        mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
-    ) -> Result<T> {
-        let timed_out_after = first.bound;
-        let result = match command(&mut first, false) {
-            Err(e) if e.is_connection_dropped() => {
-                drop(first); // discarded by the pool
-                match self.inner.pool.get_within(RECONNECT_GRACE) {
-                    Ok(mut con) => command(&mut con, true),
-                    Err(_) => Err(e),
-                }
-            }
-            other => other,
-        };
-        result.map_err(|e| match e {
-            Error::Redis(e) if e.is_timeout() => Error::Timeout {
-                operation,
-                after: timed_out_after.min(self.inner.config.response_timeout),
-            },
-            other => other,
-        })
+        }
     }
 }
 
@@ -162,6 +113,13 @@ pub(crate) struct Prefetched<'a> {
     /// The reply to the command sent, until the first command takes it.
     pending: Option<RedisResult<Value>>,
     bound: Duration,
+}
+
+impl Prefetched<'_> {
+    /// How long its reply was awaited: the bound a timeout reports.
+    pub fn bound(&self) -> Duration {
+        self.bound
+    }
 }
 
 impl ConnectionLike for Prefetched<'_> {

@@ -1,19 +1,24 @@
 //! [`Lock`], the handle on one named lock of any type of the family, and the
 //! one waiting loop every type shares.
 
+pub(crate) mod attempt;
+pub(crate) mod guard;
+pub(crate) mod kinds;
+pub(crate) mod unlock;
+
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redis::Commands;
 
-use crate::client::Client;
+use crate::config::millis as lease_millis;
+use crate::engine::Engine;
+use crate::engine::replicas::Synced;
 use crate::error::{Error, LostReason, Result};
-use crate::guard::LockGuard;
-use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake};
+use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake, epoch_millis};
 use crate::owner;
-use crate::replicas::Synced;
-use crate::scripts::lease_millis;
+use guard::LockGuard;
 
 /// What one acquire attempt got: the guard, or the holder's TTL.
 type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
@@ -63,7 +68,7 @@ type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
 /// # Ok(()) }
 /// ```
 pub struct Lock<K: Kind = Reentrant> {
-    pub(crate) client: Client,
+    pub(crate) engine: Arc<Engine>,
     pub(crate) name: Arc<str>,
     pub(crate) kind: Arc<K>,
     pub(crate) lease: Option<Duration>,
@@ -72,7 +77,7 @@ pub struct Lock<K: Kind = Reentrant> {
 impl<K: Kind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Lock {
-            client: self.client.clone(),
+            engine: Arc::clone(&self.engine),
             name: Arc::clone(&self.name),
             kind: Arc::clone(&self.kind),
             lease: self.lease,
@@ -81,17 +86,12 @@ impl<K: Kind> Clone for Lock<K> {
 }
 
 impl<K: Kind> Lock<K> {
-    pub(crate) fn new(client: Client, name: String) -> Lock<K> {
-        let kind = K::new(&name);
-        Lock::with_kind(client, name, kind)
-    }
-
-    /// A handle whose type needs more than the name (a setting of the
-    /// client, say) to derive its view of the lock.
-    pub(crate) fn with_kind(client: Client, name: String, kind: K) -> Lock<K> {
+    /// A handle on the lock `name` of `engine`'s client: the kind derives
+    /// its view of the lock (its keys, the settings it needs) once, here.
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> Lock<K> {
         Lock {
-            kind: Arc::new(kind),
-            client,
+            kind: Arc::new(K::new(&name, &engine.config)),
+            engine,
             name: name.into(),
             lease: None,
         }
@@ -155,15 +155,14 @@ impl<K: Kind> Lock<K> {
     /// was a lock to delete. Guards of this client on it become lost.
     pub fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        let registry = &self.client.inner.registry;
+        let registry = &self.engine.registry;
         // Only holds taken before the delete are lost; one taken by another
         // thread right after it is not.
         let before = registry.holds_on(&self.name);
         let deleted = self
-            .client
+            .engine
             .with_logged_sync("force unlock", &self.name, |con, _| {
-                self.kind
-                    .force_unlock(con, &self.name, self.client.inner.publish)
+                self.kind.force_unlock(con, &self.name, self.engine.publish)
             })?;
         for hold in &before {
             registry.lose(hold, LostReason::ForceUnlocked);
@@ -175,7 +174,7 @@ impl<K: Kind> Lock<K> {
     /// this type (`EXISTS` for the reentrant lock). One round trip.
     pub fn is_locked(&self) -> Result<bool> {
         self.check()?;
-        self.client
+        self.engine
             .with_connection(&self.name, "is_locked", |con, _| {
                 self.kind.is_locked(con, &self.name)
             })
@@ -185,7 +184,7 @@ impl<K: Kind> Lock<K> {
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.check()?;
         let field = self.owner_field();
-        self.client
+        self.engine
             .with_connection(&self.name, "is_held_by_current_thread", |con, _| {
                 Ok(con.hexists(&*self.name, &field)?)
             })
@@ -196,7 +195,7 @@ impl<K: Kind> Lock<K> {
         self.check()?;
         let field = self.owner_field();
         let count: Option<u64> =
-            self.client
+            self.engine
                 .with_connection(&self.name, "hold_count", |con, _| {
                     Ok(con.hget(&*self.name, &field)?)
                 })?;
@@ -208,7 +207,7 @@ impl<K: Kind> Lock<K> {
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check()?;
         let ttl: i64 = self
-            .client
+            .engine
             .with_connection(&self.name, "remaining_ttl", |con, _| {
                 Ok(con.pttl(&*self.name)?)
             })?;
@@ -244,7 +243,7 @@ impl<K: Kind> Lock<K> {
         };
         if K::GIVES_UP && gave_up {
             let give_up = self
-                .client
+                .engine
                 .with_logged_sync("give up", &self.name, |con, _| {
                     self.kind.give_up(con, &field, wait_ms)
                 });
@@ -274,7 +273,7 @@ impl<K: Kind> Lock<K> {
             Ok(guard) => return Ok(Some(guard)),
             Err(ttl) => ttl,
         };
-        let config = &self.client.inner.config;
+        let config = &self.engine.config;
         let now = Instant::now();
         if deadline.is_some_and(|deadline| now >= deadline) {
             return Ok(None);
@@ -284,7 +283,7 @@ impl<K: Kind> Lock<K> {
             let limit = Instant::now() + config.subscription_timeout.min(ttl.unwrap_or(fallback));
             deadline.map_or(limit, |deadline| limit.min(deadline))
         };
-        let subscribers = &self.client.inner.subscriber;
+        let subscribers = &*self.engine.topology;
         let (channel, mut subscription, mut backoff) = match self.kind.wake(&self.name, field) {
             Wake::Channel { channel, entry } => {
                 let subscription =
@@ -358,7 +357,7 @@ impl<K: Kind> Lock<K> {
         queue: Option<Queue>,
         deadline: Option<Instant>,
     ) -> Result<Attempt<K>> {
-        let config = &self.client.inner.config;
+        let config = &self.engine.config;
         let mut retries = 0;
         loop {
             let (acquired, synced) = self.attempt_once(field, lease, lease_ms, queue)?;
@@ -369,7 +368,7 @@ impl<K: Kind> Lock<K> {
             let Some(error) = synced.error("lock", &self.name) else {
                 return Ok(Ok(guard));
             };
-            if !self.client.checks_replicas() {
+            if !self.engine.checks_replicas() {
                 log::warn!("redisson-lock: {error}");
                 return Ok(Ok(guard));
             }
@@ -407,7 +406,7 @@ impl<K: Kind> Lock<K> {
         // have run) does not.
         let mut sent = Instant::now();
         let acquired = self
-            .client
+            .engine
             .with_synced_connection(&self.name, "lock", |con, resend| {
                 if !resend {
                     sent = Instant::now();
@@ -428,16 +427,14 @@ impl<K: Kind> Lock<K> {
     /// The lease an acquisition through this handle sets. (The caller has
     /// run [`Lock::check`].)
     pub(crate) fn lease(&self) -> Result<(Duration, u64)> {
-        let lease = self
-            .lease
-            .unwrap_or(self.client.inner.config.watchdog_timeout);
+        let lease = self.lease.unwrap_or(self.engine.config.watchdog_timeout);
         Ok((lease, lease_millis("lease", lease)?))
     }
 
     /// The checks every public operation starts with, once: a usable name,
     /// and a client built in this process (one `getpid`).
     pub(crate) fn check(&self) -> Result<()> {
-        self.client.check_process()?;
+        self.engine.check_process()?;
         if self.name.is_empty() {
             return Err(Error::invalid("lock name must not be empty"));
         }
@@ -446,7 +443,7 @@ impl<K: Kind> Lock<K> {
 
     pub(crate) fn owner_field(&self) -> String {
         self.kind.owner_field(owner::owner_field(
-            self.client.id(),
+            &self.engine.id,
             owner::current_thread_id(),
         ))
     }
@@ -461,7 +458,7 @@ impl<K: Kind> Lock<K> {
     pub(crate) fn not_held(&self) -> Error {
         Error::NotHeld {
             name: self.name.to_string(),
-            client_id: self.client.id().to_owned(),
+            client_id: self.engine.id.to_owned(),
             thread_id: owner::current_thread_id(),
         }
     }
@@ -473,18 +470,7 @@ impl<K: Kind> fmt::Debug for Lock<K> {
             .field("type", &K::REDISSON)
             .field("name", &self.name)
             .field("lease", &self.lease)
-            .field("client", &self.client.id())
+            .field("client", &self.engine.id)
             .finish()
     }
-}
-
-/// The client's wall clock in ms since the Unix epoch: a fair lock's queue
-/// scores (PROTOCOL §3), which is why fair locks need roughly synchronised
-/// clocks across hosts.
-pub(crate) fn epoch_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }

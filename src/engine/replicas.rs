@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
-use crate::client::{Client, ClientBuilder, Config};
-use crate::endpoint::Endpoint;
+use super::Engine;
 use crate::error::{Error, Result};
+use crate::net::endpoint::Endpoint;
 
 /// The replica sync settings. The replica count is kept per master, on its
 /// [`Endpoint`].
@@ -214,72 +214,8 @@ impl ConnectionLike for Waiting<'_> {
     }
 }
 
-/// Redisson's `slavesSyncTimeout`.
-const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
-
-impl Config {
-    /// The `WAIT` timeout: the one set, else 1 s, or half the response
-    /// timeout when that is shorter (a lock command's reply waits for its
-    /// `WAIT`, so the wait must end well within the response timeout).
-    pub fn replicas_sync_timeout(&self) -> Duration {
-        self.replicas_sync_timeout
-            .unwrap_or_else(|| DEFAULT_SYNC_TIMEOUT.min(self.response_timeout / 2))
-    }
-}
-
-/// Checks the replica sync settings at build time.
-pub(crate) fn check_config(config: &Config) -> Result<()> {
-    if let Some(timeout) = config.replicas_sync_timeout
-        && config.replica_sync.is_some()
-        && timeout >= config.response_timeout
-    {
-        return Err(Error::invalid(format!(
-            "the replicas sync timeout ({timeout:?}) must be shorter than the response \
-             timeout ({:?}): a lock command's reply waits for its WAIT",
-            config.response_timeout
-        )));
-    }
-    Ok(())
-}
-
-impl ClientBuilder {
-    /// Follows every lock script that writes (acquire, unlock, force
-    /// unlock, a fair lock's give-up, renewals) with `WAIT <connected
-    /// replicas> <timeout>` in the same round trip, as Redisson does outside
-    /// single-server mode (`checkLockSyncedSlaves`). With `check` true, an
-    /// acquire that no replica acknowledged is undone and retried (the
-    /// [`unlock_retries`](Self::unlock_retries) settings, while the caller's
-    /// wait lasts: a `try_lock` makes one attempt), then fails with
-    /// [`Error::NotReplicated`]; an unlock is retried the same way (it is
-    /// idempotent). With `check` false the `WAIT` is still sent and a missing
-    /// acknowledgement only logged.
-    ///
-    /// Off by default for a standalone server; on, with `check` true, for
-    /// Sentinel and Redis Cluster, as in Redisson. It costs one `INFO
-    /// replication` round trip for the first write to each master (its
-    /// replica count is cached per master), then nothing extra unless
-    /// replicas lag: the reply waits for the acknowledgement, at most the
-    /// [timeout](Self::replicas_sync_timeout).
-    /// Replicas that are disconnected when the lock is written are not
-    /// waited for (Redisson's rule): a master that lost its replicas still
-    /// grants locks a failover would lose.
-    pub fn check_lock_synced_replicas(mut self, check: bool) -> Self {
-        self.config.replica_sync = Some(check);
-        self
-    }
-
-    /// How long a lock write waits for its replicas' acknowledgement
-    /// (Redisson's `slavesSyncTimeout`); must be shorter than the response
-    /// timeout. Unset, it is 1 s, or half the
-    /// [response timeout](Self::response_timeout) when that is shorter.
-    pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.config.replicas_sync_timeout = Some(timeout);
-        self
-    }
-}
-
-impl Client {
-    /// [`Client::with_connection`] for lock writes: with replica sync on,
+impl Engine {
+    /// [`Engine::with_connection`] for lock writes: with replica sync on,
     /// each lock script `command` sends is followed by a `WAIT` on the same
     /// connection, and the verdict on the last one comes with the result.
     pub(crate) fn with_synced_connection<T>(
@@ -288,7 +224,7 @@ impl Client {
         operation: &'static str,
         mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<(T, Synced)> {
-        match &self.inner.sync {
+        match &self.sync {
             None => self
                 .with_connection(key, operation, |con, resend| command(con, resend))
                 .map(|value| (value, Synced::Yes)),
@@ -301,7 +237,7 @@ impl Client {
         }
     }
 
-    /// [`Client::with_synced_connection`] for writes whose operation has no
+    /// [`Engine::with_synced_connection`] for writes whose operation has no
     /// retry of its own (force unlock, a fair lock's give-up, a MultiLock's
     /// lease): a missing acknowledgement is logged.
     pub(crate) fn with_logged_sync<T>(
@@ -319,7 +255,7 @@ impl Client {
 
     /// Whether an unacknowledged write fails its operation.
     pub(crate) fn checks_replicas(&self) -> bool {
-        self.inner.sync.as_ref().is_some_and(|sync| sync.check)
+        self.sync.as_ref().is_some_and(|sync| sync.check)
     }
 }
 

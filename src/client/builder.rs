@@ -1,0 +1,150 @@
+//! [`ClientBuilder`]: a client's settings, checked and put to work by
+//! [`ClientBuilder::build`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ConnectionInfo, RedisResult};
+
+use crate::client::Client;
+use crate::config::{Config, ShardedSubscription};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::names;
+use crate::net::tls::TlsSettings;
+use crate::topology::sentinel::SentinelSettings;
+use crate::topology::{Target, Topology};
+
+/// Builds a [`Client`]; see [`Client::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ClientBuilder {
+    /// The server's URL; under Sentinel, the master's scheme and settings;
+    /// in a cluster, the first seed.
+    pub(crate) info: RedisResult<ConnectionInfo>,
+    pub(crate) config: Config,
+    pub(crate) pool_size: u32,
+    pub(crate) tls: TlsSettings,
+    pub(crate) sentinel: Option<SentinelSettings>,
+    /// Cluster seeds (`info` is the first one); `None` for one server.
+    pub(crate) seeds: Option<Vec<ConnectionInfo>>,
+    /// Sharded pub/sub in a cluster (ignored on one server).
+    pub(crate) sharded: ShardedSubscription,
+}
+
+impl ClientBuilder {
+    /// Redisson's defaults for the server (or first seed) `info`.
+    pub(crate) fn new(info: RedisResult<ConnectionInfo>) -> Self {
+        ClientBuilder {
+            info,
+            config: Config::default(),
+            pool_size: names::DEFAULT_POOL_SIZE,
+            tls: TlsSettings::default(),
+            sentinel: None,
+            seeds: None,
+            sharded: ShardedSubscription::Auto,
+        }
+    }
+
+    /// The lease of locks taken without an explicit one, and the `PEXPIRE`
+    /// the watchdog renews them to every third of it. Redisson's
+    /// `lockWatchdogTimeout`; default 30 s. Java and Rust clients sharing
+    /// locks should agree on it.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.config.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Maximum number of pooled command connections (default 32). A thread
+    /// holds one only for the duration of a command.
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Limit on opening a connection, and on waiting for a free pooled one
+    /// (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Limit on waiting for any one reply (default 3 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// How often an unlock whose reply was lost (a response timeout, a
+    /// dropped connection) is sent again, and how long to pause before each
+    /// retry (default 3 times, 500 ms). A guard's release sets the count the
+    /// thread keeps and an unlock with a request id replays its latch, so
+    /// these retries never release twice. No retry is made when no
+    /// connection can be had at all: the server refusing is an answer.
+    pub fn unlock_retries(mut self, attempts: u32, delay: Duration) -> Self {
+        self.config.retry_attempts = attempts;
+        self.config.retry_delay = delay;
+        self
+    }
+
+    /// Limit on waiting for the server to confirm a subscription before the
+    /// second acquire attempt (default 7.5 s, Redisson's
+    /// `subscriptionTimeout`). A waiter never waits longer than the holder's
+    /// TTL for it either.
+    pub fn subscription_timeout(mut self, timeout: Duration) -> Self {
+        self.config.subscription_timeout = timeout;
+        self
+    }
+
+    /// The wait a fair lock queues a thread with when the thread has no wait
+    /// budget of its own ([`Lock::lock`](crate::Lock::lock)): a queued waiter that has not
+    /// taken the lock this long after it joined is dropped from the queue
+    /// (and joins again at the tail on its next attempt). Redisson's
+    /// `fairLockWaitTimeout`; default 300 s. Every client of a fair lock, Java
+    /// or Rust, should use the same value: queue deadlines are shifted by each
+    /// acquirer's own. Checked by [`build`](Self::build): 1 ms to 100 years.
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.config.fair_lock_wait_timeout = timeout;
+        self
+    }
+
+    /// Checks the settings, connects (failing fast on a refused connection
+    /// or wrong credentials, within the connect timeout on a silent server),
+    /// and starts the watchdog thread.
+    pub fn build(self) -> Result<Client> {
+        let info = self
+            .info
+            .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
+        let config = self.config;
+        config.check()?;
+        if self.pool_size == 0 || self.pool_size > 10_000 {
+            return Err(Error::invalid(format!(
+                "pool size must be between 1 and 10000, got {}",
+                self.pool_size
+            )));
+        }
+        let target = match (self.seeds, self.sentinel) {
+            (None, None) => Target::Single(info),
+            (None, Some(sentinel)) => Target::Sentinel(info, sentinel),
+            (Some(seeds), None) => Target::Cluster(seeds, self.sharded),
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "a client is either for Sentinel or for a cluster, not both",
+                ));
+            }
+        };
+        let topology = Topology::connect(target, &config, self.pool_size, &self.tls)?;
+        Ok(Client {
+            engine: Arc::new(Engine::start(config, topology)?),
+        })
+    }
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("config", &self.config)
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,195 @@
+//! [`Client`], the public face of one client's engine and the factory of
+//! its locks, and [`ClientBuilder`] with every knob: the common ones in
+//! `builder.rs`, each topology's and feature's beside it (`sentinel.rs`,
+//! `cluster.rs`, `tls.rs`, `replicas.rs`).
+
+mod builder;
+mod cluster;
+mod replicas;
+mod sentinel;
+#[cfg(feature = "tls-rustls")]
+mod tls;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::engine::Engine;
+use crate::lock::Lock;
+use crate::lock::kinds::{
+    FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
+};
+use crate::owner;
+
+pub use builder::ClientBuilder;
+
+/// A connection to one Redis server (or one Redis Cluster, see
+/// [`Client::cluster_builder`]) and the factory of its locks; the Rust
+/// counterpart of a `RedissonClient`.
+///
+/// A client has a random UUID ([`Client::id`]) that appears in the hash field
+/// of every lock its threads hold, a pool of command connections, one watchdog
+/// thread that renews every lock it holds, and one subscriber connection and
+/// thread (opened on the first wait) that wakes every thread waiting for one of
+/// its locks. In a cluster: a pool and a subscriber per master, and a thread
+/// (`rlock-cluster`) that keeps the slot table current. Create one per
+/// process and share it: it is cheap to clone, and
+/// all clones are the same client. The threads and connections close when the
+/// last clone, lock and guard are dropped.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = redisson_lock::Client::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(30))
+///     .build()?;
+/// println!("this client writes fields named {}:<thread>", client.id());
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) engine: Arc<Engine>,
+}
+
+impl Client {
+    /// Connects to the Redis server at `url` with default settings.
+    ///
+    /// `url` is anything redis-rs accepts, e.g. `redis://127.0.0.1:6379/`,
+    /// `redis://user:secret@host:6380/0` or `redis+unix:///run/redis.sock`.
+    /// Fails with [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for an unparsable URL and with
+    /// [`Error::Unavailable`](crate::Error::Unavailable) when no connection
+    /// can be made within the connect timeout (10 s by default).
+    pub fn open(url: impl IntoConnectionInfo) -> crate::Result<Client> {
+        Client::builder(url).build()
+    }
+
+    /// Starts configuring a client for the server at `url`. No I/O until
+    /// [`ClientBuilder::build`].
+    pub fn builder(url: impl IntoConnectionInfo) -> ClientBuilder {
+        ClientBuilder::new(url.into_connection_info())
+    }
+
+    /// This client's id: a random v4 UUID, lowercase and hyphenated, the first
+    /// half of the `<id>:<thread>` hash field of every lock it holds.
+    pub fn id(&self) -> &str {
+        &self.engine.id
+    }
+
+    /// The hash field that identifies the calling thread of this client as a
+    /// lock holder: `<client id>:<thread number>`.
+    pub fn owner_field(&self) -> String {
+        owner::owner_field(&self.engine.id, owner::current_thread_id())
+    }
+
+    /// The calling thread's number in owner fields: unique in this process,
+    /// stable for the thread's life. (Java uses `Thread.getId()` there.)
+    pub fn thread_id() -> u64 {
+        owner::current_thread_id()
+    }
+
+    /// The watchdog timeout: the lease of locks taken without an explicit
+    /// lease, renewed every third of it.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.engine.config.watchdog_timeout
+    }
+
+    /// A handle on the reentrant lock called `name` (Redisson's `getLock`).
+    /// This does not talk to Redis; an empty name is reported by the first
+    /// operation on the lock.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the fenced lock called `name` (Redisson's
+    /// `getFencedLock`): the reentrant lock plus a token per acquisition.
+    /// This does not talk to Redis.
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the fair lock called `name` (Redisson's `getFairLock`):
+    /// waiters are served in arrival order, Java and Rust alike. This does
+    /// not talk to Redis.
+    pub fn fair_lock(&self, name: impl Into<String>) -> FairLock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the non-reentrant fair lock called `name` (Redisson's
+    /// `getNonReentrantFairLock`, 4.4.0+): a fair lock its holder cannot
+    /// take again. This does not talk to Redis.
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> NonReentrantFairLock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the read/write lock called `name` (Redisson's
+    /// `getReadWriteLock`): a read lock and a write lock over one hash.
+    /// This does not talk to Redis.
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the spin lock called `name` (Redisson's `getSpinLock`):
+    /// the reentrant lock's layout without pub/sub; its waiters poll with an
+    /// exponential backoff (1 ms to 128 ms, see
+    /// [`SpinLock::with_backoff`](crate::Lock::with_backoff)). This does
+    /// not talk to Redis.
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the non-reentrant lock called `name` (Redisson's
+    /// `getNonReentrantLock`, 4.4.0+): the reentrant lock's layout, but a
+    /// second acquisition by the holder is refused with
+    /// [`Error::NotReentrant`](crate::Error::NotReentrant). This does not
+    /// talk to Redis.
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
+        Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let topology = &self.engine.topology;
+        let (subscribed_channels, waiters) = topology.subscriber_stats();
+        let (pooled_connections, idle_connections) = topology.pool_state();
+        Diagnostics {
+            registered_holds: self.engine.registry.len(),
+            subscribed_channels,
+            waiters,
+            pooled_connections,
+            idle_connections,
+        }
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Deliberately not the connection info: it may carry credentials.
+        f.debug_struct("Client")
+            .field("id", &self.engine.id)
+            .field("watchdog_timeout", &self.engine.config.watchdog_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a client is tracking right now; see [`Client::diagnostics`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Diagnostics {
+    /// Locks held through this client, one per (lock, thread).
+    pub registered_holds: usize,
+    /// Channels the subscriber is subscribed to, or subscribing to (in a
+    /// cluster, over every master's subscriber).
+    pub subscribed_channels: usize,
+    /// Threads currently waiting for a lock through the subscriber.
+    pub waiters: usize,
+    /// Command connections open in the pool (in a cluster, in every
+    /// master's pool).
+    pub pooled_connections: u32,
+    /// Of those, how many are idle.
+    pub idle_connections: u32,
+}

@@ -1,0 +1,145 @@
+//! The plain settings every layer reads ([`Config`]), checked once by the
+//! builder, and the few setting types and checks they share.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::names;
+
+/// Settings fixed when the client is built. (`pub` only so that the sealed
+/// lock protocol can take it: the module is private, so no user can name
+/// it.)
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub watchdog_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    pub retry_attempts: u32,
+    pub retry_delay: Duration,
+    pub subscription_timeout: Duration,
+    pub fair_lock_wait_timeout: Duration,
+    /// `WAIT` after lock writes: `None` off; `Some(check)` on, `check` making
+    /// an unacknowledged write an error (see [`crate::replicas`]).
+    pub replica_sync: Option<bool>,
+    /// The `WAIT` timeout; `None`: 1 s, or half the response timeout if
+    /// that is shorter (see [`Config::replicas_sync_timeout`]).
+    pub replicas_sync_timeout: Option<Duration>,
+}
+
+impl Config {
+    /// How long an unlock latch must outlive the unlock call: every retry
+    /// of the call fits inside it.
+    pub fn latch_ttl_ms(&self) -> u64 {
+        let per_attempt = self.response_timeout.saturating_add(self.retry_delay);
+        let total = per_attempt.saturating_mul(self.retry_attempts.saturating_add(1));
+        u64::try_from(total.as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+}
+
+impl Default for Config {
+    /// Redisson's defaults (see [`names`]).
+    fn default() -> Self {
+        Config {
+            watchdog_timeout: names::DEFAULT_WATCHDOG_TIMEOUT,
+            connect_timeout: names::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: names::DEFAULT_RESPONSE_TIMEOUT,
+            retry_attempts: names::DEFAULT_RETRY_ATTEMPTS,
+            retry_delay: names::DEFAULT_RETRY_DELAY,
+            subscription_timeout: names::DEFAULT_SUBSCRIPTION_TIMEOUT,
+            fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
+            replica_sync: None,
+            replicas_sync_timeout: None,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting; the builder's `build` calls this once.
+    pub fn check(&self) -> Result<()> {
+        millis("watchdog timeout", self.watchdog_timeout)?;
+        millis("fair lock wait timeout", self.fair_lock_wait_timeout)?;
+        if self.watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::invalid(format!(
+                "watchdog timeout must be at least 30 ms, got {:?}",
+                self.watchdog_timeout
+            )));
+        }
+        for (what, value) in [
+            ("connect timeout", self.connect_timeout),
+            ("response timeout", self.response_timeout),
+            ("subscription timeout", self.subscription_timeout),
+        ] {
+            if value.is_zero() || value > Duration::from_secs(24 * 3600) {
+                return Err(Error::invalid(format!(
+                    "{what} must be between 1 ns and 24 h, got {value:?}"
+                )));
+            }
+        }
+        if self.retry_delay > Duration::from_secs(3600) || self.retry_attempts > 100 {
+            return Err(Error::invalid(
+                "unlock retries are limited to 100 attempts of at most 1 h delay",
+            ));
+        }
+        if let Some(timeout) = self.replicas_sync_timeout
+            && self.replica_sync.is_some()
+            && timeout >= self.response_timeout
+        {
+            return Err(Error::invalid(format!(
+                "the replicas sync timeout ({timeout:?}) must be shorter than the response \
+                 timeout ({:?}): a lock command's reply waits for its WAIT",
+                self.response_timeout
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `WAIT` timeout: the one set, else 1 s (Redisson's
+    /// `slavesSyncTimeout`), or half the response timeout when that is
+    /// shorter (a lock command's reply waits for its `WAIT`, so the wait
+    /// must end well within the response timeout).
+    pub fn replicas_sync_timeout(&self) -> Duration {
+        self.replicas_sync_timeout
+            .unwrap_or_else(|| names::DEFAULT_SYNC_TIMEOUT.min(self.response_timeout / 2))
+    }
+}
+
+/// Whether a cluster client uses Redis 7's sharded pub/sub (`SPUBLISH`,
+/// `SSUBSCRIBE`) for unlock messages, chosen exactly as Redisson 4.7.0's
+/// `ClusterServersConfig.shardedSubscriptionMode` chooses it. Java and Rust
+/// clients sharing locks must end up with the same choice: a waiter that
+/// `SSUBSCRIBE`s never hears a `PUBLISH`, and one that `SUBSCRIBE`s never
+/// hears an `SPUBLISH`. Redisson before 3.22 always publishes classically;
+/// 3.22 to 3.28 use sharded pub/sub whenever the server has it and cannot
+/// be switched off. Ignored outside a cluster (Redisson then always uses
+/// classic pub/sub).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardedSubscription {
+    /// Sharded when the first seed that answers accepts
+    /// `PUBSUB SHARDNUMSUB 0` (Redis 7+); classic otherwise. Redisson's
+    /// default. Costs one round trip when the client is built.
+    #[default]
+    Auto,
+    /// Always sharded (the server must support it).
+    On,
+    /// Always classic `PUBLISH`/`SUBSCRIBE`, on the channel slot's master.
+    Off,
+}
+
+/// Milliseconds for the wire, rejecting what Redis cannot represent.
+pub(crate) fn millis(what: &str, lease: Duration) -> Result<u64> {
+    /// A century: anything longer is a unit mistake, not a lease.
+    const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    if lease > MAX {
+        return Err(Error::invalid(format!(
+            "{what} of {lease:?} is longer than the maximum of 100 years"
+        )));
+    }
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::invalid(format!(
+            "{what} must be at least 1 ms, got {lease:?}"
+        )));
+    }
+    u64::try_from(ms).map_err(|_| Error::invalid(format!("{what} of {lease:?} is out of range")))
+}

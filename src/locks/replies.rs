@@ -1,0 +1,73 @@
+//! What the lock scripts' replies mean, read once for every kind, and the
+//! one script every kind shares for a composite's final lease.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::ConnectionLike;
+
+use crate::lua::Lua;
+
+use crate::error::{Error, Result};
+use crate::locks::Acquired;
+
+static EXPIRE_IF_HELD: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/expire_if_held.lua")));
+
+/// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
+/// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
+pub(crate) fn expire_if_held(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    field: &str,
+    lease_ms: u64,
+) -> Result<bool> {
+    let set: i64 = EXPIRE_IF_HELD
+        .key(name)
+        .arg(field)
+        .arg(lease_ms)
+        .invoke(con)?;
+    Ok(set == 1)
+}
+
+/// The outcome of one unlock attempt (PROTOCOL §2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    /// That was the last hold: the key is deleted and waiters were told.
+    Released,
+    /// The owner still holds the lock (reentrancy); its lease was reset.
+    StillHeld,
+}
+
+/// Reads an acquire script's reply the way every RLock-like script
+/// answers (PROTOCOL §2.1): nil acquired, `-3` acquired afresh (the crate's
+/// own), otherwise the holder's TTL (`-1`: no TTL).
+pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
+    match reply {
+        None => Acquired::Yes {
+            replaced: false,
+            token: None,
+        },
+        Some(-3) => Acquired::Yes {
+            replaced: true,
+            token: None,
+        },
+        Some(ttl) if ttl >= 0 => Acquired::No {
+            ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
+        },
+        // -1: the key exists without a TTL. (-2 cannot happen: the key exists.)
+        Some(_) => Acquired::No { ttl: None },
+    }
+}
+
+/// Reads an unlock script's reply: 1 freed, 0 holds remain, nil not held.
+pub(crate) fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
+    match reply {
+        None => Ok(None),
+        Some(1) => Ok(Some(UnlockOutcome::Released)),
+        Some(0) => Ok(Some(UnlockOutcome::StillHeld)),
+        Some(other) => Err(Error::UnexpectedReply(format!(
+            "unlock script returned {other}"
+        ))),
+    }
+}
