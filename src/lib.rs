@@ -112,12 +112,18 @@ pub use error::{Error, LostReason, Result};
 pub use lock::Lock;
 pub use lock::guard::LockGuard;
 pub use lock::kinds::{FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock};
+pub use lock::kinds::{FairLockGuard, FencedLockGuard, NonReentrantFairLockGuard};
+pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, WriteLockGuard};
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
 pub use locks::UnlockOutcome;
 pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use names::DEFAULT_WATCHDOG_TIMEOUT;
 pub use owner::RequestId;
+/// The redis-rs this crate is built on, so that users name the same
+/// version (a `ConnectionInfo` for [`Client::builder`], a `RedisError`
+/// inside [`Error::Redis`]).
+pub use redis;
 pub use topology::cluster::slot::key_slot;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

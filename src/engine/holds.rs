@@ -102,10 +102,10 @@ impl LeaseOutcome {
     /// The outcome of a command that failed with `error`: an error reply
     /// from the server proves the command did not set the TTL (our scripts
     /// check before they write); anything else leaves it unknown.
-    pub fn of_error(error: &crate::Error) -> LeaseOutcome {
+    pub fn of_error(error: &crate::error::Error) -> LeaseOutcome {
         match error {
-            crate::Error::Redis(e) if e.code().is_some() => LeaseOutcome::Untouched,
-            crate::Error::ForkedProcess { .. } => LeaseOutcome::Untouched,
+            crate::error::Error::Redis(e) if e.code().is_some() => LeaseOutcome::Untouched,
+            crate::error::Error::ForkedProcess { .. } => LeaseOutcome::Untouched,
             _ => LeaseOutcome::Unknown,
         }
     }

@@ -34,6 +34,8 @@ use crate::locks::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Spin, Wri
 /// # Ok(()) }
 /// ```
 pub type FencedLock = Lock<Fenced>;
+/// One hold on a [`FencedLock`] (the fenced lock), released on drop.
+pub type FencedLockGuard = LockGuard<Fenced>;
 
 impl Lock<Fenced> {
     /// The last token handed out (`GET redisson_lock_token:{<name>}`,
@@ -89,6 +91,8 @@ impl LockGuard<Fenced> {
 /// # Ok(()) }
 /// ```
 pub type FairLock = Lock<Fair>;
+/// One hold on a [`FairLock`] (the fair lock), released on drop.
+pub type FairLockGuard = LockGuard<Fair>;
 
 /// A non-reentrant fair lock: byte-for-byte a Redisson
 /// `NonReentrantFairLock` (`getNonReentrantFairLock`, Redisson 4.4.0+).
@@ -110,6 +114,8 @@ pub type FairLock = Lock<Fair>;
 /// # Ok(()) }
 /// ```
 pub type NonReentrantFairLock = Lock<NonReentrantFair>;
+/// One hold on a [`NonReentrantFairLock`] (the non-reentrant fair lock), released on drop.
+pub type NonReentrantFairLockGuard = LockGuard<NonReentrantFair>;
 
 /// A non-reentrant lock: byte-for-byte a Redisson non-reentrant lock
 /// (`getNonReentrantLock`, Redisson 4.4.0 and later).
@@ -137,6 +143,8 @@ pub type NonReentrantFairLock = Lock<NonReentrantFair>;
 /// # Ok(()) }
 /// ```
 pub type NonReentrantLock = Lock<NonReentrant>;
+/// One hold on a [`NonReentrantLock`] (the non-reentrant lock), released on drop.
+pub type NonReentrantLockGuard = LockGuard<NonReentrant>;
 
 /// A spin lock: byte-for-byte a Redisson `SpinLock` (`getSpinLock`).
 ///
@@ -164,6 +172,8 @@ pub type NonReentrantLock = Lock<NonReentrant>;
 /// # Ok(()) }
 /// ```
 pub type SpinLock = Lock<Spin>;
+/// One hold on a [`SpinLock`] (the spin lock), released on drop.
+pub type SpinLockGuard = LockGuard<Spin>;
 
 impl Lock<Spin> {
     /// The same spin lock, whose waiters sleep `initial` after their first
@@ -173,6 +183,7 @@ impl Lock<Spin> {
     /// equal to `max` is Redisson's constant backoff. `initial` is raised
     /// to 1 ms and `max` to `initial` if lower, so a waiter never busy-polls
     /// Redis. No round trip.
+    #[must_use = "this returns a new handle; the original is unchanged"]
     pub fn with_backoff(&self, initial: Duration, max: Duration) -> SpinLock {
         let mut lock = self.clone();
         lock.kind = Arc::new(Spin::with_backoff(initial, max));
@@ -219,6 +230,8 @@ impl Lock<Spin> {
 /// # Ok(()) }
 /// ```
 pub type ReadLock = Lock<Read>;
+/// One hold on a [`ReadLock`] (the read lock), released on drop.
+pub type ReadLockGuard = LockGuard<Read>;
 
 /// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock):
 /// byte-for-byte a Redisson `RedissonWriteLock`
@@ -247,6 +260,8 @@ pub type ReadLock = Lock<Read>;
 /// # Ok(()) }
 /// ```
 pub type WriteLock = Lock<Write>;
+/// One hold on a [`WriteLock`] (the write lock), released on drop.
+pub type WriteLockGuard = LockGuard<Write>;
 
 /// A read/write lock: byte-for-byte a Redisson `RReadWriteLock`
 /// (`getReadWriteLock`). Its two handles share one hash named after the

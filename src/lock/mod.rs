@@ -106,6 +106,7 @@ impl<K: Kind> Lock<K> {
     /// after each acquire and the watchdog never renews it (Redisson's
     /// `lock(leaseTime, unit)`). The lease is checked when the lock is taken:
     /// it must be between 1 ms and 100 years.
+    #[must_use = "this returns a new handle; the original is unchanged"]
     pub fn with_lease(&self, lease: Duration) -> Lock<K> {
         Lock {
             lease: Some(lease),

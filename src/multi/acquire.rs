@@ -249,7 +249,7 @@ impl<K: Kind> Composite<K> {
     fn watchdog_timeout(&self) -> Duration {
         self.members
             .first()
-            .map_or(crate::DEFAULT_WATCHDOG_TIMEOUT, |member| {
+            .map_or(crate::names::DEFAULT_WATCHDOG_TIMEOUT, |member| {
                 member.engine.config.watchdog_timeout
             })
     }

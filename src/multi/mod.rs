@@ -138,6 +138,7 @@ impl<K: Kind> MultiLock<K> {
     /// (every member at once) takes the members with `lease`; an ordered
     /// attempt with a wait takes them with twice the wait and sets `lease`
     /// once all are held (Redisson's rule; one more round trip per member).
+    #[must_use = "this returns a new handle; the original is unchanged"]
     pub fn with_lease(&self, lease: Duration) -> Self {
         MultiLock {
             inner: self.inner.with_lease(lease),
@@ -203,6 +204,7 @@ impl<K: Kind> RedLock<K> {
 
     /// The same lock with an explicit lease (see [`MultiLock::with_lease`]);
     /// the validity is counted against it.
+    #[must_use = "this returns a new handle; the original is unchanged"]
     pub fn with_lease(&self, lease: Duration) -> Self {
         RedLock {
             inner: self.inner.with_lease(lease),
