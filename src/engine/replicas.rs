@@ -192,26 +192,7 @@ impl ConnectionLike for Waiting<'_> {
         Ok(reply)
     }
 
-    fn req_packed_commands(
-        &mut self,
-        cmd: &[u8],
-        offset: usize,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.con.req_packed_commands(cmd, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.con.get_db()
-    }
-
-    fn check_connection(&mut self) -> bool {
-        self.con.check_connection()
-    }
-
-    fn is_open(&self) -> bool {
-        self.con.is_open()
-    }
+    crate::net::pass_through_connection!(con);
 }
 
 impl Engine {

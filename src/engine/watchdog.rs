@@ -26,7 +26,7 @@ use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
 use crate::topology::Topology;
-use crate::topology::cluster::{Cluster, slot};
+use crate::topology::cluster::Cluster;
 
 /// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
@@ -397,30 +397,16 @@ impl Worker {
         readers: Vec<Arc<Hold>>,
         lease_ms: u64,
     ) -> bool {
-        let mut by_slot: HashMap<(u16, bool), Vec<Arc<Hold>>> = HashMap::new();
-        for (hold, read) in fields
+        let holds = fields
             .into_iter()
             .map(|h| (h, false))
-            .chain(readers.into_iter().map(|h| (h, true)))
-        {
-            let slot = slot::key_slot(hold.name.as_bytes());
-            by_slot.entry((slot, read)).or_default().push(hold);
-        }
-        let mut by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = HashMap::new();
-        let mut complete = true;
-        for ((slot, _), holds) in &by_slot {
-            match cluster.owner(*slot) {
-                Some(owner) => by_node
-                    .entry(owner)
-                    .or_default()
-                    .extend(holds.chunks(RENEWAL_BATCH_SIZE)),
-                None => {
-                    log::warn!("redisson-lock: no master known for slot {slot}, will retry");
-                    cluster.schedule_refresh();
-                    complete = false;
-                }
-            }
-        }
+            .chain(readers.into_iter().map(|h| (h, true)));
+        let (groups, mut complete) =
+            cluster.group_by_master(holds, |hold| &hold.name, RENEWAL_BATCH_SIZE);
+        let by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = groups
+            .iter()
+            .map(|(addr, chunks)| (Arc::clone(addr), chunks.iter().map(Vec::as_slice).collect()))
+            .collect();
         let renew_node = |addr: &Arc<str>, chunks: &[&[Arc<Hold>]]| {
             chunks
                 .chunks(PIPELINED_CHUNKS)

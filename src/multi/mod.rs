@@ -122,15 +122,8 @@ impl<K: Kind> MultiLock<K> {
     /// A lock over `locks`, held only when every one of them is. No round
     /// trip. An empty list is reported by the first acquisition.
     pub fn new(locks: impl IntoIterator<Item = Lock<K>>) -> Self {
-        let members: Vec<Lock<K>> = locks.into_iter().collect();
-        let quorum = members.len();
         MultiLock {
-            inner: Composite {
-                members,
-                lease: None,
-                quorum,
-                red: false,
-            },
+            inner: Composite::new(locks, false),
         }
     }
 
@@ -153,11 +146,7 @@ impl<K: Kind> MultiLock<K> {
     /// Takes every member, waiting as long as it takes (in rounds of 1.5 s
     /// per member, as Redisson's `lock()`).
     pub fn lock(&self) -> Result<MultiLockGuard<K>> {
-        loop {
-            if let Some(guard) = self.try_lock_for(self.inner.round())? {
-                return Ok(guard);
-            }
-        }
+        self.inner.lock(MultiLockGuard::from)
     }
 
     /// One attempt at every member at once, none of them waiting: about one
@@ -167,7 +156,7 @@ impl<K: Kind> MultiLock<K> {
     /// (one more round trip; a member whose server does not answer within
     /// the response timeout is released in the background).
     pub fn try_lock(&self) -> Result<Option<MultiLockGuard<K>>> {
-        self.try_lock_until(Instant::now())
+        self.inner.try_until(Instant::now(), MultiLockGuard::from)
     }
 
     /// Takes every member within `wait`; `Ok(None)` when the time is up
@@ -175,14 +164,12 @@ impl<K: Kind> MultiLock<K> {
     /// member is free; otherwise the members are taken in order, each
     /// waiting for the rest of the budget (Redisson's algorithm).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard<K>>> {
-        self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
+        self.inner.try_for(wait, MultiLockGuard::from)
     }
 
     /// Takes every member before `deadline`; `Ok(None)` when it passes.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MultiLockGuard<K>>> {
-        Ok(self.inner.acquire(deadline)?.map(|taken| MultiLockGuard {
-            guards: taken.guards,
-        }))
+        self.inner.try_until(deadline, MultiLockGuard::from)
     }
 }
 
@@ -190,15 +177,8 @@ impl<K: Kind> RedLock<K> {
     /// A lock over `locks`, held when a majority (N/2 + 1) of them are. No
     /// round trip. An empty list is reported by the first acquisition.
     pub fn new(locks: impl IntoIterator<Item = Lock<K>>) -> Self {
-        let members: Vec<Lock<K>> = locks.into_iter().collect();
-        let quorum = members.len() / 2 + 1;
         RedLock {
-            inner: Composite {
-                members,
-                lease: None,
-                quorum,
-                red: true,
-            },
+            inner: Composite::new(locks, true),
         }
     }
 
@@ -224,17 +204,13 @@ impl<K: Kind> RedLock<K> {
     /// Takes a majority, waiting as long as it takes (in rounds of 1.5 s per
     /// member, as Redisson's `lock()`).
     pub fn lock(&self) -> Result<RedLockGuard<K>> {
-        loop {
-            if let Some(guard) = self.try_lock_for(self.inner.round())? {
-                return Ok(guard);
-            }
-        }
+        self.inner.lock(|taken| self.guard(taken))
     }
 
     /// One attempt at every member at once, none of them waiting: about one
     /// round trip, each reply awaited for the response timeout at most.
     pub fn try_lock(&self) -> Result<Option<RedLockGuard<K>>> {
-        self.try_lock_until(Instant::now())
+        self.inner.try_until(Instant::now(), |taken| self.guard(taken))
     }
 
     /// Takes a majority with validity left within `wait`; `Ok(None)` when
@@ -244,22 +220,71 @@ impl<K: Kind> RedLock<K> {
     /// that share. Otherwise the members are taken in order, each waiting
     /// its share (Redisson's algorithm).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard<K>>> {
-        self.try_lock_until(Instant::now().checked_add(wait).unwrap_or_else(far_future))
+        self.inner.try_for(wait, |taken| self.guard(taken))
     }
 
     /// Takes a majority with validity left before `deadline`.
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<RedLockGuard<K>>> {
-        Ok(self.inner.acquire(deadline)?.map(|taken| RedLockGuard {
+        self.inner.try_until(deadline, |taken| self.guard(taken))
+    }
+
+    fn guard(&self, taken: Taken<K>) -> RedLockGuard<K> {
+        RedLockGuard {
             guards: taken.guards,
             quorum: self.inner.quorum,
             started: taken.started,
             lease: taken.lease,
             _not_send: PhantomData,
-        }))
+        }
     }
 }
 
+impl<K: Kind> From<Taken<K>> for MultiLockGuard<K> {
+    fn from(taken: Taken<K>) -> Self {
+        MultiLockGuard {
+            guards: taken.guards,
+        }
+    }
+}
+
+/// The body both composites share: each public method is one of these
+/// with the type's own guard.
 impl<K: Kind> Composite<K> {
+    /// All of `locks` (`red`: a majority of them) must be held.
+    fn new(locks: impl IntoIterator<Item = Lock<K>>, red: bool) -> Self {
+        let members: Vec<Lock<K>> = locks.into_iter().collect();
+        let quorum = if red {
+            members.len() / 2 + 1
+        } else {
+            members.len()
+        };
+        Composite {
+            members,
+            lease: None,
+            quorum,
+            red,
+        }
+    }
+
+    /// Redisson's `lock()`: `tryLock` in rounds while it says no.
+    fn lock<G>(&self, guard: impl Fn(Taken<K>) -> G) -> Result<G> {
+        loop {
+            if let Some(taken) = self.try_for(self.round(), &guard)? {
+                return Ok(taken);
+            }
+        }
+    }
+
+    /// Attempts for `wait` (too large to add to now: as long as it takes).
+    fn try_for<G>(&self, wait: Duration, guard: impl Fn(Taken<K>) -> G) -> Result<Option<G>> {
+        let deadline = Instant::now().checked_add(wait).unwrap_or_else(far_future);
+        self.try_until(deadline, guard)
+    }
+
+    fn try_until<G>(&self, deadline: Instant, guard: impl Fn(Taken<K>) -> G) -> Result<Option<G>> {
+        Ok(self.acquire(deadline)?.map(guard))
+    }
+
     fn with_lease(&self, lease: Duration) -> Self {
         Composite {
             members: self.members.clone(),

@@ -8,3 +8,32 @@ pub(crate) mod endpoint;
 pub(crate) mod pool;
 pub(crate) mod scatter;
 pub(crate) mod tls;
+
+/// The `ConnectionLike` methods that a decorator over the connection in its
+/// field `$con` passes through unchanged: all but `req_packed_command`,
+/// the one a decorator is written for.
+macro_rules! pass_through_connection {
+    ($con:ident) => {
+        fn req_packed_commands(
+            &mut self,
+            cmd: &[u8],
+            offset: usize,
+            count: usize,
+        ) -> redis::RedisResult<Vec<redis::Value>> {
+            self.$con.req_packed_commands(cmd, offset, count)
+        }
+
+        fn get_db(&self) -> i64 {
+            self.$con.get_db()
+        }
+
+        fn check_connection(&mut self) -> bool {
+            self.$con.check_connection()
+        }
+
+        fn is_open(&self) -> bool {
+            self.$con.is_open()
+        }
+    };
+}
+pub(crate) use pass_through_connection;

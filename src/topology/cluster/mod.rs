@@ -261,6 +261,42 @@ fn node_addr(info: &ConnectionInfo) -> Option<(&str, u16)> {
 }
 
 impl Cluster {
+    /// Renewal grouping: `items` by the master serving their key's slot,
+    /// each master's share in chunks of at most `chunk` items of one slot
+    /// and one class (a script's keys must share a slot; each class has its
+    /// own script). `false` with the groups when some slot has no known
+    /// master: its items are left out and the table is read again.
+    pub fn group_by_master<T>(
+        &self,
+        items: impl IntoIterator<Item = (T, bool)>,
+        key: impl Fn(&T) -> &str,
+        chunk: usize,
+    ) -> (HashMap<Arc<str>, Vec<Vec<T>>>, bool) {
+        let mut by_slot: HashMap<(u16, bool), Vec<T>> = HashMap::new();
+        for (item, class) in items {
+            let slot = slot::key_slot(key(&item).as_bytes());
+            by_slot.entry((slot, class)).or_default().push(item);
+        }
+        let mut by_node: HashMap<Arc<str>, Vec<Vec<T>>> = HashMap::new();
+        let mut complete = true;
+        for ((slot, _), mut items) in by_slot {
+            let Some(owner) = self.owner(slot) else {
+                log::warn!("redisson-lock: no master known for slot {slot}, will retry");
+                self.schedule_refresh();
+                complete = false;
+                continue;
+            };
+            let chunks = by_node.entry(owner).or_default();
+            while items.len() > chunk.max(1) {
+                let rest = items.split_off(chunk.max(1));
+                chunks.push(items);
+                items = rest;
+            }
+            chunks.push(items);
+        }
+        (by_node, complete)
+    }
+
     /// Records what a `MOVED` error from the node at `replied` says, if `e`
     /// is one; schedules a refresh for any other error that hints at a
     /// topology change.
