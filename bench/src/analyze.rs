@@ -1,17 +1,51 @@
 //! Merges the event files of one contended run (one file per process, Rust
 //! or Java, all stamped with `CLOCK_MONOTONIC`) into its hand-off statistics.
 
+use std::io::Write;
+
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::common::{Args, ms, percentile, us};
 
-struct Event {
-    thread: u64,
-    call: u64,
-    acquired: u64,
-    release: u64,
-    released: u64,
+/// One acquisition of a contended run, in `CLOCK_MONOTONIC` ns: one line of
+/// an event file (written by `scenarios::contended` or the Java driver),
+/// its five numbers in this order.
+pub struct Event {
+    pub thread: u64,
+    pub call: u64,
+    pub acquired: u64,
+    pub release: u64,
+    pub released: u64,
+}
+
+impl Event {
+    /// Writes the event's line.
+    pub fn write_line(&self, w: &mut impl Write) -> std::io::Result<()> {
+        writeln!(
+            w,
+            "{} {} {} {} {}",
+            self.thread, self.call, self.acquired, self.release, self.released
+        )
+    }
+
+    /// The event of a line [`Event::write_line`] wrote.
+    fn parse(line: &str) -> Result<Event> {
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        let [thread, call, acquired, release, released] = f[..] else {
+            bail!("{} numbers, not 5", f.len());
+        };
+        Ok(Event {
+            thread,
+            call,
+            acquired,
+            release,
+            released,
+        })
+    }
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -19,21 +53,9 @@ pub fn run(args: &Args) -> Result<()> {
     for path in &args.positional {
         let text = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let f: Vec<u64> = line
-                .split_whitespace()
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("bad event line in {path}: {line}"))?;
-            let [thread, call, acquired, release, released] = f[..] else {
-                bail!("bad event line in {path}: {line}");
-            };
-            events.push(Event {
-                thread,
-                call,
-                acquired,
-                release,
-                released,
-            });
+            events.push(
+                Event::parse(line).with_context(|| format!("bad event line in {path}: {line}"))?,
+            );
         }
     }
     let expected = args.num_or("expected", 0)?;
@@ -118,6 +140,21 @@ mod tests {
             release,
             released: release + 10,
         }
+    }
+
+    #[test]
+    fn event_lines_read_back_as_written() {
+        let mut line = Vec::new();
+        ev(3, 1, 2, 4).write_line(&mut line).expect("write");
+        let line = String::from_utf8(line).expect("utf-8");
+        assert_eq!(line, "3 1 2 4 14\n");
+        let e = Event::parse(line.trim_end()).expect("parse");
+        assert_eq!(
+            (e.thread, e.call, e.acquired, e.release, e.released),
+            (3, 1, 2, 4, 14)
+        );
+        assert!(Event::parse("1 2 3 4").is_err());
+        assert!(Event::parse("1 2 x 4 5").is_err());
     }
 
     #[test]

@@ -23,7 +23,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::common::Args;
-use crate::contenders::{crate_session, floor_session_on};
+use crate::contenders::floor_session_on;
+use crate::session::crate_session;
 
 /// A `CLUSTER SLOTS` reply: `(first slot, last slot, master "host:port")`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +145,7 @@ fn crate_publish(
         Ok([calls(&info, "publish"), calls(&info, "spublish")])
     };
     let before = counts()?;
-    let mut session = crate_session(client, name);
+    let mut session = crate_session(client.lock(name));
     session.lock()?;
     session.unlock()?;
     let after = counts()?;
@@ -186,7 +187,7 @@ pub fn run(args: &Args) -> Result<Value> {
         let redis = redis::Client::open(owners[t].as_str())?;
         Ok([
             floor_session_on(&redis, &floor_id, floor, t as u64 + 1, publish)?,
-            crate_session(&client, crate_name),
+            crate_session(client.lock(crate_name)),
         ])
     })?;
     out["masters"] = json!(slots.masters().len());

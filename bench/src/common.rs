@@ -1,8 +1,10 @@
 //! Small shared pieces: the system-wide clock, resource usage, statistics,
-//! argument parsing and the cross-process start barrier.
+//! argument parsing, threads started together and the cross-process start
+//! barrier.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -12,13 +14,7 @@ use anyhow::{Context, Result, bail};
 /// also what Java's `System.nanoTime()` reads there, so timestamps from every
 /// process of one run (Rust or Java) can be compared directly.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// User + system CPU time of this process so far, in nanoseconds.
@@ -33,12 +29,17 @@ pub fn cpu_ns() -> u64 {
 
 /// User + system CPU time of the calling thread so far, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock_gettime(clock)` in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -192,6 +193,35 @@ pub fn redis_barrier(con: &mut redis::Connection, key: &str, n: u64) -> Result<(
         }
         std::thread::sleep(Duration::from_micros(500));
     }
+}
+
+/// `threads` threads started together: each runs `setup(thread index)`
+/// (opening and warming up its sessions), waits at one barrier with the
+/// others (a thread whose set-up failed as well, so that none waits
+/// forever), then runs `run(what its set-up made, the barrier)`, unless its
+/// set-up failed. The results in thread order.
+pub fn together<S, T: Send>(
+    threads: usize,
+    setup: impl Fn(usize) -> Result<S> + Sync,
+    run: impl Fn(S, &Barrier) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, setup, run) = (&barrier, &setup, &run);
+                scope.spawn(move || -> Result<T> {
+                    let ready = setup(t);
+                    barrier.wait();
+                    run(ready?, barrier)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    })
 }
 
 /// Sleeps for `d` (the critical section of the contended scenario).

@@ -1,5 +1,5 @@
-//! The Rust contenders behind one small interface: a [`Session`] is one
-//! thread's handle on one lock name.
+//! The Rust contenders, each handing out [`Session`]s (one thread's handle
+//! on one lock name) from a [`Factory`] shared by a process's threads.
 //!
 //! - `floor`, the true floor: Redisson's acquire and unlock exactly as
 //!   PROTOCOL §2.1 and §2.2 describe them, without the unlock latch (§1.7),
@@ -26,17 +26,10 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use redis::Script;
 
-use crate::family::LockType;
+use crate::lock_types::{LockType, TypedFloor, crate_typed};
+use crate::session::{FLOOR_ACQUIRE, FLOOR_UNLOCK, LEASE, Session, braced, crate_session};
 
-/// The lease every contender takes (Redisson's default watchdog timeout).
-pub const LEASE: Duration = Duration::from_secs(30);
-
-/// The true floor's scripts (PROTOCOL §2.1, §2.2 without the latch).
-pub const FLOOR_ACQUIRE_LUA: &str = include_str!("../lua/floor_acquire.lua");
-pub const FLOOR_UNLOCK_LUA: &str = include_str!("../lua/floor_unlock.lua");
-
-static FLOOR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_ACQUIRE_LUA));
-static FLOOR_UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_UNLOCK_LUA));
+/// The crate's own RLock scripts, sent raw by the `raw` contender.
 static CRATE_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_acquire.lua")));
 static CRATE_RELEASE: LazyLock<Script> =
@@ -75,20 +68,14 @@ impl Kind {
     }
 }
 
-/// One thread's handle on one lock.
-pub trait Session {
-    fn lock(&mut self) -> Result<()>;
-    fn unlock(&mut self) -> Result<()>;
-}
-
 /// What the threads of one process share.
 pub struct Factory {
-    pub(crate) kind: Kind,
+    kind: Kind,
     url: String,
     redis: redis::Client,
-    pub(crate) client: Option<redisson_lock::Client>,
+    client: Option<redisson_lock::Client>,
     /// The floor's stand-in for a client UUID.
-    pub(crate) floor_id: String,
+    floor_id: String,
     /// Which lock type sessions take (scenario 5; RLock otherwise).
     lock_type: LockType,
 }
@@ -130,16 +117,32 @@ impl Factory {
             if contended && self.kind == Kind::Floor {
                 bail!("floor: no contended floor for {:?}", self.lock_type);
             }
-            return crate::family::session(self, self.lock_type, name, thread);
+            return self.typed_session(name, thread);
         }
         Ok(match self.kind {
             Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
-            Kind::Crate => {
-                let client = self.client.as_ref().expect("crate contender has a client");
-                crate_session(client, name)
-            }
+            Kind::Crate => crate_session(self.crate_client().lock(name)),
             Kind::Rslock => Box::new(RslockSession::new(vec![self.url.clone()], name)?),
         })
+    }
+
+    /// A session of the factory's lock type other than RLock (scenario 5).
+    fn typed_session(&self, name: &str, thread: u64) -> Result<Box<dyn Session>> {
+        Ok(match self.kind {
+            Kind::Floor => Box::new(TypedFloor::new(
+                self.plain_connection()?,
+                &self.floor_id,
+                self.lock_type,
+                name,
+                thread,
+            )?),
+            Kind::Crate => crate_typed(self.crate_client(), self.lock_type, name),
+            other => bail!("the lock family is not measured for {}", other.name()),
+        })
+    }
+
+    fn crate_client(&self) -> &redisson_lock::Client {
+        self.client.as_ref().expect("crate contender has a client")
     }
 }
 
@@ -181,23 +184,20 @@ impl FloorSession {
 
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
-        let reply: Option<i64> = if self.own {
-            // Same arguments as src/locks/reentrant.rs sends: lease, owner field, and
-            // the holds the caller knows it has (the harness never re-enters: 0).
-            CRATE_ACQUIRE
-                .key(&self.name)
-                .arg(LEASE.as_millis() as u64)
-                .arg(&self.field)
-                .arg(0)
-                .invoke(&mut self.con)?
+        // PROTOCOL §2.1: lease, owner field. The crate's script (`raw`) takes
+        // what src/locks/reentrant.rs sends it: those and the holds the
+        // caller knows it has (the harness never re-enters: 0).
+        let script = if self.own {
+            &*CRATE_ACQUIRE
         } else {
-            // PROTOCOL §2.1: lease, owner field.
-            FLOOR_ACQUIRE
-                .key(&self.name)
-                .arg(LEASE.as_millis() as u64)
-                .arg(&self.field)
-                .invoke(&mut self.con)?
+            &*FLOOR_ACQUIRE
         };
+        let mut call = script.key(&self.name);
+        call.arg(LEASE.as_millis() as u64).arg(&self.field);
+        if self.own {
+            call.arg(0);
+        }
+        let reply: Option<i64> = call.invoke(&mut self.con)?;
         Ok(reply.map(|ttl| Duration::from_millis(ttl.max(1) as u64)))
     }
 }
@@ -220,28 +220,24 @@ impl Session for FloorSession {
     }
 
     fn unlock(&mut self) -> Result<()> {
-        let reply: Option<i64> = if self.own {
-            CRATE_RELEASE
-                .key(&self.name)
-                .key(&self.channel)
-                .arg("0")
-                .arg(LEASE.as_millis() as u64)
-                .arg(&self.field)
-                .arg("publish")
-                .arg(0) // the holds the thread keeps: its last one goes
-                .invoke(&mut self.con)?
+        // PROTOCOL §2.2 less the latch: message, lease, owner field, publish
+        // command. The crate's script (`raw`) takes the holds the thread
+        // keeps too: its last one goes (0).
+        let script = if self.own {
+            &*CRATE_RELEASE
         } else {
-            // PROTOCOL §2.2 less the latch: message, lease, owner field,
-            // publish command.
-            FLOOR_UNLOCK
-                .key(&self.name)
-                .key(&self.channel)
-                .arg("0")
-                .arg(LEASE.as_millis() as u64)
-                .arg(&self.field)
-                .arg(self.publish)
-                .invoke(&mut self.con)?
+            &*FLOOR_UNLOCK
         };
+        let mut call = script.key(&self.name);
+        call.key(&self.channel)
+            .arg("0")
+            .arg(LEASE.as_millis() as u64)
+            .arg(&self.field)
+            .arg(self.publish);
+        if self.own {
+            call.arg(0);
+        }
+        let reply: Option<i64> = call.invoke(&mut self.con)?;
         if reply.is_none() {
             bail!(
                 "{}: unlock of {} found it not held",
@@ -279,15 +275,6 @@ pub fn floor_session_on(
         sub: None,
         publish,
     }))
-}
-
-/// Redisson's `prefixName` for names without braces.
-pub(crate) fn braced(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
 }
 
 /// A raw subscribed socket. Every message on the one channel is the same
@@ -386,35 +373,6 @@ fn bulk_array(items: &[&[u8]], last: &str) -> Vec<u8> {
     }
     out.extend_from_slice(last.as_bytes());
     out
-}
-
-// ---------------------------------------------------------------- crate
-
-/// redisson-lock's RLock on `name` of `client`, as a user takes it.
-pub fn crate_session(client: &redisson_lock::Client, name: &str) -> Box<dyn Session> {
-    Box::new(CrateSession {
-        lock: client.lock(name),
-        guard: None,
-    })
-}
-
-struct CrateSession {
-    lock: redisson_lock::Lock,
-    guard: Option<redisson_lock::LockGuard>,
-}
-
-impl Session for CrateSession {
-    fn lock(&mut self) -> Result<()> {
-        self.guard = Some(self.lock.lock()?);
-        Ok(())
-    }
-
-    fn unlock(&mut self) -> Result<()> {
-        match self.guard.take() {
-            Some(guard) => Ok(guard.unlock()?),
-            None => bail!("crate: unlock without a guard"),
-        }
-    }
 }
 
 // ---------------------------------------------------------------- rslock

@@ -18,11 +18,13 @@ mod cluster;
 mod common;
 mod contenders;
 mod family;
+mod lock_types;
 mod observe;
 mod paired;
 mod redlock;
 mod report;
 mod scenarios;
+mod session;
 mod soak;
 
 #[global_allocator]

@@ -5,15 +5,15 @@
 //! a few hundred milliseconds apart see nearly the same one, so the ratio of
 //! each round's two rates is what the contender's own code costs.
 
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use crate::common::{Args, percentile, thread_cpu_ns};
-use crate::contenders::{Factory, Kind, Session};
-use crate::family::LockType;
+use crate::common::{Args, percentile, thread_cpu_ns, together};
+use crate::contenders::{Factory, Kind};
+use crate::lock_types::LockType;
+use crate::session::{Session, counted_pairs, warm_up};
 
 /// One thread's round: (pairs, seconds, thread CPU ns) of the floor, then of
 /// the contender.
@@ -48,42 +48,29 @@ pub fn measure(
     let rounds = args.num_or("rounds", 20)?.max(1) as usize;
     let block = Duration::from_millis(args.num_or("block-ms", 250)?);
     let warmup = args.num_or("warmup", 1_000)?;
-    let barrier = Barrier::new(threads);
-    let per_thread: Vec<Result<Vec<Round>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (barrier, open) = (&barrier, &open);
-                scope.spawn(move || -> Result<Vec<Round>> {
-                    let ready = open(t).and_then(|mut sessions| {
-                        for session in &mut sessions {
-                            for _ in 0..warmup {
-                                session.lock()?;
-                                session.unlock()?;
-                            }
-                        }
-                        Ok(sessions)
-                    });
+    let per_thread: Vec<Result<Vec<Round>>> = together(
+        threads,
+        |t| {
+            let mut sessions = open(t)?;
+            for session in &mut sessions {
+                warm_up(session.as_mut(), warmup)?;
+            }
+            Ok(sessions)
+        },
+        |mut sessions, barrier| {
+            let mut out = Vec::with_capacity(rounds);
+            for round in 0..rounds {
+                let mut pair = [(0, 0.0, 0); 2];
+                let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                for side in order {
                     barrier.wait();
-                    let mut sessions = ready?;
-                    let mut out = Vec::with_capacity(rounds);
-                    for round in 0..rounds {
-                        let mut pair = [(0, 0.0, 0); 2];
-                        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-                        for side in order {
-                            barrier.wait();
-                            pair[side] = block_of_pairs(sessions[side].as_mut(), block)?;
-                        }
-                        out.push(pair);
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread panicked"))
-            .collect()
-    });
+                    pair[side] = block_of_pairs(sessions[side].as_mut(), block)?;
+                }
+                out.push(pair);
+            }
+            Ok(out)
+        },
+    );
     let mut rates = vec![[0.0f64; 2]; rounds];
     // Per side, over every thread and round: pairs and thread CPU ns.
     let mut totals = [(0u64, 0u64); 2];
@@ -142,13 +129,7 @@ fn open_sessions(
 fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f64, u64)> {
     let cpu = thread_cpu_ns();
     let start = Instant::now();
-    let end = start + block;
-    let mut pairs = 0;
-    while Instant::now() < end {
-        session.lock()?;
-        session.unlock()?;
-        pairs += 1;
-    }
+    let pairs = counted_pairs(session, start + block)?;
     let secs = start.elapsed().as_secs_f64();
     Ok((pairs, secs, thread_cpu_ns().saturating_sub(cpu)))
 }

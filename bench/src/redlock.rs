@@ -20,17 +20,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
-use std::sync::LazyLock;
-
-use redis::Script;
-
 use crate::common::{Args, cpu_ns, percentile, us};
-use crate::contenders::{
-    FLOOR_ACQUIRE_LUA, FLOOR_UNLOCK_LUA, Factory, Kind, LEASE, Session, braced, rslock_session,
+use crate::contenders::{Factory, Kind, rslock_session};
+use crate::session::{
+    FLOOR_ACQUIRE, FLOOR_UNLOCK, LEASE, Session, braced, crate_session, timed_pairs,
 };
-
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_ACQUIRE_LUA));
-static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(FLOOR_UNLOCK_LUA));
 
 /// How long each side runs before the other takes over.
 const SLICE: Duration = Duration::from_millis(100);
@@ -60,10 +54,7 @@ pub fn run(kind: Kind, args: &Args) -> Result<Value> {
                 .collect::<redisson_lock::Result<Vec<_>>>()?;
             let members: Vec<_> = clients.iter().map(|c| c.lock(&red_name)).collect();
             (
-                Box::new(CrateSingle {
-                    lock: clients[0].lock(&single_name),
-                    guard: None,
-                }),
+                crate_session(clients[0].lock(&single_name)),
                 Box::new(CrateRed {
                     lock: redisson_lock::RedLock::new(members),
                     guard: None,
@@ -122,35 +113,8 @@ pub fn run(kind: Kind, args: &Args) -> Result<Value> {
 /// Lock+unlock pairs for `slice`; their latencies go to `out`.
 fn pairs(session: &mut dyn Session, slice: Duration, out: &mut Vec<u64>) -> Result<Duration> {
     let start = Instant::now();
-    let end = start + slice;
-    loop {
-        let t0 = Instant::now();
-        if t0 >= end {
-            return Ok(start.elapsed());
-        }
-        session.lock()?;
-        session.unlock()?;
-        out.push(t0.elapsed().as_nanos() as u64);
-    }
-}
-
-struct CrateSingle {
-    lock: redisson_lock::Lock,
-    guard: Option<redisson_lock::LockGuard>,
-}
-
-impl Session for CrateSingle {
-    fn lock(&mut self) -> Result<()> {
-        self.guard = Some(self.lock.lock()?);
-        Ok(())
-    }
-
-    fn unlock(&mut self) -> Result<()> {
-        match self.guard.take() {
-            Some(guard) => Ok(guard.unlock()?),
-            None => bail!("crate: unlock without a guard"),
-        }
-    }
+    timed_pairs(session, start + slice, out)?;
+    Ok(start.elapsed())
 }
 
 struct CrateRed {
@@ -197,8 +161,12 @@ impl FloorRed {
         for url in urls {
             let mut con = redis::Client::open(url.as_str())?.get_connection()?;
             // Loads both scripts on this server (EVALSHA then finds them).
-            let _: Option<i64> = ACQUIRE.key(name).arg(lease).arg(&field).invoke(&mut con)?;
-            let _: Option<i64> = UNLOCK
+            let _: Option<i64> = FLOOR_ACQUIRE
+                .key(name)
+                .arg(lease)
+                .arg(&field)
+                .invoke(&mut con)?;
+            let _: Option<i64> = FLOOR_UNLOCK
                 .key(name)
                 .key(&channel)
                 .arg("0")
@@ -209,14 +177,14 @@ impl FloorRed {
             cons.push(con);
         }
         let acquire = redis::cmd("EVALSHA")
-            .arg(ACQUIRE.get_hash())
+            .arg(FLOOR_ACQUIRE.get_hash())
             .arg(1)
             .arg(name)
             .arg(lease)
             .arg(&field)
             .get_packed_command();
         let unlock = redis::cmd("EVALSHA")
-            .arg(UNLOCK.get_hash())
+            .arg(FLOOR_UNLOCK.get_hash())
             .arg(2)
             .arg(name)
             .arg(&channel)

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use crate::analyze::Event;
 use crate::common::{
     Args, count_live_bytes, cpu_ns, critical_section, live_bytes, mono_ns, ms, percentile,
-    redis_barrier, rss_bytes, us,
+    redis_barrier, rss_bytes, together, us,
 };
 use crate::contenders::{Factory, Kind, current_thread_runtime};
-use crate::family::LockType;
+use crate::lock_types::LockType;
+use crate::session::{counted_pairs, timed_pairs, warm_up};
 
 pub fn run(args: &Args) -> Result<()> {
     let paired = args.str("scenario")?;
@@ -65,23 +67,11 @@ fn uncontended(f: &Factory, args: &Args) -> Result<Value> {
     let warmup = args.num_or("warmup", 2_000)?;
     let duration = Duration::from_millis(args.num_or("duration-ms", 3_000)?);
     let mut session = f.session(&format!("bench:s1:{run_id}"), 1, false)?;
-    for _ in 0..warmup {
-        session.lock()?;
-        session.unlock()?;
-    }
+    warm_up(session.as_mut(), warmup)?;
     let mut latencies = Vec::with_capacity(200_000);
     let cpu0 = cpu_ns();
     let start = Instant::now();
-    let end = start + duration;
-    loop {
-        let t0 = Instant::now();
-        if t0 >= end {
-            break;
-        }
-        session.lock()?;
-        session.unlock()?;
-        latencies.push(t0.elapsed().as_nanos() as u64);
-    }
+    timed_pairs(session.as_mut(), start + duration, &mut latencies)?;
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = cpu_ns() - cpu0;
     let pairs = latencies.len() as u64;
@@ -102,42 +92,21 @@ fn scaled(f: &Factory, args: &Args) -> Result<Value> {
     let threads = args.num_or("threads", 4)? as usize;
     let warmup = args.num_or("warmup", 500)?;
     let duration = Duration::from_millis(args.num_or("duration-ms", 3_000)?);
-    let barrier = Barrier::new(threads);
     let cpu0 = cpu_ns();
-    let results: Vec<Result<(u64, f64)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                let run_id = &run_id;
-                scope.spawn(move || -> Result<(u64, f64)> {
-                    let name = format!("bench:s2:{run_id}:{t}");
-                    let session = f.session(&name, t as u64 + 1, false);
-                    let ready = session.and_then(|mut s| {
-                        for _ in 0..warmup {
-                            s.lock()?;
-                            s.unlock()?;
-                        }
-                        Ok(s)
-                    });
-                    barrier.wait();
-                    let mut session = ready?;
-                    let start = Instant::now();
-                    let end = start + duration;
-                    let mut pairs = 0u64;
-                    while Instant::now() < end {
-                        session.lock()?;
-                        session.unlock()?;
-                        pairs += 1;
-                    }
-                    Ok((pairs, start.elapsed().as_secs_f64()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread panicked"))
-            .collect()
-    });
+    let results: Vec<Result<(u64, f64)>> = together(
+        threads,
+        |t| {
+            let name = format!("bench:s2:{run_id}:{t}");
+            let mut session = f.session(&name, t as u64 + 1, false)?;
+            warm_up(session.as_mut(), warmup)?;
+            Ok(session)
+        },
+        |mut session, _| {
+            let start = Instant::now();
+            let pairs = counted_pairs(session.as_mut(), start + duration)?;
+            Ok((pairs, start.elapsed().as_secs_f64()))
+        },
+    );
     let cpu = cpu_ns() - cpu0;
     let mut pairs = 0;
     let mut rate = 0.0;
@@ -152,15 +121,6 @@ fn scaled(f: &Factory, args: &Args) -> Result<Value> {
         "pairs_per_s": rate,
         "cpu_us_per_pair": us(cpu) / pairs.max(1) as f64,
     }))
-}
-
-/// One acquisition in the contended scenario, in `CLOCK_MONOTONIC` ns.
-struct Event {
-    thread: usize,
-    call: u64,
-    acquired: u64,
-    release: u64,
-    released: u64,
 }
 
 /// Scenario 3, one process of it: `threads` threads take one hot lock
@@ -186,10 +146,10 @@ fn contended(f: &Factory, args: &Args) -> Result<Value> {
             .map(|t| {
                 let (ready, go, hot, warm) = (&ready, &go, &hot, &warm);
                 scope.spawn(move || -> Result<Vec<Event>> {
-                    let thread = proc_index * 1000 + t;
+                    let thread = (proc_index * 1000 + t) as u64;
                     let setup = (|| -> Result<_> {
-                        let mut warm_session = f.session(warm, thread as u64 + 1, true)?;
-                        let hot_session = f.session(hot, thread as u64 + 1, true)?;
+                        let mut warm_session = f.session(warm, thread + 1, true)?;
+                        let hot_session = f.session(hot, thread + 1, true)?;
                         for _ in 0..warmup {
                             warm_session.lock()?;
                             critical_section(hold);
@@ -239,11 +199,7 @@ fn contended(f: &Factory, args: &Args) -> Result<Value> {
     let mut count = 0;
     for r in results {
         for e in r? {
-            writeln!(
-                file,
-                "{} {} {} {} {}",
-                e.thread, e.call, e.acquired, e.release, e.released
-            )?;
+            e.write_line(&mut file)?;
             count += 1;
         }
     }

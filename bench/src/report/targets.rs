@@ -2,12 +2,10 @@
 
 use serde_json::{Value, json};
 
+use super::paired::UNCONTENDED_GOAL;
 use super::stats::{Stat, fmt, ratio, ratio_text};
 use super::{Data, contended, family, is, scaled, watchdog};
 
-/// Scenarios 1 and 2: the crate's pairs/s at least this share of the true
-/// floor's.
-pub const UNCONTENDED_GOAL: f64 = 0.97;
 /// The goal when `floor` was the crate's own scripts (runs before the true
 /// floor, re-rendered with `--report-only`).
 const OLD_FLOOR_GOAL: f64 = 0.95;
