@@ -18,23 +18,14 @@ use crate::lua::Lua;
 
 use super::epoch_millis;
 use super::protocol::Protocol;
-use super::replies::unlock_outcome;
-use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use super::{AcquireRequest, Acquired, UnlockScripts, Unlocking, Wake};
 use crate::error::{Error, Result};
 use crate::names::{self, UNLOCK_MESSAGE};
 
-static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_acquire.lua")));
-static TRY_ONCE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_try_acquire_once.lua")));
-static GIVE_UP: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_acquire_failed.lua")));
-static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_release.lua")));
-static UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_force_unlock.lua")));
+static ACQUIRE: LazyLock<Lua> = lua_script!("fair_acquire.lua");
+static TRY_ONCE: LazyLock<Lua> = lua_script!("fair_try_acquire_once.lua");
+static GIVE_UP: LazyLock<Lua> = lua_script!("fair_acquire_failed.lua");
+static UNLOCKS: UnlockScripts = unlock_scripts!("fair");
 
 /// How long a queued waiter that found the lock free (the head has not
 /// taken it yet, or is a dead waiter not yet past its deadline) waits before
@@ -106,12 +97,7 @@ impl FairCore {
             .arg(fourth)
             .arg(request.known)
             .arg(self.reentry_error);
-        if let Some((key, ttl_ms)) = request.marker {
-            invocation
-                .key(key)
-                .arg(if request.resend { "1" } else { "0" })
-                .arg(ttl_ms);
-        }
+        request.add_marker(&mut invocation);
         let reply: Option<i64> = invocation.invoke(con).map_err(|e| {
             if !self.reentry_error.is_empty()
                 && e.to_string().contains(names::NON_REENTRANT_REACQUIRE)
@@ -143,65 +129,10 @@ impl FairCore {
         })
     }
 
-    pub(crate) fn release(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = RELEASE
-            .key(request.name)
-            .key(&self.queue)
-            .key(&self.timeout)
-            .key(&self.channel)
-            .arg(UNLOCK_MESSAGE)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(epoch_millis())
-            .arg(request.publish)
-            .arg(request.remaining)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    pub(crate) fn unlock_latched(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = UNLOCK
-            .key(request.name)
-            .key(&self.queue)
-            .key(&self.timeout)
-            .key(&self.channel)
-            .key(latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(epoch_millis())
-            .arg(request.publish)
-            .arg(latch_ttl_ms)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    pub(crate) fn force_unlock(
-        &self,
-        con: &mut dyn ConnectionLike,
-        name: &str,
-        publish: &str,
-    ) -> Result<bool> {
-        let deleted: i64 = FORCE_UNLOCK
-            .key(name)
-            .key(&self.queue)
-            .key(&self.timeout)
-            .key(&self.channel)
-            .arg(UNLOCK_MESSAGE)
-            .arg(epoch_millis())
-            .arg(publish)
-            .invoke(con)?;
-        Ok(deleted == 1)
+    pub(crate) fn unlocking(&self) -> Unlocking<'_> {
+        Unlocking::new(&UNLOCKS)
+            .queued(&self.queue, &self.timeout)
+            .publishing(&self.channel, UNLOCK_MESSAGE)
     }
 
     pub(crate) fn give_up(
@@ -258,31 +189,8 @@ macro_rules! fair_protocol {
                 self.core.acquire(con, request)
             }
 
-            fn release(
-                &self,
-                con: &mut dyn ConnectionLike,
-                request: &ReleaseRequest<'_>,
-            ) -> Result<Option<UnlockOutcome>> {
-                self.core.release(con, request)
-            }
-
-            fn unlock_latched(
-                &self,
-                con: &mut dyn ConnectionLike,
-                request: &ReleaseRequest<'_>,
-                latch: &str,
-                latch_ttl_ms: u64,
-            ) -> Result<Option<UnlockOutcome>> {
-                self.core.unlock_latched(con, request, latch, latch_ttl_ms)
-            }
-
-            fn force_unlock(
-                &self,
-                con: &mut dyn ConnectionLike,
-                name: &str,
-                publish: &str,
-            ) -> Result<bool> {
-                self.core.force_unlock(con, name, publish)
+            fn unlocking(&self) -> Unlocking<'_> {
+                self.core.unlocking()
             }
 
             fn give_up(

@@ -3,7 +3,6 @@
 //! `redisson_lock_token:{<name>}` INCRed on every acquisition (reentry
 //! included), which a protected resource can use to refuse a stale holder.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use redis::ConnectionLike;
@@ -11,13 +10,12 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
-use super::{AcquireRequest, Acquired, Reentrant, Wake, reentrant};
+use super::{AcquireRequest, Acquired, Reentrant, reentrant};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::names;
 
-static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fenced_acquire.lua")));
+static ACQUIRE: LazyLock<Lua> = lua_script!("fenced_acquire.lua");
 
 /// The fenced lock, Redisson's `FencedLock`: see [`crate::FencedLock`].
 #[derive(Debug)]
@@ -40,13 +38,6 @@ impl Protocol for Fenced {
         Fenced {
             rlock: Reentrant::new(name, config),
             token_key: names::prefix_name(names::TOKEN_PREFIX, name),
-        }
-    }
-
-    fn wake<'a>(&'a self, name: &'a str, _field: &'a str) -> Wake<'a> {
-        Wake::Channel {
-            channel: Cow::Borrowed(self.rlock.channel()),
-            entry: Cow::Borrowed(name),
         }
     }
 
@@ -78,5 +69,5 @@ impl Protocol for Fenced {
         })
     }
 
-    super::rlock_unlocks!(rlock);
+    rlock_layout!(rlock);
 }

@@ -20,10 +20,8 @@ pub enum Renewal {
     ReadMarkers { prefix: Arc<str> },
 }
 
-static RENEW_BATCH: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_renew_batch.lua")));
-static RENEW_READ_BATCH: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_renew_batch.lua")));
+static RENEW_BATCH: LazyLock<Lua> = super::lua_script!("rlock_renew_batch.lua");
+static RENEW_READ_BATCH: LazyLock<Lua> = super::lua_script!("read_renew_batch.lua");
 
 /// What a renewal found for one `(name, owner field)` pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

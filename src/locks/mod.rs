@@ -11,47 +11,56 @@
 //! type's public alias lives in `crate::lock::kinds`.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::ConnectionLike;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::lua::{Invocation, Lua};
+use crate::names;
+use replies::unlock_outcome;
 
-/// The unlock side of a type that keeps RLock's layout in a field `$rlock`
-/// (a [`Reentrant`]): its release, latched unlock and force unlock.
-macro_rules! rlock_unlocks {
-    ($rlock:ident) => {
-        fn release(
-            &self,
-            con: &mut dyn redis::ConnectionLike,
-            request: &$crate::locks::ReleaseRequest<'_>,
-        ) -> $crate::error::Result<Option<$crate::locks::UnlockOutcome>> {
-            self.$rlock.release(con, request)
-        }
+/// A `LazyLock<Lua>` of the script `lua/<file>`.
+macro_rules! lua_script {
+    ($file:expr) => {
+        std::sync::LazyLock::new(|| {
+            $crate::lua::Lua::new(include_str!(concat!("../../lua/", $file)))
+        })
+    };
+}
+pub(crate) use lua_script;
 
-        fn unlock_latched(
-            &self,
-            con: &mut dyn redis::ConnectionLike,
-            request: &$crate::locks::ReleaseRequest<'_>,
-            latch: &str,
-            latch_ttl_ms: u64,
-        ) -> $crate::error::Result<Option<$crate::locks::UnlockOutcome>> {
-            self.$rlock
-                .unlock_latched(con, request, latch, latch_ttl_ms)
-        }
-
-        fn force_unlock(
-            &self,
-            con: &mut dyn redis::ConnectionLike,
-            name: &str,
-            publish: &str,
-        ) -> $crate::error::Result<bool> {
-            self.$rlock.force_unlock(con, name, publish)
+/// The [`UnlockScripts`] `lua/<kind>_release.lua`, `lua/<kind>_unlock.lua`
+/// and `lua/<force>_force_unlock.lua` (`<force>`: `<kind>` unless given).
+macro_rules! unlock_scripts {
+    ($kind:literal) => {
+        $crate::locks::unlock_scripts!($kind, $kind)
+    };
+    ($kind:literal, $force:literal) => {
+        $crate::locks::UnlockScripts {
+            release: $crate::locks::lua_script!(concat!($kind, "_release.lua")),
+            unlock: $crate::locks::lua_script!(concat!($kind, "_unlock.lua")),
+            force: $crate::locks::lua_script!(concat!($force, "_force_unlock.lua")),
         }
     };
 }
-pub(crate) use rlock_unlocks;
+pub(crate) use unlock_scripts;
+
+/// The wake and unlocks of a type that keeps RLock's layout in a field
+/// `$rlock` (a [`Reentrant`]): its own is only its acquire.
+macro_rules! rlock_layout {
+    ($rlock:tt) => {
+        fn wake<'a>(&'a self, name: &'a str, field: &'a str) -> $crate::locks::Wake<'a> {
+            self.$rlock.wake(name, field)
+        }
+
+        fn unlocking(&self) -> $crate::locks::Unlocking<'_> {
+            self.$rlock.unlocking()
+        }
+    };
+}
 
 mod fair;
 mod fenced;
@@ -111,6 +120,10 @@ pub(crate) mod protocol {
             request: &AcquireRequest<'_>,
         ) -> Result<Acquired>;
 
+        /// The type's unlock scripts and the keys and arguments they take:
+        /// what the release, latched unlock and force unlock below send.
+        fn unlocking(&self) -> Unlocking<'_>;
+
         /// One release by a guard: the thread keeps `request.remaining`
         /// holds (0 frees the lock for it). Must be idempotent: it may be
         /// sent again after a lost reply.
@@ -118,7 +131,16 @@ pub(crate) mod protocol {
             &self,
             con: &mut dyn ConnectionLike,
             request: &ReleaseRequest<'_>,
-        ) -> Result<Option<UnlockOutcome>>;
+        ) -> Result<Option<UnlockOutcome>> {
+            let unlocking = self.unlocking();
+            let last = u64::from(request.remaining);
+            let reply = unlocking
+                .invocation(&unlocking.scripts.release, request, None, last)
+                .invoke(con)?;
+            // Only a reader's release reports the TTL the hash keeps.
+            let kept_ttl = unlocking.reader.map(|_| &request.kept_ttl_ms);
+            unlock_outcome(reply, kept_ttl)
+        }
 
         /// Redisson's unlock with an unlock latch (`unlock_with_request_id`).
         fn unlock_latched(
@@ -127,7 +149,18 @@ pub(crate) mod protocol {
             request: &ReleaseRequest<'_>,
             latch: &str,
             latch_ttl_ms: u64,
-        ) -> Result<Option<UnlockOutcome>>;
+        ) -> Result<Option<UnlockOutcome>> {
+            let unlocking = self.unlocking();
+            let reply = unlocking
+                .invocation(
+                    &unlocking.scripts.unlock,
+                    request,
+                    Some(latch),
+                    latch_ttl_ms,
+                )
+                .invoke(con)?;
+            unlock_outcome(reply, None)
+        }
 
         /// Deletes the lock whoever holds it; `true` if there was one.
         fn force_unlock(
@@ -135,7 +168,13 @@ pub(crate) mod protocol {
             con: &mut dyn ConnectionLike,
             name: &str,
             publish: &str,
-        ) -> Result<bool>;
+        ) -> Result<bool> {
+            let deleted: i64 = self
+                .unlocking()
+                .force_invocation(name, publish)
+                .invoke(con)?;
+            Ok(deleted == 1)
+        }
 
         /// Redisson's `isLocked` for this type.
         fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
@@ -188,6 +227,16 @@ pub enum Wake<'a> {
     },
     /// No message: sleep by this backoff between attempts.
     Backoff(Backoff),
+}
+
+impl<'a> Wake<'a> {
+    /// Woken on `channel`, the thread's permits kept under `entry`.
+    pub(crate) fn channel(channel: &'a str, entry: &'a str) -> Self {
+        Wake::Channel {
+            channel: Cow::Borrowed(channel),
+            entry: Cow::Borrowed(entry),
+        }
+    }
 }
 
 /// Redisson's exponential spin backoff (PROTOCOL §6).
@@ -258,4 +307,169 @@ pub struct ReleaseRequest<'a> {
     /// its longest-lived remaining marker's) reports it, in ms, when holds
     /// remain.
     pub kept_ttl_ms: std::cell::Cell<Option<u64>>,
+}
+
+impl AcquireRequest<'_> {
+    /// ARGV `resend flag, marker TTL` and the marker key, when the attempt
+    /// has a marker (RLock's and the fair lock's acquire scripts).
+    pub(crate) fn add_marker(&self, invocation: &mut Invocation<'_>) {
+        if let Some((key, ttl_ms)) = self.marker {
+            invocation.key(key).arg(self.resend_flag()).arg(ttl_ms);
+        }
+    }
+
+    /// ARGV `resend flag, marker TTL (0: no marker)` and the marker key if
+    /// any (the read/write lock's acquire scripts take both arguments always).
+    pub(crate) fn add_marker_args(&self, invocation: &mut Invocation<'_>) {
+        invocation.arg(self.resend_flag());
+        match self.marker {
+            Some((key, ttl_ms)) => invocation.key(key).arg(ttl_ms),
+            None => invocation.arg(0),
+        };
+    }
+
+    fn resend_flag(&self) -> &'static str {
+        if self.resend { "1" } else { "0" }
+    }
+}
+
+/// A type's three unlock scripts.
+pub struct UnlockScripts {
+    /// A guard's release (`request.remaining` holds kept).
+    release: LazyLock<Lua>,
+    /// Redisson's unlock with an unlock latch.
+    unlock: LazyLock<Lua>,
+    /// The force unlock.
+    force: LazyLock<Lua>,
+}
+
+/// How a type's unlock scripts are called (PROTOCOL §2.2). A release or a
+/// latched unlock sends KEYS `[name, queue?, timeout?, channel?, reader
+/// keys?, latch?]` and ARGV `[message?, lease (not a reader's), field,
+/// now?, publish?, remaining | latch TTL]`; a force unlock sends KEYS `[name,
+/// queue?, timeout?, channel?]` and ARGV `[message?, now?, publish?,
+/// mode?]`.
+pub struct Unlocking<'a> {
+    scripts: &'static UnlockScripts,
+    /// A fair lock's queue and timeout zset: KEYS after the name, and the
+    /// client's clock (ms) in ARGV before `publish`.
+    queue: Option<(&'a str, &'a str)>,
+    /// The channel and the message a release publishes there, with the
+    /// `publish` flag; `None`: no pub/sub at all (the spin lock).
+    channel: Option<(&'a str, &'a str)>,
+    /// A reader's release and latched unlock: KEYS add the thread's marker
+    /// prefix and the lock's key prefix (this) after the channel, ARGV has
+    /// no lease, and a release with holds left replies `{0, ttl}`.
+    reader: Option<&'a str>,
+    /// A read/write lock's force unlock deletes it only in this mode.
+    mode: Option<&'a str>,
+}
+
+impl<'a> Unlocking<'a> {
+    /// Scripts that take the lock's name alone (and the field's arguments).
+    fn new(scripts: &'static UnlockScripts) -> Self {
+        Unlocking {
+            scripts,
+            queue: None,
+            channel: None,
+            reader: None,
+            mode: None,
+        }
+    }
+
+    /// A release publishes `message` on `channel`.
+    fn publishing(self, channel: &'a str, message: &'a str) -> Self {
+        Unlocking {
+            channel: Some((channel, message)),
+            ..self
+        }
+    }
+
+    /// A fair lock's `queue` and `timeout` keys.
+    fn queued(self, queue: &'a str, timeout: &'a str) -> Self {
+        Unlocking {
+            queue: Some((queue, timeout)),
+            ..self
+        }
+    }
+
+    /// A reader of the lock whose key prefix is `key_prefix`.
+    fn reader(self, key_prefix: &'a str) -> Self {
+        Unlocking {
+            reader: Some(key_prefix),
+            ..self
+        }
+    }
+
+    /// A read/write lock force-unlocked only in `mode`.
+    fn in_mode(self, mode: &'a str) -> Self {
+        Unlocking {
+            mode: Some(mode),
+            ..self
+        }
+    }
+
+    /// A release (`last`: the holds kept) or, with `latch`, a latched
+    /// unlock (`last`: the latch's TTL).
+    fn invocation<'s>(
+        &self,
+        script: &'s Lua,
+        request: &ReleaseRequest<'_>,
+        latch: Option<&str>,
+        last: u64,
+    ) -> Invocation<'s> {
+        let mut invocation = self.keys(script, request.name);
+        if let Some(key_prefix) = self.reader {
+            invocation
+                .key(names::rwlock_timeout_prefix(request.name, request.field))
+                .key(key_prefix);
+        }
+        if let Some(latch) = latch {
+            invocation.key(latch);
+        }
+        if let Some((_, message)) = self.channel {
+            invocation.arg(message);
+        }
+        if self.reader.is_none() {
+            invocation.arg(request.lease_ms);
+        }
+        invocation.arg(request.field);
+        self.clock_and_publish(&mut invocation, request.publish);
+        invocation.arg(last);
+        invocation
+    }
+
+    fn force_invocation(&self, name: &str, publish: &str) -> Invocation<'static> {
+        let mut invocation = self.keys(&self.scripts.force, name);
+        if let Some((_, message)) = self.channel {
+            invocation.arg(message);
+        }
+        self.clock_and_publish(&mut invocation, publish);
+        if let Some(mode) = self.mode {
+            invocation.arg(mode);
+        }
+        invocation
+    }
+
+    /// KEYS `[name, queue?, timeout?, channel?]`.
+    fn keys<'s>(&self, script: &'s Lua, name: &str) -> Invocation<'s> {
+        let mut invocation = script.key(name);
+        if let Some((queue, timeout)) = self.queue {
+            invocation.key(queue).key(timeout);
+        }
+        if let Some((channel, _)) = self.channel {
+            invocation.key(channel);
+        }
+        invocation
+    }
+
+    /// ARGV `now?` (a fair lock's) and `publish?` (a type with a channel's).
+    fn clock_and_publish(&self, invocation: &mut Invocation<'_>, publish: &str) {
+        if self.queue.is_some() {
+            invocation.arg(epoch_millis());
+        }
+        if self.channel.is_some() {
+            invocation.arg(publish);
+        }
+    }
 }

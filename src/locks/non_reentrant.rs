@@ -10,32 +10,23 @@ use crate::lua::Lua;
 
 use super::protocol::Protocol;
 use super::replies::acquire_reply;
-use super::{AcquireRequest, Acquired, Reentrant, Wake};
+use super::{AcquireRequest, Acquired, Reentrant};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::names::NON_REENTRANT_REACQUIRE;
 
-static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/nonreentrant_acquire.lua")));
+static ACQUIRE: LazyLock<Lua> = lua_script!("nonreentrant_acquire.lua");
 
 /// The non-reentrant lock, Redisson's `NonReentrantLock`: see
 /// [`crate::NonReentrantLock`].
 #[derive(Debug)]
-pub struct NonReentrant {
-    rlock: Reentrant,
-}
+pub struct NonReentrant(Reentrant);
 
 impl Protocol for NonReentrant {
     const REDISSON: &'static str = "RedissonNonReentrantLock";
 
     fn new(name: &str, config: &Config) -> Self {
-        NonReentrant {
-            rlock: Reentrant::new(name, config),
-        }
-    }
-
-    fn wake<'a>(&'a self, name: &'a str, field: &'a str) -> Wake<'a> {
-        self.rlock.wake(name, field)
+        NonReentrant(Reentrant::new(name, config))
     }
 
     fn acquire(
@@ -67,7 +58,7 @@ impl Protocol for NonReentrant {
         }
     }
 
-    super::rlock_unlocks!(rlock);
+    rlock_layout!(0);
 
     fn reentrant(&self) -> bool {
         false

@@ -12,7 +12,7 @@ use redis::ConnectionLike;
 
 use super::fair::{FairCore, fair_protocol};
 use super::protocol::Protocol;
-use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use super::{AcquireRequest, Acquired, Unlocking, Wake};
 use crate::error::Result;
 use crate::names;
 

@@ -5,7 +5,6 @@
 //! hold's lease. Whether the hash outlives a reader's unlock is decided by
 //! the markers of every holder, Java's included.
 
-use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use redis::ConnectionLike;
@@ -13,30 +12,22 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::protocol::Protocol;
-use super::replies::{acquire_reply, unlock_outcome};
-use super::{AcquireRequest, Acquired, ReleaseRequest, Renewal, UnlockOutcome, Wake};
+use super::replies::acquire_reply;
+use super::{AcquireRequest, Acquired, Renewal, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE, WRITE_FIELD_SUFFIX};
 
-static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_acquire.lua")));
-static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_release.lua")));
-static UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_unlock.lua")));
-static IS_LOCKED: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_is_locked.lua")));
-pub(super) static FORCE_UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rwlock_force_unlock.lua")));
+static ACQUIRE: LazyLock<Lua> = lua_script!("read_acquire.lua");
+static IS_LOCKED: LazyLock<Lua> = lua_script!("read_is_locked.lua");
+static UNLOCKS: UnlockScripts = unlock_scripts!("read", "rwlock");
 
 /// The read lock of a read/write lock, Redisson's `RedissonReadLock`: see
 /// [`crate::ReadLock`].
 #[derive(Debug)]
 pub struct Read {
-    channel: String,
+    side: Side,
     key_prefix: String,
-    entry: String,
 }
 
 impl Protocol for Read {
@@ -44,18 +35,8 @@ impl Protocol for Read {
 
     fn new(name: &str, _: &Config) -> Self {
         Read {
-            channel: names::rwlock_channel(name),
+            side: Side::new(name, "read"),
             key_prefix: names::rwlock_key_prefix(name),
-            // Readers and writers share the channel, not their permits: a
-            // `0` wakes one reader and one writer, a `1` every one of both.
-            entry: names::concat(&[name, ":read"]),
-        }
-    }
-
-    fn wake<'a>(&'a self, _name: &'a str, _field: &'a str) -> Wake<'a> {
-        Wake::Channel {
-            channel: Cow::Borrowed(&self.channel),
-            entry: Cow::Borrowed(&self.entry),
         }
     }
 
@@ -64,77 +45,19 @@ impl Protocol for Read {
         con: &mut dyn ConnectionLike,
         request: &AcquireRequest<'_>,
     ) -> Result<Acquired> {
-        let mut invocation = ACQUIRE.key(request.name);
-        invocation
-            .key(names::rwlock_timeout_prefix(request.name, request.field))
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(names::concat(&[request.field, WRITE_FIELD_SUFFIX]))
-            .arg(request.known)
-            .arg(if request.resend { "1" } else { "0" });
-        match request.marker {
-            Some((key, ttl_ms)) => invocation.key(key).arg(ttl_ms),
-            None => invocation.arg(0),
-        };
-        let reply: Option<i64> = invocation.invoke(con)?;
-        Ok(acquire_reply(reply))
+        let marker_prefix = names::rwlock_timeout_prefix(request.name, request.field);
+        let write_field = names::concat(&[request.field, WRITE_FIELD_SUFFIX]);
+        acquire(&ACQUIRE, con, request, Some((&marker_prefix, &write_field)))
     }
 
-    fn release(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: redis::Value = RELEASE
-            .key(request.name)
-            .key(&self.channel)
-            .key(names::rwlock_timeout_prefix(request.name, request.field))
-            .key(&self.key_prefix)
-            .arg(UNLOCK_MESSAGE)
-            .arg(request.field)
-            .arg(request.publish)
-            .arg(request.remaining)
-            .invoke(con)?;
-        // {0, ttl}: holds remain, and the hash now lives `ttl` ms (the
-        // longest-lived remaining marker's): the guard's deadline follows it.
-        if let redis::Value::Array(items) = &reply
-            && let [redis::Value::Int(0), redis::Value::Int(ttl)] = items.as_slice()
-        {
-            request.kept_ttl_ms.set(u64::try_from(*ttl).ok());
-            return Ok(Some(UnlockOutcome::StillHeld));
-        }
-        let reply: Option<i64> = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
-        unlock_outcome(reply)
+    fn unlocking(&self) -> Unlocking<'_> {
+        self.side
+            .unlocking(&UNLOCKS, UNLOCK_MESSAGE)
+            .reader(&self.key_prefix)
     }
 
-    fn unlock_latched(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = UNLOCK
-            .key(request.name)
-            .key(&self.channel)
-            .key(names::rwlock_timeout_prefix(request.name, request.field))
-            .key(&self.key_prefix)
-            .key(latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(request.field)
-            .arg(request.publish)
-            .arg(latch_ttl_ms)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    fn force_unlock(
-        &self,
-        con: &mut dyn ConnectionLike,
-        name: &str,
-        publish: &str,
-    ) -> Result<bool> {
-        force_unlock(con, name, &self.channel, UNLOCK_MESSAGE, publish, "read")
+    fn wake<'a>(&'a self, _name: &'a str, _field: &'a str) -> Wake<'a> {
+        self.side.wake()
     }
 
     fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
@@ -159,22 +82,65 @@ impl Protocol for Read {
     }
 }
 
-/// Force unlock of a read/write lock if it is in `mode`
-/// (`lua/rwlock_force_unlock.lua`).
-pub(super) fn force_unlock(
+/// What each side of a read/write lock knows of it.
+#[derive(Debug)]
+pub(super) struct Side {
+    /// The channel both sides' releases publish on.
+    channel: String,
+    /// The side's permits in the subscriber's parking lot, `<name>:<mode>`:
+    /// readers and writers share the channel, not their permits (a `0`
+    /// wakes one reader and one writer, a `1` every one of both).
+    entry: String,
+    /// `read` or `write`: the lock's mode while this side holds it.
+    mode: &'static str,
+}
+
+impl Side {
+    pub(super) fn new(name: &str, mode: &'static str) -> Side {
+        Side {
+            channel: names::rwlock_channel(name),
+            entry: names::concat(&[name, ":", mode]),
+            mode,
+        }
+    }
+
+    pub(super) fn wake(&self) -> Wake<'_> {
+        Wake::channel(&self.channel, &self.entry)
+    }
+
+    /// A release publishes `message` on the shared channel; a force unlock
+    /// deletes the lock only in this side's mode.
+    pub(super) fn unlocking(
+        &self,
+        scripts: &'static UnlockScripts,
+        message: &'static str,
+    ) -> Unlocking<'_> {
+        Unlocking::new(scripts)
+            .publishing(&self.channel, message)
+            .in_mode(self.mode)
+    }
+}
+
+/// A read/write lock's acquire (`lua/read_acquire.lua`,
+/// `lua/write_acquire.lua`): KEYS `[name, marker prefix?, marker?]`, ARGV
+/// `[lease, field, write field?, known, resend, marker TTL (0: none)]`;
+/// `reader` is a reader's marker prefix and its thread's write field.
+pub(super) fn acquire(
+    script: &Lua,
     con: &mut dyn ConnectionLike,
-    name: &str,
-    channel: &str,
-    message: &str,
-    publish: &str,
-    mode: &str,
-) -> Result<bool> {
-    let deleted: i64 = FORCE_UNLOCK
-        .key(name)
-        .key(channel)
-        .arg(message)
-        .arg(publish)
-        .arg(mode)
-        .invoke(con)?;
-    Ok(deleted == 1)
+    request: &AcquireRequest<'_>,
+    reader: Option<(&str, &str)>,
+) -> Result<Acquired> {
+    let mut invocation = script.key(request.name);
+    if let Some((marker_prefix, _)) = reader {
+        invocation.key(marker_prefix);
+    }
+    invocation.arg(request.lease_ms).arg(request.field);
+    if let Some((_, write_field)) = reader {
+        invocation.arg(write_field);
+    }
+    invocation.arg(request.known);
+    request.add_marker_args(&mut invocation);
+    let reply: Option<i64> = invocation.invoke(con)?;
+    Ok(acquire_reply(reply))
 }

@@ -2,7 +2,6 @@
 //! one field per owner holding its reentrancy count, the lease as its TTL,
 //! released on `redisson_lock__channel:{<name>}` with message `0`.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use redis::ConnectionLike;
@@ -10,34 +9,22 @@ use redis::ConnectionLike;
 use crate::lua::{Invocation, Lua};
 
 use super::protocol::Protocol;
-use super::replies::{acquire_reply, unlock_outcome};
-use super::{AcquireRequest, Acquired, ReleaseRequest, UnlockOutcome, Wake};
+use super::replies::acquire_reply;
+use super::{AcquireRequest, Acquired, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;
 use crate::names::{self, UNLOCK_MESSAGE};
 
 /// RLock's acquire, shared by the types with its acquire semantics.
-pub(crate) static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_acquire.lua")));
-static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_release.lua")));
-static UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_force_unlock.lua")));
+pub(crate) static ACQUIRE: LazyLock<Lua> = lua_script!("rlock_acquire.lua");
+static UNLOCKS: UnlockScripts = unlock_scripts!("rlock");
 
 /// The reentrant lock, Redisson's `RLock`: the type of [`crate::Lock`] by
-/// default.
+/// default. The types that share RLock's layout keep one and hand it their
+/// wake and unlocks.
 #[derive(Debug)]
 pub struct Reentrant {
     channel: String,
-}
-
-impl Reentrant {
-    /// The unlock channel, for the lock types that share RLock's layout.
-    pub(crate) fn channel(&self) -> &str {
-        &self.channel
-    }
 }
 
 impl Protocol for Reentrant {
@@ -50,10 +37,7 @@ impl Protocol for Reentrant {
     }
 
     fn wake<'a>(&'a self, name: &'a str, _field: &'a str) -> Wake<'a> {
-        Wake::Channel {
-            channel: Cow::Borrowed(&self.channel),
-            entry: Cow::Borrowed(name),
-        }
+        Wake::channel(&self.channel, name)
     }
 
     fn acquire(
@@ -64,41 +48,8 @@ impl Protocol for Reentrant {
         acquire(&ACQUIRE, con, request)
     }
 
-    fn release(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        release(&self.channel, con, request)
-    }
-
-    fn unlock_latched(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = UNLOCK
-            .key(request.name)
-            .key(&self.channel)
-            .key(latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(request.publish)
-            .arg(latch_ttl_ms)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    fn force_unlock(
-        &self,
-        con: &mut dyn ConnectionLike,
-        name: &str,
-        publish: &str,
-    ) -> Result<bool> {
-        force_unlock(&self.channel, con, name, publish)
+    fn unlocking(&self) -> Unlocking<'_> {
+        Unlocking::new(&UNLOCKS).publishing(&self.channel, UNLOCK_MESSAGE)
     }
 }
 
@@ -130,45 +81,6 @@ pub(crate) fn acquire_invocation<'a>(
         .arg(request.lease_ms)
         .arg(request.field)
         .arg(request.known);
-    if let Some((key, ttl_ms)) = request.marker {
-        invocation
-            .key(key)
-            .arg(if request.resend { "1" } else { "0" })
-            .arg(ttl_ms);
-    }
+    request.add_marker(&mut invocation);
     invocation
-}
-
-/// A guard's release of an RLock-layout lock (`lua/rlock_release.lua`).
-pub(crate) fn release(
-    channel: &str,
-    con: &mut dyn ConnectionLike,
-    request: &ReleaseRequest<'_>,
-) -> Result<Option<UnlockOutcome>> {
-    let reply: Option<i64> = RELEASE
-        .key(request.name)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(request.lease_ms)
-        .arg(request.field)
-        .arg(request.publish)
-        .arg(request.remaining)
-        .invoke(con)?;
-    unlock_outcome(reply)
-}
-
-/// Force unlock of an RLock-layout lock (`lua/rlock_force_unlock.lua`).
-pub(crate) fn force_unlock(
-    channel: &str,
-    con: &mut dyn ConnectionLike,
-    name: &str,
-    publish: &str,
-) -> Result<bool> {
-    let deleted: i64 = FORCE_UNLOCK
-        .key(name)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(deleted == 1)
 }

@@ -1,18 +1,18 @@
 //! What the lock scripts' replies mean, read once for every kind, and the
 //! one script every kind shares for a composite's final lease.
 
+use std::cell::Cell;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::ConnectionLike;
+use redis::{ConnectionLike, Value};
 
 use crate::lua::Lua;
 
 use crate::error::{Error, Result};
 use crate::locks::Acquired;
 
-static EXPIRE_IF_HELD: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/expire_if_held.lua")));
+static EXPIRE_IF_HELD: LazyLock<Lua> = super::lua_script!("expire_if_held.lua");
 
 /// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
 /// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
@@ -61,7 +61,21 @@ pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
 }
 
 /// Reads an unlock script's reply: 1 freed, 0 holds remain, nil not held.
-pub(crate) fn unlock_outcome(reply: Option<i64>) -> Result<Option<UnlockOutcome>> {
+/// With `kept_ttl` (a reader's release), `{0, ttl}` also says that holds
+/// remain, and that the hash now lives `ttl` ms (the longest-lived
+/// remaining marker's): stored there, the guard's deadline follows it.
+pub(crate) fn unlock_outcome(
+    reply: Value,
+    kept_ttl: Option<&Cell<Option<u64>>>,
+) -> Result<Option<UnlockOutcome>> {
+    if let Some(kept_ttl) = kept_ttl
+        && let Value::Array(items) = &reply
+        && let [Value::Int(0), Value::Int(ttl)] = items.as_slice()
+    {
+        kept_ttl.set(u64::try_from(*ttl).ok());
+        return Ok(Some(UnlockOutcome::StillHeld));
+    }
+    let reply: Option<i64> = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
     match reply {
         None => Ok(None),
         Some(1) => Ok(Some(UnlockOutcome::Released)),

@@ -3,26 +3,18 @@
 //! acquire, but no pub/sub at all: releases publish nothing and waiters
 //! poll with an exponential backoff.
 
-use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
 
-use crate::lua::Lua;
-
 use super::protocol::Protocol;
-use super::replies::unlock_outcome;
-use super::{AcquireRequest, Acquired, Backoff, ReleaseRequest, UnlockOutcome, Wake, reentrant};
+use super::reentrant;
+use super::{AcquireRequest, Acquired, Backoff, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;
 use crate::names::{SPIN_INITIAL_DELAY_MS, SPIN_MAX_DELAY_MS};
 
-static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_release.lua")));
-static UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/spin_force_unlock.lua")));
+static UNLOCKS: UnlockScripts = unlock_scripts!("spin");
 
 /// The spin lock, Redisson's `SpinLock`: see [`crate::SpinLock`].
 #[derive(Debug)]
@@ -30,16 +22,33 @@ pub struct Spin {
     backoff: Backoff,
 }
 
+impl Spin {
+    /// A spin lock's view whose waiters sleep from `initial` (at least
+    /// 1 ms) up to `max` (at least `initial`).
+    pub(crate) fn with_backoff(initial: Duration, max: Duration) -> Self {
+        let initial = initial.max(Duration::from_millis(1));
+        Spin {
+            backoff: Backoff {
+                initial,
+                max: max.max(initial),
+            },
+        }
+    }
+
+    /// The backoff its waiters sleep by.
+    pub(crate) fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+}
+
 impl Protocol for Spin {
     const REDISSON: &'static str = "RedissonSpinLock";
 
     fn new(_: &str, _: &Config) -> Self {
-        Spin {
-            backoff: Backoff {
-                initial: Duration::from_millis(SPIN_INITIAL_DELAY_MS),
-                max: Duration::from_millis(SPIN_MAX_DELAY_MS),
-            },
-        }
+        Spin::with_backoff(
+            Duration::from_millis(SPIN_INITIAL_DELAY_MS),
+            Duration::from_millis(SPIN_MAX_DELAY_MS),
+        )
     }
 
     fn wake<'a>(&'a self, _name: &'a str, _field: &'a str) -> Wake<'a> {
@@ -54,45 +63,8 @@ impl Protocol for Spin {
         reentrant::acquire(&reentrant::ACQUIRE, con, request)
     }
 
-    fn release(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = RELEASE
-            .key(request.name)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(request.remaining)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    fn unlock_latched(
-        &self,
-        con: &mut dyn ConnectionLike,
-        request: &ReleaseRequest<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> Result<Option<UnlockOutcome>> {
-        let reply: Option<i64> = UNLOCK
-            .key(request.name)
-            .key(latch)
-            .arg(request.lease_ms)
-            .arg(request.field)
-            .arg(latch_ttl_ms)
-            .invoke(con)?;
-        unlock_outcome(reply)
-    }
-
-    fn force_unlock(
-        &self,
-        con: &mut dyn ConnectionLike,
-        name: &str,
-        _publish: &str,
-    ) -> Result<bool> {
-        let deleted: i64 = FORCE_UNLOCK.key(name).invoke(con)?;
-        Ok(deleted == 1)
+    fn unlocking(&self) -> Unlocking<'_> {
+        Unlocking::new(&UNLOCKS)
     }
 }
 
@@ -127,24 +99,5 @@ impl Spinning {
             .saturating_add(jitter)
             .min(self.backoff.max);
         now
-    }
-}
-
-impl Spin {
-    /// A spin lock's view whose waiters sleep from `initial` (at least
-    /// 1 ms) up to `max` (at least `initial`).
-    pub(crate) fn with_backoff(initial: Duration, max: Duration) -> Self {
-        let initial = initial.max(Duration::from_millis(1));
-        Spin {
-            backoff: Backoff {
-                initial,
-                max: max.max(initial),
-            },
-        }
-    }
-
-    /// The backoff its waiters sleep by.
-    pub(crate) fn backoff(&self) -> Backoff {
-        self.backoff
     }
 }
