@@ -108,6 +108,7 @@ mod multi;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use config::ShardedSubscription;
+pub use engine::events::{EventHandler, LockEvent};
 pub use error::{Error, LostReason, Result};
 pub use lock::Lock;
 pub use lock::guard::LockGuard;
@@ -115,6 +116,8 @@ pub use lock::kinds::{FairLock, FencedLock, NonReentrantFairLock, NonReentrantLo
 pub use lock::kinds::{FairLockGuard, FencedLockGuard, NonReentrantFairLockGuard};
 pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, WriteLockGuard};
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
+pub use lock::owned::OwnedLockGuard;
+pub use lock::signal::LostSignal;
 pub use locks::UnlockOutcome;
 pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};

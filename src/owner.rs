@@ -23,6 +23,12 @@ pub(crate) fn current_thread_id() -> u64 {
     })
 }
 
+/// A fresh owner id for a hold that belongs to no thread (an owned guard):
+/// drawn from the thread numbers' counter, so it is never a live thread's.
+pub(crate) fn fresh_owner_id() -> u64 {
+    NEXT_THREAD_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// The hash field naming `thread_id` of client `client_id` as a holder.
 pub(crate) fn owner_field(client_id: &str, thread_id: u64) -> String {
     // Built by hand: `format!` costs several times more, on every acquire.

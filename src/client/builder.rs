@@ -10,6 +10,7 @@ use redis::{ConnectionInfo, RedisResult};
 use crate::client::Client;
 use crate::config::{Config, ShardedSubscription};
 use crate::engine::Engine;
+use crate::engine::events::EventHandler;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::net::tls::TlsSettings;
@@ -30,6 +31,8 @@ pub struct ClientBuilder {
     pub(crate) seeds: Option<Vec<ConnectionInfo>>,
     /// Sharded pub/sub in a cluster (ignored on one server).
     pub(crate) sharded: ShardedSubscription,
+    /// The client-wide event handler, if any.
+    handler: Option<Arc<dyn EventHandler>>,
 }
 
 impl ClientBuilder {
@@ -43,7 +46,35 @@ impl ClientBuilder {
             sentinel: None,
             seeds: None,
             sharded: ShardedSubscription::Auto,
+            handler: None,
         }
+    }
+
+    /// Calls `handler` for every lock event of the client: acquired,
+    /// released, renewal failed (uncertain: the watchdog keeps renewing),
+    /// expiring (a third of the lease left, not renewed yet) and lost (with
+    /// its [`LostReason`](crate::LostReason)), for every lock type and
+    /// topology. See [`EventHandler`] for the thread it runs on and its
+    /// bounds: a slow or panicking handler never delays a lock call or a
+    /// renewal. Costs a thread per client (`rlock-events`), and one that
+    /// watches deadlines (`rlock-deadline`) once a lock is held.
+    ///
+    /// ```no_run
+    /// use redisson_lock::{Client, EventHandler, LockEvent, LostReason};
+    ///
+    /// struct Alarm;
+    /// impl EventHandler for Alarm {
+    ///     fn lost(&self, lock: &LockEvent, reason: LostReason) {
+    ///         eprintln!("lost {}: {reason}", lock.name);
+    ///     }
+    /// }
+    ///
+    /// let client = Client::builder("redis://127.0.0.1:6379").event_handler(Alarm).build()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn event_handler(mut self, handler: impl EventHandler) -> Self {
+        self.handler = Some(Arc::new(handler));
+        self
     }
 
     /// The lease of locks taken without an explicit one, and the `PEXPIRE`
@@ -135,7 +166,7 @@ impl ClientBuilder {
         };
         let topology = Topology::connect(target, &config, self.pool_size, &self.tls)?;
         Ok(Client {
-            engine: Arc::new(Engine::start(config, topology)?),
+            engine: Arc::new(Engine::start(config, topology, self.handler)?),
         })
     }
 }

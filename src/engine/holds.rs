@@ -23,13 +23,15 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
 
-use crate::error::LostReason;
+use super::events::{Event, Events, LockEvent};
+use crate::error::{Error, LostReason};
 use crate::locks::Renewal;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -49,6 +51,31 @@ pub(crate) struct Hold {
     pub name: Arc<str>,
     pub field: Arc<str>,
     pub renewal: Renewal,
+    /// The Redisson class of its lock type, for events.
+    pub kind: &'static str,
+    /// When it was first taken.
+    pub since: Instant,
+    /// The lease it was first taken with: a third of it before the deadline
+    /// counts as "expiring".
+    lease: Duration,
+    /// Its last guard released it (not lost): nothing to signal any more.
+    ended: AtomicBool,
+    /// A run of failed renewals was reported; an "expiring" event was raised
+    /// for the current deadline.
+    renewal_failing: AtomicBool,
+    expiring_raised: AtomicBool,
+    /// In the registry's watched list.
+    watched: AtomicBool,
+    /// Who hears of a loss: the lost signals' channels (dropped, which
+    /// disconnects them, when the hold ends without loss), and the waiters
+    /// of [`Hold::wait_lost`] on `changed`.
+    listeners: Mutex<Vec<Sender<LostReason>>>,
+    /// With `changed`: the waiters of [`Hold::wait_lost`] (never held while
+    /// the hold's state is read, which may mark it lost).
+    waiting: Mutex<()>,
+    changed: Condvar,
+    /// The client's event handler, if it has one.
+    events: Option<Events>,
     /// Local acquisitions not yet released.
     count: AtomicU32,
     /// Of those, how many were taken without an explicit lease: the
@@ -125,6 +152,17 @@ impl Hold {
             name: Arc::clone(name),
             field: field.into(),
             renewal,
+            kind: "",
+            since: sent,
+            lease,
+            ended: AtomicBool::new(false),
+            renewal_failing: AtomicBool::new(false),
+            expiring_raised: AtomicBool::new(false),
+            watched: AtomicBool::new(false),
+            listeners: Mutex::new(Vec::new()),
+            waiting: Mutex::new(()),
+            changed: Condvar::new(),
+            events: None,
             count: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(renew)),
             lost: AtomicU8::new(0),
@@ -146,10 +184,14 @@ impl Hold {
         self.lost_reason().is_some()
     }
 
-    /// Why the hold is lost, `None` while it is not known to be.
+    /// Why the hold is lost, `None` while it is not known to be (or once it
+    /// ended: released, not lost).
     pub fn lost_reason(&self) -> Option<LostReason> {
         if let Some(reason) = LostReason::from_code(self.lost.load(Ordering::Acquire)) {
             return Some(reason);
+        }
+        if self.ended.load(Ordering::Acquire) {
+            return None;
         }
         if nanos_since_epoch(Instant::now()) >= self.deadline.load(Ordering::Acquire) {
             self.mark_lost(LostReason::LeaseExpired);
@@ -165,12 +207,144 @@ impl Hold {
             .lost
             .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
-        if first && self.held() {
+        if !first {
+            return;
+        }
+        if self.held() {
             log::warn!(
                 "redisson-lock: lock `{}` held by {} was lost: {reason}",
                 self.name,
                 self.field
             );
+            self.raise(|lock| Event::Lost(lock, reason));
+        }
+        let listeners = std::mem::take(&mut *self.listeners.lock());
+        for listener in listeners {
+            let _ = listener.try_send(reason);
+        }
+        self.wake_waiters();
+    }
+
+    /// Wakes [`Hold::wait_lost`]: through its mutex, so that a waiter
+    /// between its check and its wait cannot miss it.
+    fn wake_waiters(&self) {
+        drop(self.waiting.lock());
+        self.changed.notify_all();
+    }
+
+    /// Whether the hold is marked lost or ended, without looking at the
+    /// clock (which may mark it).
+    fn settled(&self) -> bool {
+        self.lost.load(Ordering::Acquire) != 0 || self.ended.load(Ordering::Acquire)
+    }
+
+    /// The last guard released the hold without its being lost: raises
+    /// "released", and disconnects the lost signals' channels.
+    pub fn end(&self) {
+        if self.ended.swap(true, Ordering::AcqRel) || self.lost.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        self.raise(|lock| Event::Released(lock, self.since.elapsed()));
+        self.listeners.lock().clear();
+        self.wake_waiters();
+    }
+
+    /// Whether the hold ended (released) or is lost: nothing more to watch.
+    pub fn is_over(&self) -> bool {
+        self.ended.load(Ordering::Acquire) || self.lost.load(Ordering::Acquire) != 0
+    }
+
+    /// The local moment before which the key cannot have expired: the
+    /// earliest `sent + lease` of the commands that may have set its TTL
+    /// last (see the module docs).
+    pub fn valid_until(&self) -> Instant {
+        *EPOCH + Duration::from_nanos(self.deadline.load(Ordering::Acquire))
+    }
+
+    /// A channel that receives the reason once the hold is lost (at once if
+    /// it is), and is disconnected when it ends without loss.
+    pub fn lost_channel(&self) -> Receiver<LostReason> {
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        // Marks the hold lost if its deadline passed (before the lock: a
+        // loss takes it to drain the listeners).
+        let _ = self.lost_reason();
+        let mut listeners = self.listeners.lock();
+        match LostReason::from_code(self.lost.load(Ordering::Acquire)) {
+            Some(reason) => {
+                let _ = sender.try_send(reason);
+            }
+            None if self.ended.load(Ordering::Acquire) => {}
+            None => listeners.push(sender),
+        }
+        receiver
+    }
+
+    /// Blocks until the hold is lost (`Some(reason)`), ends without loss
+    /// (`None`), or `until` passes (`None`). Wakes by itself at the deadline,
+    /// which is when a lease that ran out makes the hold lost.
+    pub fn wait_lost(&self, until: Option<Instant>) -> Option<LostReason> {
+        loop {
+            if let Some(reason) = self.lost_reason() {
+                return Some(reason);
+            }
+            if self.ended.load(Ordering::Acquire) {
+                return None;
+            }
+            if until.is_some_and(|until| Instant::now() >= until) {
+                return None;
+            }
+            let deadline = self.valid_until();
+            let wake = until.map_or(deadline, |until| until.min(deadline));
+            let mut waiting = self.waiting.lock();
+            if !self.settled() {
+                // A deadline that passes is checked on the next turn.
+                let _ = self.changed.wait_until(&mut waiting, wake);
+            }
+        }
+    }
+
+    /// A renewal got through: ends a run of failures and re-arms
+    /// "expiring".
+    pub fn renewal_succeeded(&self) {
+        self.renewal_failing.store(false, Ordering::Release);
+        self.expiring_raised.store(false, Ordering::Release);
+    }
+
+    /// A renewal failed with `error`: raised once per run of failures.
+    pub fn renewal_failed(&self, error: &Error) {
+        if !self.renewal_failing.swap(true, Ordering::AcqRel) {
+            let error = Error::Unavailable {
+                reason: error.to_string(),
+            };
+            self.raise(|lock| Event::RenewalFailed(lock, error));
+        }
+    }
+
+    /// When "expiring" is due: a third of the lease before the deadline;
+    /// `None` when it was raised already or nobody listens.
+    fn expiring_at(&self) -> Option<Instant> {
+        (self.events.is_some() && !self.expiring_raised.load(Ordering::Acquire))
+            .then(|| self.valid_until().checked_sub(self.lease / 3))
+            .flatten()
+    }
+
+    /// Raises "expiring" if it is due and was not raised for this deadline.
+    fn check_expiring(&self, now: Instant) {
+        if self.expiring_at().is_some_and(|at| now >= at)
+            && !self.expiring_raised.swap(true, Ordering::AcqRel)
+        {
+            let remaining = self.valid_until().saturating_duration_since(now);
+            self.raise(|lock| Event::Expiring(lock, remaining));
+        }
+    }
+
+    fn raise(&self, event: impl FnOnce(LockEvent) -> Event) {
+        if let Some(events) = &self.events {
+            events.raise(event(LockEvent {
+                name: Arc::clone(&self.name),
+                owner: Arc::clone(&self.field),
+                kind: self.kind,
+            }));
         }
     }
 
@@ -248,14 +422,101 @@ impl Hold {
     }
 }
 
+/// The `rlock-deadline` thread: checks the watched holds at each one's
+/// next moment of interest, or when `woken` says the list changed, until
+/// the registry is dropped.
+fn watch_deadlines(watched: &Mutex<Vec<Weak<Hold>>>, woken: &Receiver<()>) {
+    loop {
+        let next = check_watched(watched, Instant::now());
+        let woke = match next {
+            Some(at) => woken.recv_deadline(at).map_err(|e| e.is_disconnected()),
+            None => woken.recv().map_err(|_| true),
+        };
+        if woke == Err(true) {
+            return;
+        }
+    }
+}
+
+/// Checks the watched holds at `now` (marking those past their deadline
+/// lost, raising "expiring"), forgets those that are over, and says when to
+/// look again.
+fn check_watched(watched: &Mutex<Vec<Weak<Hold>>>, now: Instant) -> Option<Instant> {
+    let holds: Vec<Arc<Hold>> = {
+        let mut watched = watched.lock();
+        watched.retain(|hold| hold.upgrade().is_some_and(|hold| !hold.is_over()));
+        watched.iter().filter_map(Weak::upgrade).collect()
+    };
+    let mut next: Option<Instant> = None;
+    for hold in holds {
+        hold.check_expiring(now);
+        if hold.is_lost() {
+            continue;
+        }
+        for at in [Some(hold.valid_until()), hold.expiring_at()]
+            .into_iter()
+            .flatten()
+        {
+            next = Some(next.map_or(at, |next| next.min(at)));
+        }
+    }
+    next
+}
+
 /// Every hold of one client, by lock name.
-#[derive(Default)]
 pub(crate) struct Registry {
     /// Keyed by the locks' own names (no copy per acquisition).
     holds: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>>>,
+    /// The client's event handler's queue, if it has one.
+    events: Option<Events>,
+    /// Holds whose deadline someone listens to (a lost signal's channel, or
+    /// the event handler), watched by the `rlock-deadline` thread.
+    watched: Arc<Mutex<Vec<Weak<Hold>>>>,
+    /// Wakes that thread (started by the first [`Registry::watch`]) when
+    /// `watched` changed; dropping it ends the thread.
+    watcher: OnceLock<Sender<()>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new(None)
+    }
 }
 
 impl Registry {
+    /// An empty registry whose holds raise their events on `events`.
+    pub fn new(events: Option<Events>) -> Self {
+        Registry {
+            holds: Mutex::default(),
+            events,
+            watched: Arc::default(),
+            watcher: OnceLock::new(),
+        }
+    }
+
+    /// Has `hold`'s loss signalled at its deadline (and "expiring" raised
+    /// before it) by the `rlock-deadline` thread, whatever the watchdog is
+    /// doing: no later than the key can have expired. The thread is started
+    /// by the first call and ends with the registry.
+    pub fn watch(&self, hold: &Arc<Hold>) {
+        if hold.watched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.watched.lock().push(Arc::downgrade(hold));
+        let wake = self.watcher.get_or_init(|| {
+            let (wake, woken) = crossbeam_channel::bounded(1);
+            let watched = Arc::clone(&self.watched);
+            let started = std::thread::Builder::new()
+                .name("rlock-deadline".into())
+                .spawn(move || watch_deadlines(&watched, &woken));
+            if let Err(e) = started {
+                log::warn!("redisson-lock: cannot start the deadline thread: {e}");
+            }
+            wake
+        });
+        let _ = wake.try_send(());
+    }
+
     /// Records a successful acquire sent at `sent` with `lease`. `reentered`
     /// is the live hold the acquire was sent for (its lease command already
     /// ended by the caller), joined by this acquisition; without it a new
@@ -267,6 +528,7 @@ impl Registry {
         &self,
         name: &Arc<str>,
         field: &str,
+        kind: &'static str,
         renewal: Renewal,
         lease: Duration,
         renew: bool,
@@ -276,9 +538,17 @@ impl Registry {
         if let Some(hold) = reentered {
             hold.count.fetch_add(1, Ordering::AcqRel);
             hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
+            hold.raise(|lock| Event::Acquired(lock, true));
             return Arc::clone(hold);
         }
-        let hold = Arc::new(Hold::new(name, field, renewal, renew, sent, lease));
+        let mut hold = Hold::new(name, field, renewal, renew, sent, lease);
+        hold.kind = kind;
+        hold.events.clone_from(&self.events);
+        let hold = Arc::new(hold);
+        hold.raise(|lock| Event::Acquired(lock, false));
+        if self.events.is_some() {
+            self.watch(&hold);
+        }
         let mut holds = self.holds.lock();
         let entry = holds.entry(Arc::clone(name)).or_default();
         entry.retain(|old| {

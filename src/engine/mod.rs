@@ -6,6 +6,7 @@
 //! The engine never names a lock kind: it sees the closed enums a kind
 //! hands it (how to wake a waiter, how to renew a hold).
 
+pub(crate) mod events;
 pub(crate) mod holds;
 pub(crate) mod replicas;
 pub(crate) mod scatter;
@@ -19,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::net::pool::Checkout;
 use crate::owner::RequestId;
 use crate::topology::Topology;
+use events::{EventHandler, Events};
 use holds::Registry;
 use replicas::ReplicaSync;
 use watchdog::Watchdog;
@@ -54,10 +56,16 @@ pub(crate) struct Engine {
 impl Engine {
     /// The engine of a client connected through `topology`: starts its
     /// watchdog thread (whose connection is opened here, so that a server
-    /// that cannot be reached fails the build).
-    pub fn start(config: Config, topology: Topology) -> Result<Engine> {
+    /// that cannot be reached fails the build), and with a `handler`, the
+    /// thread that calls it.
+    pub fn start(
+        config: Config,
+        topology: Topology,
+        handler: Option<Arc<dyn EventHandler>>,
+    ) -> Result<Engine> {
         let topology = Arc::new(topology);
-        let registry = Arc::new(Registry::default());
+        let events = handler.map(Events::start).transpose()?;
+        let registry = Arc::new(Registry::new(events));
         let sync = config
             .replica_sync
             .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout())));

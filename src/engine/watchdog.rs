@@ -329,6 +329,7 @@ impl Worker {
                 let outcome = LeaseOutcome::of_error(&e);
                 for (hold, ticket) in holds.zip(tickets) {
                     hold.end_lease(ticket, outcome);
+                    hold.renewal_failed(&e);
                 }
                 return false;
             }
@@ -349,6 +350,7 @@ impl Worker {
                     let outcome = LeaseOutcome::of_error(&e);
                     for (hold, ticket) in chunk.iter().zip(tickets.by_ref()) {
                         hold.end_lease(ticket, outcome);
+                        hold.renewal_failed(&e);
                     }
                     continue;
                 }
@@ -364,6 +366,7 @@ impl Worker {
         match state {
             Renewed::Held => {
                 hold.end_lease(ticket, LeaseOutcome::Set);
+                hold.renewal_succeeded();
                 if hold.is_lost() {
                     // Renewed too late to trust: stop renewing; the guard's
                     // unlock deletes what is left.

@@ -82,7 +82,16 @@ impl<K: Kind> Lock<K> {
         let renew = self.lease.is_none();
         let reentered = live.as_ref().filter(|_| !replaced);
         let renewal = self.kind.renewal(field);
-        let hold = registry.acquired(&self.name, field, renewal, lease, renew, sent, reentered);
+        let hold = registry.acquired(
+            &self.name,
+            field,
+            K::REDISSON,
+            renewal,
+            lease,
+            renew,
+            sent,
+            reentered,
+        );
         Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
     }
 }

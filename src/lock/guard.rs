@@ -2,7 +2,6 @@
 //! the latch-free release retry every type shares.
 
 use std::cell::Cell;
-use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::error::{LostReason, Result};
 use crate::lock::Lock;
+use crate::lock::signal::LostSignal;
 use crate::lock::unlock::{ReplicaCheck, Unlock};
 use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, Reentrant, Wake};
@@ -55,47 +55,9 @@ impl<K: Kind> LockGuard<K> {
         }
     }
 
-    /// Releases this hold and reports how that went.
-    ///
-    /// `Ok` when the hold was released (the lock is free if it was the last
-    /// one). [`Error::Lost`](crate::Error::Lost) when the lock was already known to be lost (see
-    /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`](crate::Error::NotHeld) when Redis says this
-    /// thread does not hold it, which also means it was lost. Either way, the
-    /// hold is gone from the watchdog and nothing else's lock is touched.
-    pub fn unlock(mut self) -> Result<()> {
-        self.release()
-    }
-
-    /// `true` when the lock is known to be no longer ours: a renewal found
-    /// our field gone, the lease ran out by the local monotonic clock before a
-    /// renewal succeeded, or this client force-unlocked it. Once `true`, it
-    /// stays `true`. For a lock taken with an explicit lease, this turns `true`
-    /// when that lease has run out. No round trip.
-    pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    /// Why the lock is known to be lost; `None` while [`is_lost`](Self::is_lost)
-    /// is `false`. No round trip.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.hold.lost_reason()
-    }
-
     /// The token the acquisition got, for the lock types that hand out one.
     pub(crate) fn fencing_token(&self) -> Option<u64> {
         self.token
-    }
-
-    /// The lock this guard holds.
-    pub fn lock(&self) -> &Lock<K> {
-        &self.lock
-    }
-
-    fn release(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.released, true) {
-            return Ok(());
-        }
-        release(&self.lock, &self.hold, self.renew)
     }
 
     /// Releases an acquisition that no replica acknowledged: like
@@ -109,6 +71,18 @@ impl<K: Kind> LockGuard<K> {
                 finish_release(&self.lock, &self.hold, sending, None, ReplicaCheck::LogOnly)
             }
         }
+    }
+
+    /// The guard's parts, its release now the caller's: the lock, the hold,
+    /// the token and whether it is one of the hold's watchdog renewers.
+    pub(crate) fn into_parts(mut self) -> (Lock<K>, Arc<Hold>, Option<u64>, bool) {
+        self.released = true;
+        (
+            self.lock.clone(),
+            Arc::clone(&self.hold),
+            self.token,
+            self.renew,
+        )
     }
 
     /// The guard as a value that may cross threads, to be released there:
@@ -160,7 +134,7 @@ pub(crate) struct Detached<K: Kind> {
 }
 
 /// One guard's release: every type and every guard goes through here.
-fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
+pub(crate) fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
     match begin_release(lock, hold, renew) {
         Releasing::Done(result) => result,
         Releasing::Send(sending) => {
@@ -263,7 +237,9 @@ fn finish_release<K: Kind>(
     match result {
         Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
         Ok(Some(UnlockOutcome::Released)) => {
-            if !last {
+            if last {
+                hold.end();
+            } else {
                 // Redis had fewer holds than this thread counts: the
                 // other guards of this hold hold nothing any more.
                 registry.lose(hold, LostReason::Released);
@@ -357,20 +333,99 @@ fn far_deadline() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
 
-impl<K: Kind> Drop for LockGuard<K> {
-    fn drop(&mut self) {
-        if let Err(e) = self.release() {
-            log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
-        }
-    }
-}
+/// The methods, `Drop` and `Debug` that [`LockGuard`] and
+/// [`OwnedLockGuard`](crate::OwnedLockGuard) share: one hold on a lock, over
+/// the fields `lock`, `hold`, `renew` and `released`.
+macro_rules! guard_common {
+    ($guard:ident) => {
+        impl<K: Kind> $guard<K> {
+            /// Releases this hold and reports how that went.
+            ///
+            /// `Ok` when the hold was released (the lock is free if it was the last
+            /// one). [`Error::Lost`](crate::Error::Lost) when the lock was already known to be lost (see
+            /// [`is_lost`](Self::is_lost)); [`Error::NotHeld`](crate::Error::NotHeld) when Redis says this
+            /// thread does not hold it, which also means it was lost. Either way, the
+            /// hold is gone from the watchdog and nothing else's lock is touched.
+            pub fn unlock(mut self) -> Result<()> {
+                self.release()
+            }
 
-impl<K: Kind> fmt::Debug for LockGuard<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.name)
-            .field("owner", &self.hold.field)
-            .field("lost", &self.hold.is_lost())
-            .finish()
-    }
+            /// `true` when the lock is known to be no longer ours: a renewal found
+            /// our field gone, the lease ran out by the local monotonic clock before a
+            /// renewal succeeded, or this client force-unlocked it. Once `true`, it
+            /// stays `true`. For a lock taken with an explicit lease, this turns `true`
+            /// when that lease has run out. No round trip.
+            pub fn is_lost(&self) -> bool {
+                self.hold.is_lost()
+            }
+
+            /// Why the lock is known to be lost; `None` while [`is_lost`](Self::is_lost)
+            /// is `false`. No round trip.
+            pub fn lost_reason(&self) -> Option<LostReason> {
+                self.hold.lost_reason()
+            }
+
+            /// The local moment before which the lock cannot have expired: the
+            /// send time of the last renewal (or acquisition) that succeeded plus
+            /// its lease. Past it, [`is_lost`](Self::is_lost) is `true`. No round
+            /// trip.
+            pub fn valid_until(&self) -> Instant {
+                self.hold.valid_until()
+            }
+
+            /// `Ok` while the lock is not known to be lost; else
+            /// [`Error::Lost`](crate::Error::Lost) with the reason. A cheap check
+            /// before a side effect (an atomic load and a clock read, no round
+            /// trip); it cannot see a loss Redis has not reported yet, only one that
+            /// a renewal, an unlock or the local deadline revealed.
+            pub fn ensure_held(&self) -> Result<()> {
+                match self.hold.lost_reason() {
+                    Some(reason) => Err(self.lock.lost(reason)),
+                    None => Ok(()),
+                }
+            }
+
+            /// A [`LostSignal`] for this hold: other threads can wait for its loss
+            /// or `select!` on it, and it outlives the guard. The first one makes the
+            /// client watch this hold's deadline (a `rlock-deadline` thread, started
+            /// once per client). No round trip.
+            pub fn lost_signal(&self) -> LostSignal {
+                self.lock.engine.registry.watch(&self.hold);
+                LostSignal::new(Arc::clone(&self.hold))
+            }
+
+            /// The lock this guard holds.
+            pub fn lock(&self) -> &Lock<K> {
+                &self.lock
+            }
+
+            fn release(&mut self) -> Result<()> {
+                if std::mem::replace(&mut self.released, true) {
+                    return Ok(());
+                }
+                $crate::lock::guard::release(&self.lock, &self.hold, self.renew)
+            }
+        }
+
+        impl<K: Kind> Drop for $guard<K> {
+            fn drop(&mut self) {
+                if let Err(e) = self.release() {
+                    log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+                }
+            }
+        }
+
+        impl<K: Kind> std::fmt::Debug for $guard<K> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($guard))
+                    .field("lock", &self.lock.name)
+                    .field("owner", &self.hold.field)
+                    .field("lost", &self.hold.is_lost())
+                    .finish()
+            }
+        }
+    };
 }
+pub(crate) use guard_common;
+
+guard_common!(LockGuard);

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::owned::OwnedLockGuard;
 use super::{Lock, LockGuard};
 use crate::engine::Engine;
 use crate::error::Result;
@@ -52,6 +53,14 @@ impl Lock<Fenced> {
 impl LockGuard<Fenced> {
     /// The token this acquisition got: greater than every token handed out
     /// before it, to any holder. No round trip.
+    pub fn token(&self) -> u64 {
+        self.fencing_token().unwrap_or(0)
+    }
+}
+
+impl OwnedLockGuard<Fenced> {
+    /// The token this acquisition got (see [`LockGuard::token`]). No round
+    /// trip.
     pub fn token(&self) -> u64 {
         self.fencing_token().unwrap_or(0)
     }

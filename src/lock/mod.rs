@@ -4,6 +4,8 @@
 pub(crate) mod attempt;
 pub(crate) mod guard;
 pub(crate) mod kinds;
+pub(crate) mod owned;
+pub(crate) mod signal;
 pub(crate) mod unlock;
 
 use std::fmt;
@@ -131,9 +133,13 @@ impl<K: Kind> Lock<K> {
     /// attempt, one round trip, never waits for the holder. (It may wait up to
     /// the connect timeout for a pooled connection.)
     pub fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.try_lock_as(self.owner_field())
+    }
+
+    /// [`Lock::try_lock`] for the owner `field`.
+    pub(crate) fn try_lock_as(&self, field: String) -> Result<Option<LockGuard<K>>> {
         self.check()?;
         let (lease, lease_ms) = self.lease()?;
-        let field = self.owner_field();
         let now = Some(Instant::now());
         Ok(self.attempt(&field, lease, lease_ms, None, now)?.ok())
     }
@@ -226,9 +232,18 @@ impl<K: Kind> Lock<K> {
         deadline: Option<Instant>,
         wait: Option<Duration>,
     ) -> Result<Option<LockGuard<K>>> {
+        self.acquire_as(deadline, wait, self.owner_field())
+    }
+
+    /// [`Lock::acquire`] for the owner `field`.
+    pub(crate) fn acquire_as(
+        &self,
+        deadline: Option<Instant>,
+        wait: Option<Duration>,
+        field: String,
+    ) -> Result<Option<LockGuard<K>>> {
         self.check()?;
         let (lease, lease_ms) = self.lease()?;
-        let field = self.owner_field();
         let wait_ms = wait.map_or(0, |wait| {
             u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
         });
