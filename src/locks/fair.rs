@@ -35,6 +35,8 @@ static UNLOCK: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/fair_unlock.lua")));
 static FORCE_UNLOCK: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/fair_force_unlock.lua")));
+static FORCE_UNLOCK_OWNED: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_force_unlock_owned.lua")));
 
 /// How long a queued waiter that found the lock free (the head has not
 /// taken it yet, or is a dead waiter not yet past its deadline) waits before
@@ -204,6 +206,26 @@ impl FairCore {
         Ok(deleted == 1)
     }
 
+    pub(crate) fn force_unlock_owned(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        owner: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        let deleted: i64 = FORCE_UNLOCK_OWNED
+            .key(name)
+            .key(&self.queue)
+            .key(&self.timeout)
+            .key(&self.channel)
+            .arg(UNLOCK_MESSAGE)
+            .arg(epoch_millis())
+            .arg(publish)
+            .arg(owner)
+            .invoke(con)?;
+        Ok(deleted == 1)
+    }
+
     pub(crate) fn give_up(
         &self,
         con: &mut dyn ConnectionLike,
@@ -283,6 +305,16 @@ macro_rules! fair_protocol {
                 publish: &str,
             ) -> Result<bool> {
                 self.core.force_unlock(con, name, publish)
+            }
+
+            fn force_unlock_owned(
+                &self,
+                con: &mut dyn ConnectionLike,
+                name: &str,
+                owner: &str,
+                publish: &str,
+            ) -> Result<bool> {
+                self.core.force_unlock_owned(con, name, owner, publish)
             }
 
             fn give_up(

@@ -49,12 +49,23 @@ macro_rules! rlock_unlocks {
         ) -> $crate::error::Result<bool> {
             self.$rlock.force_unlock(con, name, publish)
         }
+
+        fn force_unlock_owned(
+            &self,
+            con: &mut dyn redis::ConnectionLike,
+            name: &str,
+            owner: &str,
+            publish: &str,
+        ) -> $crate::error::Result<bool> {
+            self.$rlock.force_unlock_owned(con, name, owner, publish)
+        }
     };
 }
 pub(crate) use rlock_unlocks;
 
 mod fair;
 mod fenced;
+pub(crate) mod inspect;
 pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
@@ -134,6 +145,17 @@ pub(crate) mod protocol {
             &self,
             con: &mut dyn ConnectionLike,
             name: &str,
+            publish: &str,
+        ) -> Result<bool>;
+
+        /// Deletes the lock only while the hash field `owner` holds it,
+        /// waking waiters as [`Protocol::force_unlock`] does, in one script;
+        /// `true` if it was deleted, `false` (nothing changed) otherwise.
+        fn force_unlock_owned(
+            &self,
+            con: &mut dyn ConnectionLike,
+            name: &str,
+            owner: &str,
             publish: &str,
         ) -> Result<bool>;
 

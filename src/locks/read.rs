@@ -29,6 +29,8 @@ static IS_LOCKED: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/read_is_locked.lua")));
 pub(super) static FORCE_UNLOCK: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/rwlock_force_unlock.lua")));
+static FORCE_UNLOCK_OWNED: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rwlock_force_unlock_owned.lua")));
 
 /// The read lock of a read/write lock, Redisson's `RedissonReadLock`: see
 /// [`crate::ReadLock`].
@@ -137,6 +139,21 @@ impl Protocol for Read {
         force_unlock(con, name, &self.channel, UNLOCK_MESSAGE, publish, "read")
     }
 
+    fn force_unlock_owned(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        owner: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        let side = Side {
+            channel: &self.channel,
+            message: UNLOCK_MESSAGE,
+            mode: "read",
+        };
+        force_unlock_owned(con, name, owner, publish, &side)
+    }
+
     fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
         let locked: i64 = IS_LOCKED.key(name).invoke(con)?;
         Ok(locked == 1)
@@ -175,6 +192,35 @@ pub(super) fn force_unlock(
         .arg(message)
         .arg(publish)
         .arg(mode)
+        .invoke(con)?;
+    Ok(deleted == 1)
+}
+
+/// One side of a read/write lock, as its force unlock speaks it.
+pub(super) struct Side<'a> {
+    pub channel: &'a str,
+    /// `0` for the read side, `1` for the write side.
+    pub message: &'a str,
+    /// `read` or `write`.
+    pub mode: &'a str,
+}
+
+/// Force unlock of a read/write lock in `side`'s mode while `owner` holds
+/// it (`lua/rwlock_force_unlock_owned.lua`).
+pub(super) fn force_unlock_owned(
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    owner: &str,
+    publish: &str,
+    side: &Side<'_>,
+) -> Result<bool> {
+    let deleted: i64 = FORCE_UNLOCK_OWNED
+        .key(name)
+        .key(side.channel)
+        .arg(side.message)
+        .arg(publish)
+        .arg(side.mode)
+        .arg(owner)
         .invoke(con)?;
     Ok(deleted == 1)
 }

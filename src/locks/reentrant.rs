@@ -25,6 +25,8 @@ static UNLOCK: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_unlock.lua")));
 static FORCE_UNLOCK: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_force_unlock.lua")));
+static FORCE_UNLOCK_OWNED: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../lua/rlock_force_unlock_owned.lua")));
 
 /// The reentrant lock, Redisson's `RLock`: the type of [`crate::Lock`] by
 /// default.
@@ -100,6 +102,16 @@ impl Protocol for Reentrant {
     ) -> Result<bool> {
         force_unlock(&self.channel, con, name, publish)
     }
+
+    fn force_unlock_owned(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        owner: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        force_unlock_owned(&self.channel, con, name, owner, publish)
+    }
 }
 
 /// An RLock-layout acquire script (`lua/rlock_acquire.lua` and its
@@ -169,6 +181,26 @@ pub(crate) fn force_unlock(
         .key(channel)
         .arg(UNLOCK_MESSAGE)
         .arg(publish)
+        .invoke(con)?;
+    Ok(deleted == 1)
+}
+
+/// Force unlock of an RLock-layout lock while `owner` holds it
+/// (`lua/rlock_force_unlock_owned.lua`); an empty `publish` publishes
+/// nothing (the spin lock).
+pub(crate) fn force_unlock_owned(
+    channel: &str,
+    con: &mut dyn ConnectionLike,
+    name: &str,
+    owner: &str,
+    publish: &str,
+) -> Result<bool> {
+    let deleted: i64 = FORCE_UNLOCK_OWNED
+        .key(name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(publish)
+        .arg(owner)
         .invoke(con)?;
     Ok(deleted == 1)
 }

@@ -94,6 +94,17 @@ impl Protocol for Spin {
         let deleted: i64 = FORCE_UNLOCK.key(name).invoke(con)?;
         Ok(deleted == 1)
     }
+
+    fn force_unlock_owned(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        owner: &str,
+        _publish: &str,
+    ) -> Result<bool> {
+        // No channel: the lock's own key stands in for it, unused.
+        super::reentrant::force_unlock_owned(name, con, name, owner, "")
+    }
 }
 
 /// Where a spinning waiter is in Redisson's exponential backoff: the

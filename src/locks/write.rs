@@ -128,6 +128,21 @@ impl Protocol for Write {
         )
     }
 
+    fn force_unlock_owned(
+        &self,
+        con: &mut dyn ConnectionLike,
+        name: &str,
+        owner: &str,
+        publish: &str,
+    ) -> Result<bool> {
+        let side = read::Side {
+            channel: &self.channel,
+            message: READ_UNLOCK_MESSAGE,
+            mode: "write",
+        };
+        read::force_unlock_owned(con, name, owner, publish, &side)
+    }
+
     fn is_locked(&self, con: &mut dyn ConnectionLike, name: &str) -> Result<bool> {
         let mode: Option<String> = redis::cmd("HGET")
             .arg(name)

@@ -210,7 +210,8 @@ impl<K: Kind> RedLock<K> {
     /// One attempt at every member at once, none of them waiting: about one
     /// round trip, each reply awaited for the response timeout at most.
     pub fn try_lock(&self) -> Result<Option<RedLockGuard<K>>> {
-        self.inner.try_until(Instant::now(), |taken| self.guard(taken))
+        self.inner
+            .try_until(Instant::now(), |taken| self.guard(taken))
     }
 
     /// Takes a majority with validity left within `wait`; `Ok(None)` when
