@@ -292,7 +292,7 @@ impl Client {
     /// iterator of summaries.
     ///
     /// Each step sends `SCAN <cursor> MATCH <pattern> COUNT <n> TYPE hash`
-    /// (never `KEYS`; one round trip per page, `n` = 100 by default, see
+    /// (Redis 6.0+; never `KEYS`; one round trip per page, `n` = 100 by default, see
     /// [`LockScan::page_size`]) to one master, then takes one
     /// [`Client::inspect`] snapshot (one round trip) per hash found.
     /// Hashes that are not locks are skipped, as are locks released between
