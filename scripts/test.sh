@@ -24,10 +24,12 @@ cargo fmt --check --manifest-path bench/Cargo.toml
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features tls-rustls -- -D warnings
+cargo clippy --all-targets --features serde -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tls-rustls
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features serde
 echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 
@@ -51,6 +53,9 @@ cargo test --all-targets
 cargo test --doc
 # TLS (rediss://) needs the feature: a TLS-only server with a CA made by
 # openssl in the test's directory.
+# LockInfo's JSON shape (the README's "Lock info JSON") needs the feature.
+echo "==> cargo test --features serde --test inspect"
+cargo test --features serde --test inspect
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3

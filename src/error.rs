@@ -131,6 +131,19 @@ pub enum Error {
         replicas: u32,
     },
 
+    /// The key inspected is not a Redisson lock: it (or one of the keys
+    /// derived from its name: the fair queue, the fair deadlines, the fenced
+    /// token) has a type no lock gives it, or it is a hash whose fields are
+    /// not `<uuid>:<thread>`, `<uuid>:<thread>:write` and `mode`. Reported
+    /// by [`crate::Client::inspect`]; never a guess at what the key is.
+    #[error("`{name}` is not a Redisson lock: {found}")]
+    NotALock {
+        /// The name inspected.
+        name: String,
+        /// What was found instead, e.g. "`name` is a string".
+        found: String,
+    },
+
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
     /// oversized lease, an unparsable URL, ...
     #[error("invalid argument: {0}")]

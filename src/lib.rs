@@ -107,6 +107,10 @@ mod lock;
 mod multi;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
+pub use client::{
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
+    Waiter,
+};
 pub use config::ShardedSubscription;
 pub use engine::events::{EventHandler, LockEvent};
 pub use error::{Error, LostReason, Result};

@@ -5,6 +5,7 @@
 
 mod builder;
 mod cluster;
+mod inspect;
 mod replicas;
 mod sentinel;
 #[cfg(feature = "tls-rustls")]
@@ -24,6 +25,10 @@ use crate::lock::kinds::{
 use crate::owner;
 
 pub use builder::ClientBuilder;
+pub use inspect::{
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
+    Waiter,
+};
 
 /// A connection to one Redis server (or one Redis Cluster, see
 /// [`Client::cluster_builder`]) and the factory of its locks; the Rust

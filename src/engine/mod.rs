@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::net::pool::Checkout;
+use crate::net::pool::{Checkout, Pool, RECONNECT_GRACE};
 use crate::owner::RequestId;
 use crate::topology::Topology;
 use events::{EventHandler, Events};
@@ -138,6 +138,29 @@ impl Engine {
         self.topology
             .run(key, &self.config, command)
             .map_err(|e| self.timeout_error(operation, e))
+    }
+
+    /// One `SCAN <cursor> MATCH <pattern> COUNT <count> TYPE hash` on a
+    /// connection of `pool` (one master): the next cursor (0: that master is
+    /// done) and the hash keys of the page. One round trip.
+    pub fn scan_page(
+        &self,
+        pool: &Pool,
+        cursor: u64,
+        pattern: &str,
+        count: u32,
+    ) -> Result<(u64, Vec<String>)> {
+        let mut con = pool.get_within(RECONNECT_GRACE)?;
+        redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count)
+            .arg("TYPE")
+            .arg("hash")
+            .query(&mut con)
+            .map_err(|e| self.timeout_error("scan_locks", Error::Redis(e)))
     }
 
     /// A reply that did not come within the response timeout is

@@ -177,6 +177,43 @@ impl<K: Kind> Lock<K> {
         Ok(deleted)
     }
 
+    /// Deletes the lock only if it is still held by `owner_field` (a hash
+    /// field `<client id>:<thread>`, or a writer's
+    /// `<client id>:<thread>:write`, as [`Holder::field`](crate::Holder::field)
+    /// gives it from [`Client::inspect`](crate::Client::inspect)), then wakes
+    /// waiters, Java's included, exactly as [`Lock::force_unlock`] does for
+    /// this kind (its own channel and message; the fair lock wakes its queue
+    /// head on the head's own channel; a spin lock publishes nothing).
+    ///
+    /// The check and the delete are one script, so a lock that changed
+    /// hands since it was inspected is left alone: `Ok(false)` and nothing
+    /// changed when the lock is free, held by someone else, or (for the
+    /// read or write side of a read/write lock) in the other mode.
+    /// Deleting a read lock frees every reader, as Redisson's force unlock
+    /// does. On `true`, guards of this client on the lock become lost
+    /// ([`LostReason::ForceUnlocked`]). One round trip (plus a `WAIT` with
+    /// replica sync on).
+    pub fn force_unlock_owned_by(&self, owner_field: &str) -> Result<bool> {
+        self.check()?;
+        if owner_field.is_empty() {
+            return Err(Error::invalid("owner field must not be empty"));
+        }
+        let registry = &self.engine.registry;
+        let before = registry.holds_on(&self.name);
+        let deleted = self
+            .engine
+            .with_logged_sync("force unlock", &self.name, |con, _| {
+                self.kind
+                    .force_unlock_owned(con, &self.name, owner_field, self.engine.publish)
+            })?;
+        if deleted {
+            for hold in &before {
+                registry.lose(hold, LostReason::ForceUnlocked);
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Whether anyone holds the lock, as Redisson's `isLocked` says for
     /// this type (`EXISTS` for the reentrant lock). One round trip.
     pub fn is_locked(&self) -> Result<bool> {

@@ -32,8 +32,9 @@ macro_rules! lua_script {
 }
 pub(crate) use lua_script;
 
-/// The [`UnlockScripts`] `lua/<kind>_release.lua`, `lua/<kind>_unlock.lua`
-/// and `lua/<force>_force_unlock.lua` (`<force>`: `<kind>` unless given).
+/// The [`UnlockScripts`] `lua/<kind>_release.lua`, `lua/<kind>_unlock.lua`,
+/// `lua/<force>_force_unlock.lua` and `lua/<force>_force_unlock_owned.lua`
+/// (`<force>`: `<kind>` unless given).
 macro_rules! unlock_scripts {
     ($kind:literal) => {
         $crate::locks::unlock_scripts!($kind, $kind)
@@ -43,6 +44,7 @@ macro_rules! unlock_scripts {
             release: $crate::locks::lua_script!(concat!($kind, "_release.lua")),
             unlock: $crate::locks::lua_script!(concat!($kind, "_unlock.lua")),
             force: $crate::locks::lua_script!(concat!($force, "_force_unlock.lua")),
+            force_owned: $crate::locks::lua_script!(concat!($force, "_force_unlock_owned.lua")),
         }
     };
 }
@@ -64,6 +66,7 @@ macro_rules! rlock_layout {
 
 mod fair;
 mod fenced;
+pub(crate) mod inspect;
 pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
@@ -169,10 +172,28 @@ pub(crate) mod protocol {
             name: &str,
             publish: &str,
         ) -> Result<bool> {
-            let deleted: i64 = self
-                .unlocking()
-                .force_invocation(name, publish)
+            let unlocking = self.unlocking();
+            let deleted: i64 = unlocking
+                .force_invocation(&unlocking.scripts.force, name, publish)
                 .invoke(con)?;
+            Ok(deleted == 1)
+        }
+
+        /// Deletes the lock only while the hash field `owner` holds it,
+        /// waking waiters as [`Protocol::force_unlock`] does, in one script
+        /// (the force unlock's keys and arguments, and `owner` last);
+        /// `true` if it was deleted, `false` (nothing changed) otherwise.
+        fn force_unlock_owned(
+            &self,
+            con: &mut dyn ConnectionLike,
+            name: &str,
+            owner: &str,
+            publish: &str,
+        ) -> Result<bool> {
+            let unlocking = self.unlocking();
+            let mut invocation =
+                unlocking.force_invocation(&unlocking.scripts.force_owned, name, publish);
+            let deleted: i64 = invocation.arg(owner).invoke(con)?;
             Ok(deleted == 1)
         }
 
@@ -341,6 +362,8 @@ pub struct UnlockScripts {
     unlock: LazyLock<Lua>,
     /// The force unlock.
     force: LazyLock<Lua>,
+    /// The force unlock guarded by an owner (this crate's own).
+    force_owned: LazyLock<Lua>,
 }
 
 /// How a type's unlock scripts are called (PROTOCOL §2.2). A release or a
@@ -439,8 +462,10 @@ impl<'a> Unlocking<'a> {
         invocation
     }
 
-    fn force_invocation(&self, name: &str, publish: &str) -> Invocation<'static> {
-        let mut invocation = self.keys(&self.scripts.force, name);
+    /// A force unlock's call of `script`: KEYS `[name, queue?, timeout?,
+    /// channel?]`, ARGV `[message?, now?, publish?, mode?]`.
+    fn force_invocation<'s>(&self, script: &'s Lua, name: &str, publish: &str) -> Invocation<'s> {
+        let mut invocation = self.keys(script, name);
         if let Some((_, message)) = self.channel {
             invocation.arg(message);
         }

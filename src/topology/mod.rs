@@ -135,6 +135,24 @@ impl Topology {
         }
     }
 
+    /// The pool of every master: the one pool of a single server or
+    /// Sentinel master, or in a cluster the pool of each master serving
+    /// slots per the current slot table (pools are opened on first use; no
+    /// connection is made here). For commands that must visit every key
+    /// space, such as `SCAN`.
+    pub fn master_pools(&self) -> Result<Vec<Arc<Pool>>> {
+        match self {
+            Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => {
+                Ok(vec![Arc::clone(pool)])
+            }
+            Topology::Cluster { cluster, .. } => cluster
+                .masters()
+                .iter()
+                .map(|addr| cluster.pool(addr))
+                .collect(),
+        }
+    }
+
     /// The cluster, when this is one.
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         match self {

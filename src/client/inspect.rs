@@ -1,0 +1,494 @@
+//! Introspection: [`Client::inspect`] (who holds a lock, who waits for it,
+//! its TTL and fencing token, in one atomic snapshot) and
+//! [`Client::scan_locks`] (every lock whose name matches a glob, on every
+//! master). The script and its reading are `crate::locks::inspect`'s; here
+//! are the public types.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Client;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::locks::inspect::{Snapshot, SnapshotKind, SnapshotSide};
+use crate::names::WRITE_FIELD_SUFFIX;
+use crate::net::pool::Pool;
+
+/// The version of the JSON shape [`LockInfo`] and [`LockSummary`] serialise
+/// to with the `serde` feature (the `"version"` field; see the README's
+/// "Lock info JSON"). Raised when a field changes meaning or goes away;
+/// new fields may be added within a version.
+pub const LOCK_INFO_JSON_VERSION: u32 = 1;
+
+/// What kind of lock the keys say a name is, as far as they tell it: the
+/// reentrant, spin and non-reentrant locks share one layout, so do a fair
+/// lock and a non-reentrant fair lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// Nothing in Redis tells: no lock hash, no fair queue, no fenced token
+    /// (a free lock of any kind, or no lock at all).
+    Unknown,
+    /// A hash of `<client id>:<thread>` fields and nothing else: Redisson's
+    /// `RLock`, spin lock or non-reentrant lock (their keys are the same).
+    Reentrant,
+    /// The reentrant layout with a fair queue (`redisson_lock_queue:{name}`)
+    /// or its deadlines (`redisson_lock_timeout:{name}`): a fair lock or a
+    /// non-reentrant fair lock, held or not.
+    Fair,
+    /// The reentrant layout with a fencing token
+    /// (`redisson_lock_token:{name}`): a fenced lock, held or not.
+    Fenced,
+    /// A read/write lock: its hash has a `mode` field.
+    ReadWrite {
+        /// The lock's `mode`.
+        mode: RwMode,
+    },
+}
+
+/// The mode of a read/write lock (its hash's `mode` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RwMode {
+    /// `read`: readers hold it (and no writer).
+    Read,
+    /// `write`: a writer holds it (and maybe read holds of the same thread).
+    Write,
+}
+
+/// Which side of a lock a [`Holder`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HolderSide {
+    /// The one holder of a lock without sides (reentrant, fair, fenced,
+    /// spin, non-reentrant): the field `<client id>:<thread>`.
+    Exclusive,
+    /// A reader of a read/write lock: the field `<client id>:<thread>`.
+    Read,
+    /// The writer of a read/write lock: the field
+    /// `<client id>:<thread>:write`.
+    Write,
+}
+
+/// One holder of a lock: one hash field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The holding client's id: a Redisson client's UUID, or this crate's
+    /// [`Client::id`].
+    pub client_id: String,
+    /// The holding thread: Java's `Thread.getId()`, or this crate's
+    /// [`Client::thread_id`].
+    pub thread_id: u64,
+    /// How many times this thread holds it (its reentrancy count, or its
+    /// read holds).
+    pub count: u64,
+    /// Which side it holds.
+    pub side: HolderSide,
+    /// A reader's markers `{name}:<client id>:<thread>:rwlock_timeout:<n>`,
+    /// n = 1..=count, in order: each one's remaining TTL, `None` when the
+    /// marker is gone or has no expiry. Empty for other sides. A read lock
+    /// stays alive while any reader's marker does.
+    pub marker_ttls: Vec<Option<Duration>>,
+}
+
+impl Holder {
+    /// The hash field of this hold: `<client id>:<thread>`, with `:write`
+    /// for a writer. What [`Lock::force_unlock_owned_by`](crate::Lock::force_unlock_owned_by)
+    /// takes. No round trip.
+    pub fn field(&self) -> String {
+        let mut field = format!("{}:{}", self.client_id, self.thread_id);
+        if self.side == HolderSide::Write {
+            field.push_str(WRITE_FIELD_SUFFIX);
+        }
+        field
+    }
+}
+
+/// One waiter in a fair lock's queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiter {
+    /// The waiting client's id.
+    pub client_id: String,
+    /// The waiting thread.
+    pub thread_id: u64,
+    /// Its deadline, the score in `redisson_lock_timeout:{name}`: ms since
+    /// the Unix epoch by the clock of the client that queued it (not the
+    /// server's). `None` when the queue entry has no score.
+    pub deadline_ms: Option<i64>,
+    /// `deadline_ms` minus the server's time at the snapshot, in ms; negative
+    /// when the deadline has passed (the next operation on the lock purges a
+    /// passed head). Compares client and server clocks: skew shows here.
+    pub remaining_ms: Option<i64>,
+}
+
+impl Waiter {
+    /// The waiter's owner field `<client id>:<thread>`, the name of its own
+    /// wake-up channel's suffix. No round trip.
+    pub fn field(&self) -> String {
+        format!("{}:{}", self.client_id, self.thread_id)
+    }
+}
+
+/// One atomic snapshot of a lock of any kind: see [`Client::inspect`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The lock's name (its hash's key).
+    pub name: String,
+    /// Whether the lock's hash exists: someone holds it.
+    pub locked: bool,
+    /// What the keys say the lock is.
+    pub kind: LockKind,
+    /// The lock's remaining lease (`PTTL` of its hash); `None` when it is
+    /// not locked or has no expiry (see [`LockInfo::persistent`]).
+    pub ttl: Option<Duration>,
+    /// The hash exists without an expiry: it will never free itself.
+    pub persistent: bool,
+    /// Every holder, in the hash's field order (one for an exclusive lock;
+    /// readers and the writer of a read/write lock).
+    pub holders: Vec<Holder>,
+    /// A fair lock's waiters in queue order, the head first (empty for
+    /// other kinds).
+    pub queue: Vec<Waiter>,
+    /// A fenced lock's last token handed out (`redisson_lock_token:{name}`),
+    /// `None` when there is none.
+    pub token: Option<u64>,
+    /// The server's clock (`TIME`) when the snapshot was taken, ms since the
+    /// Unix epoch.
+    pub server_time_ms: u64,
+}
+
+/// A lock found by [`Client::scan_locks`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockSummary {
+    /// The lock's name.
+    pub name: String,
+    /// What the keys say the lock is.
+    pub kind: LockKind,
+    /// Whether it is held (always `true` for a scanned lock unless it was
+    /// released between the `SCAN` and its snapshot).
+    pub locked: bool,
+    /// How many hash fields hold it (readers and writer count one each).
+    pub holders: usize,
+    /// Its remaining lease; `None` when free or without expiry.
+    pub ttl: Option<Duration>,
+}
+
+impl From<&LockInfo> for LockSummary {
+    fn from(info: &LockInfo) -> Self {
+        LockSummary {
+            name: info.name.clone(),
+            kind: info.kind,
+            locked: info.locked,
+            holders: info.holders.len(),
+            ttl: info.ttl,
+        }
+    }
+}
+
+impl LockInfo {
+    fn from_snapshot(name: &str, snap: Snapshot) -> LockInfo {
+        let kind = match snap.kind {
+            SnapshotKind::Unknown => LockKind::Unknown,
+            SnapshotKind::Reentrant => LockKind::Reentrant,
+            SnapshotKind::Fair => LockKind::Fair,
+            SnapshotKind::Fenced => LockKind::Fenced,
+            SnapshotKind::Read => LockKind::ReadWrite { mode: RwMode::Read },
+            SnapshotKind::Write => LockKind::ReadWrite {
+                mode: RwMode::Write,
+            },
+        };
+        let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
+        let now = i64::try_from(snap.server_ms).unwrap_or(i64::MAX);
+        LockInfo {
+            name: name.to_owned(),
+            locked: snap.locked,
+            kind,
+            ttl: ms(snap.pttl),
+            persistent: snap.locked && snap.pttl == -1,
+            holders: snap
+                .holders
+                .into_iter()
+                .map(|h| Holder {
+                    client_id: h.client_id,
+                    thread_id: h.thread_id,
+                    count: h.count,
+                    side: match h.side {
+                        SnapshotSide::Exclusive => HolderSide::Exclusive,
+                        SnapshotSide::Read => HolderSide::Read,
+                        SnapshotSide::Write => HolderSide::Write,
+                    },
+                    marker_ttls: h.markers.into_iter().map(ms).collect(),
+                })
+                .collect(),
+            queue: snap
+                .queue
+                .into_iter()
+                .map(|w| Waiter {
+                    client_id: w.client_id,
+                    thread_id: w.thread_id,
+                    deadline_ms: w.deadline_ms,
+                    remaining_ms: w.deadline_ms.map(|d| d.saturating_sub(now)),
+                })
+                .collect(),
+            token: snap.token,
+            server_time_ms: snap.server_ms,
+        }
+    }
+}
+
+/// Reads `name` in one script (see [`Client::inspect`]).
+fn inspect(engine: &Engine, name: &str) -> Result<LockInfo> {
+    engine.check_process()?;
+    if name.is_empty() {
+        return Err(Error::invalid("lock name must not be empty"));
+    }
+    let snap = engine.with_connection(name, "inspect", |con, _| {
+        crate::locks::inspect::inspect(con, name)
+    })?;
+    Ok(LockInfo::from_snapshot(name, snap))
+}
+
+impl Client {
+    /// One atomic, read-only snapshot of the lock `name` of any kind, held
+    /// by this crate or by Redisson (the layout is the same): whether it is
+    /// locked, its kind as far as its keys tell, its TTL, every holder
+    /// (client id, thread id, hold count, side) with a reader's marker
+    /// TTLs, a fair lock's queue in order with each waiter's deadline, a
+    /// fenced lock's token, and the server's time.
+    ///
+    /// One round trip: one script in the name's slot (in a cluster, on its
+    /// master) reads the hash, the fair queue and deadlines, the token and
+    /// the read markers; it writes nothing, so no replica `WAIT` follows.
+    /// The script's work is proportional to the holders, markers and
+    /// queue length.
+    ///
+    /// A free lock is `Ok` with `locked == false` (its queue or token, if
+    /// any, still reported). A key that is no Redisson lock (a string, a
+    /// list, a hash with other fields; or a derived key of the wrong type)
+    /// is [`Error::NotALock`]. An empty name is
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// # fn main() -> redisson_lock::Result<()> {
+    /// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
+    /// let info = client.inspect("orders")?;
+    /// for holder in &info.holders {
+    ///     println!("{} holds it {} time(s)", holder.field(), holder.count);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn inspect(&self, name: &str) -> Result<LockInfo> {
+        inspect(&self.engine, name)
+    }
+
+    /// Every lock whose name matches the glob `pattern` (Redis `MATCH`
+    /// syntax: `*`, `?`, `[..]`), on every master (the one server of a
+    /// single or Sentinel client; each master of a cluster), lazily, as an
+    /// iterator of summaries.
+    ///
+    /// Each step sends `SCAN <cursor> MATCH <pattern> COUNT <n> TYPE hash`
+    /// (Redis 6.0+; never `KEYS`; one round trip per page, `n` = 100 by default, see
+    /// [`LockScan::page_size`]) to one master, then takes one
+    /// [`Client::inspect`] snapshot (one round trip) per hash found.
+    /// Hashes that are not locks are skipped, as are locks released between
+    /// the page and their snapshot; the derived keys (fair queues and
+    /// deadlines, tokens, read markers) are never hashes, so never reported
+    /// as locks. `SCAN`'s guarantees apply: a lock present for the whole
+    /// scan is reported, at least once (in a cluster, a slot that moves
+    /// during the scan may be missed or reported twice). After an error the
+    /// iterator ends. No I/O until the first `next`.
+    pub fn scan_locks(&self, pattern: impl Into<String>) -> LockScan {
+        LockScan {
+            engine: Arc::clone(&self.engine),
+            pattern: pattern.into(),
+            page_size: 100,
+            pools: None,
+            master: 0,
+            cursor: 0,
+            page: VecDeque::new(),
+            done: false,
+        }
+    }
+}
+
+/// The iterator of [`Client::scan_locks`]: one `SCAN` page per round trip,
+/// plus one snapshot per hash found.
+pub struct LockScan {
+    engine: Arc<Engine>,
+    pattern: String,
+    page_size: u32,
+    /// Every master's pool, read on the first `next`.
+    pools: Option<Vec<Arc<Pool>>>,
+    master: usize,
+    cursor: u64,
+    page: VecDeque<String>,
+    done: bool,
+}
+
+impl LockScan {
+    /// The `COUNT` hint of each `SCAN` (how many keys the server looks at
+    /// per page; at least 1). No round trip.
+    #[must_use = "this returns the changed scan"]
+    pub fn page_size(mut self, count: u32) -> LockScan {
+        self.page_size = count.max(1);
+        self
+    }
+
+    /// The next page of hash keys from the current master; `false` when
+    /// every master is scanned.
+    fn next_page(&mut self) -> Result<bool> {
+        if self.pools.is_none() {
+            self.engine.check_process()?;
+            self.pools = Some(self.engine.topology.master_pools()?);
+        }
+        let pools = self.pools.as_deref().unwrap_or_default();
+        let Some(pool) = pools.get(self.master) else {
+            return Ok(false);
+        };
+        let (cursor, keys) =
+            self.engine
+                .scan_page(pool, self.cursor, &self.pattern, self.page_size)?;
+        self.page.extend(keys);
+        if cursor == 0 {
+            self.master += 1;
+        }
+        self.cursor = cursor;
+        Ok(true)
+    }
+}
+
+impl Iterator for LockScan {
+    type Item = Result<LockSummary>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            if let Some(name) = self.page.pop_front() {
+                match inspect(&self.engine, &name) {
+                    Ok(info) if info.locked => return Some(Ok(LockSummary::from(&info))),
+                    Ok(_) | Err(Error::NotALock { .. }) => continue,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            match self.next_page() {
+                Ok(true) => {}
+                Ok(false) => self.done = true,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl fmt::Debug for LockScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockScan")
+            .field("pattern", &self.pattern)
+            .field("master", &self.master)
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "serde")]
+mod json {
+    //! The versioned JSON shape (README, "Lock info JSON").
+
+    use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+    use super::*;
+
+    fn kind_name(kind: LockKind) -> (&'static str, Option<&'static str>) {
+        match kind {
+            LockKind::Unknown => ("unknown", None),
+            LockKind::Reentrant => ("reentrant", None),
+            LockKind::Fair => ("fair", None),
+            LockKind::Fenced => ("fenced", None),
+            LockKind::ReadWrite { mode: RwMode::Read } => ("read_write", Some("read")),
+            LockKind::ReadWrite {
+                mode: RwMode::Write,
+            } => ("read_write", Some("write")),
+        }
+    }
+
+    fn ms(d: Option<Duration>) -> Option<u64> {
+        d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    impl Serialize for Holder {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let mut st = s.serialize_struct("Holder", 6)?;
+            st.serialize_field("field", &self.field())?;
+            st.serialize_field("client_id", &self.client_id)?;
+            st.serialize_field("thread_id", &self.thread_id)?;
+            st.serialize_field("count", &self.count)?;
+            st.serialize_field(
+                "side",
+                match self.side {
+                    HolderSide::Exclusive => "exclusive",
+                    HolderSide::Read => "read",
+                    HolderSide::Write => "write",
+                },
+            )?;
+            let markers: Vec<Option<u64>> = self.marker_ttls.iter().map(|t| ms(*t)).collect();
+            st.serialize_field("marker_ttls_ms", &markers)?;
+            st.end()
+        }
+    }
+
+    impl Serialize for Waiter {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let mut st = s.serialize_struct("Waiter", 5)?;
+            st.serialize_field("field", &self.field())?;
+            st.serialize_field("client_id", &self.client_id)?;
+            st.serialize_field("thread_id", &self.thread_id)?;
+            st.serialize_field("deadline_ms", &self.deadline_ms)?;
+            st.serialize_field("remaining_ms", &self.remaining_ms)?;
+            st.end()
+        }
+    }
+
+    impl Serialize for LockInfo {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let (kind, mode) = kind_name(self.kind);
+            let mut st = s.serialize_struct("LockInfo", 11)?;
+            st.serialize_field("version", &LOCK_INFO_JSON_VERSION)?;
+            st.serialize_field("name", &self.name)?;
+            st.serialize_field("locked", &self.locked)?;
+            st.serialize_field("kind", kind)?;
+            st.serialize_field("mode", &mode)?;
+            st.serialize_field("ttl_ms", &ms(self.ttl))?;
+            st.serialize_field("persistent", &self.persistent)?;
+            st.serialize_field("holders", &self.holders)?;
+            st.serialize_field("queue", &self.queue)?;
+            st.serialize_field("token", &self.token)?;
+            st.serialize_field("server_time_ms", &self.server_time_ms)?;
+            st.end()
+        }
+    }
+
+    impl Serialize for LockSummary {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let (kind, mode) = kind_name(self.kind);
+            let mut st = s.serialize_struct("LockSummary", 7)?;
+            st.serialize_field("version", &LOCK_INFO_JSON_VERSION)?;
+            st.serialize_field("name", &self.name)?;
+            st.serialize_field("kind", kind)?;
+            st.serialize_field("mode", &mode)?;
+            st.serialize_field("locked", &self.locked)?;
+            st.serialize_field("holders", &self.holders)?;
+            st.serialize_field("ttl_ms", &ms(self.ttl))?;
+            st.end()
+        }
+    }
+}
