@@ -144,6 +144,22 @@ pub enum Error {
         found: String,
     },
 
+    /// A synchronizer's operation that is not idempotent (a semaphore's
+    /// acquire or release, a latch's count-down) may or may not have run:
+    /// its reply was lost (a timeout, a dropped connection). It is never sent
+    /// again, since running it twice would take or return permits twice; the
+    /// caller decides (for an acquire: the permits may be held, release
+    /// them if the count says so).
+    #[error("{operation} on `{name}`: the outcome is unknown ({cause})")]
+    OutcomeUnknown {
+        /// What was being done (`acquire`, `release`, `count_down`).
+        operation: &'static str,
+        /// The synchronizer's name.
+        name: String,
+        /// Why: the lost reply's error.
+        cause: String,
+    },
+
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
     /// oversized lease, an unparsable URL, ...
     #[error("invalid argument: {0}")]

@@ -10,6 +10,7 @@ pub(crate) mod events;
 pub(crate) mod holds;
 pub(crate) mod replicas;
 pub(crate) mod scatter;
+pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
 use std::sync::Arc;

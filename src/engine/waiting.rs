@@ -1,0 +1,74 @@
+//! The one waiting loop of the synchronizers (semaphores, latches): try,
+//! subscribe, then try again after every message, never sleeping longer
+//! than a hint, a safety re-poll or the caller's deadline. A message only
+//! means "try again now": its value is never counted (a multi-permit waiter
+//! re-checks the counter after every message, SYNCHRONIZERS §7.4-7.5).
+
+// Used by the synchronizers, which land next.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use super::Engine;
+use crate::error::Result;
+
+/// The longest a synchronizer waiter sleeps without a message before it
+/// tries again: the safety net Java's unbounded `acquire()`/`await()` lack.
+pub const SAFETY_REPOLL: Duration = Duration::from_secs(3);
+
+/// What one attempt found.
+#[derive(Debug)]
+pub enum Attempted<T> {
+    /// Done: stop waiting with this.
+    Done(T),
+    /// Not yet; try again after a message, or after `hint` at the latest
+    /// (a permit-expirable semaphore's nearest expiry).
+    Retry { hint: Option<Duration> },
+}
+
+impl Engine {
+    /// Calls `attempt` until it is [`Attempted::Done`] or `deadline`
+    /// passes (`Ok(None)`; `None`: no deadline). The first attempt is made
+    /// before subscribing (free: one round trip); then the thread subscribes
+    /// to `channel` (through the topology: sharded or classic as the locks),
+    /// tries again, and waits for a message before each further attempt, at
+    /// most the attempt's hint, [`SAFETY_REPOLL`] and the deadline. An error
+    /// of an attempt or of the subscription ends the wait.
+    pub fn wait_on<T>(
+        &self,
+        channel: &str,
+        deadline: Option<Instant>,
+        mut attempt: impl FnMut() -> Result<Attempted<T>>,
+    ) -> Result<Option<T>> {
+        if let Attempted::Done(value) = attempt()? {
+            return Ok(Some(value));
+        }
+        let left = |now: Instant| deadline.map(|deadline| deadline.saturating_duration_since(now));
+        if left(Instant::now()).is_some_and(|left| left.is_zero()) {
+            return Ok(None);
+        }
+        let limit = Instant::now() + self.config.subscription_timeout;
+        let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
+        let mut subscription = self.topology.subscribe(channel, channel, limit)?;
+        loop {
+            if self.topology.is_stale(&subscription, channel) {
+                drop(subscription); // leaves before joining again
+                let limit = Instant::now() + self.config.subscription_timeout;
+                let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
+                subscription = self.topology.subscribe(channel, channel, limit)?;
+            }
+            let hint = match attempt()? {
+                Attempted::Done(value) => return Ok(Some(value)),
+                Attempted::Retry { hint } => hint,
+            };
+            let mut wait = hint.unwrap_or(SAFETY_REPOLL).min(SAFETY_REPOLL);
+            if let Some(left) = left(Instant::now()) {
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                wait = wait.min(left);
+            }
+            subscription.wait(wait.max(Duration::from_millis(1)))?;
+        }
+    }
+}
