@@ -291,7 +291,39 @@ public final class Driver {
                     args(op, a, 5);
                     return mutex(a[0], a[1], a[2], num(a[3]), num(a[4]));
                 default:
-                    throw new BadCommand("unknown op " + op);
+                    return extension(op, a);
+            }
+        }
+
+        /**
+         * An op {@code <family>.<verb>} (e.g. {@code sem.acquire}) is handled by
+         * the class {@code dev.redissonlock.<Family>Ops} (e.g. {@code SemOps}),
+         * whose {@code public static String run(RedissonClient, String verb,
+         * String[] args)} returns the reply: each family of synchronizer ops lives
+         * in its own file.
+         */
+        private static String extension(String op, String[] a) throws Exception {
+            int dot = op.indexOf('.');
+            if (dot <= 0) {
+                throw new BadCommand("unknown op " + op);
+            }
+            String family = op.substring(0, dot);
+            String name = "dev.redissonlock." + Character.toUpperCase(family.charAt(0))
+                    + family.substring(1) + "Ops";
+            java.lang.reflect.Method run;
+            try {
+                run = Class.forName(name).getMethod("run", RedissonClient.class, String.class, String[].class);
+            } catch (ClassNotFoundException | NoSuchMethodException e) {
+                throw new BadCommand("unknown op " + op);
+            }
+            try {
+                return (String) run.invoke(null, client, op.substring(dot + 1), a);
+            } catch (java.lang.reflect.InvocationTargetException e) {
+                Throwable cause = e.getCause();
+                if (cause instanceof Exception) {
+                    throw (Exception) cause;
+                }
+                throw e;
             }
         }
 
