@@ -25,11 +25,13 @@ echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
+cargo clippy --all-targets --features tracing,metrics -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tls-rustls
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features serde
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tracing,metrics
 echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 
@@ -63,6 +65,10 @@ cargo test --features tls-rustls --test tls
 # type on each (about 40 s).
 echo "==> cargo test --features tls-rustls --test tls_topologies"
 cargo test --features tls-rustls --test tls_topologies
+# Spans, events and metrics (features tracing and metrics): a capturing
+# subscriber and metrics-util's debugging recorder.
+echo "==> cargo test --features tracing,metrics --test observability"
+cargo test --features tracing,metrics --test observability
 
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line

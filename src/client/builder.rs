@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::config::{Config, ShardedSubscription};
 use crate::engine::Engine;
 use crate::engine::events::EventHandler;
+use crate::engine::observe;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::net::tls::TlsSettings;
@@ -33,6 +34,8 @@ pub struct ClientBuilder {
     pub(crate) sharded: ShardedSubscription,
     /// The client-wide event handler, if any.
     handler: Option<Arc<dyn EventHandler>>,
+    /// Metrics settings (the lock-label mapping; see `observe.rs`).
+    pub(crate) observe: observe::Settings,
 }
 
 impl ClientBuilder {
@@ -47,6 +50,7 @@ impl ClientBuilder {
             seeds: None,
             sharded: ShardedSubscription::Auto,
             handler: None,
+            observe: observe::Settings::default(),
         }
     }
 
@@ -166,7 +170,7 @@ impl ClientBuilder {
         };
         let topology = Topology::connect(target, &config, self.pool_size, &self.tls)?;
         Ok(Client {
-            engine: Arc::new(Engine::start(config, topology, self.handler)?),
+            engine: Arc::new(Engine::start(config, topology, self.handler, self.observe)?),
         })
     }
 }

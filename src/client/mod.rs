@@ -1,11 +1,13 @@
 //! [`Client`], the public face of one client's engine and the factory of
 //! its locks, and [`ClientBuilder`] with every knob: the common ones in
 //! `builder.rs`, each topology's and feature's beside it (`sentinel.rs`,
-//! `cluster.rs`, `tls.rs`, `replicas.rs`).
+//! `cluster.rs`, `tls.rs`, `replicas.rs`, `observe.rs`).
 
 mod builder;
 mod cluster;
 mod inspect;
+#[cfg(feature = "metrics")]
+mod observe;
 mod replicas;
 mod sentinel;
 #[cfg(feature = "tls-rustls")]

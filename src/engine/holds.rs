@@ -31,6 +31,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::events::{Event, Events, LockEvent};
+use super::observe::{self, HoldObserver};
 use crate::error::{Error, LostReason};
 use crate::locks::Renewal;
 
@@ -76,6 +77,8 @@ pub(crate) struct Hold {
     changed: Condvar,
     /// The client's event handler, if it has one.
     events: Option<Events>,
+    /// Its metrics and tracing events (nothing without the features).
+    observed: HoldObserver,
     /// Local acquisitions not yet released.
     count: AtomicU32,
     /// Of those, how many were taken without an explicit lease: the
@@ -163,6 +166,7 @@ impl Hold {
             waiting: Mutex::new(()),
             changed: Condvar::new(),
             events: None,
+            observed: HoldObserver::inert(),
             count: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(renew)),
             lost: AtomicU8::new(0),
@@ -210,6 +214,10 @@ impl Hold {
         if !first {
             return;
         }
+        if !self.ended.load(Ordering::Acquire) {
+            self.observed
+                .lost(&self.name, &self.field, reason, self.since);
+        }
         if self.held() {
             log::warn!(
                 "redisson-lock: lock `{}` held by {} was lost: {reason}",
@@ -244,6 +252,7 @@ impl Hold {
         if self.ended.swap(true, Ordering::AcqRel) || self.lost.load(Ordering::Acquire) != 0 {
             return;
         }
+        self.observed.released(self.since);
         self.raise(|lock| Event::Released(lock, self.since.elapsed()));
         self.listeners.lock().clear();
         self.wake_waiters();
@@ -306,13 +315,17 @@ impl Hold {
     /// A renewal got through: ends a run of failures and re-arms
     /// "expiring".
     pub fn renewal_succeeded(&self) {
+        self.observed.renewed(self.since);
         self.renewal_failing.store(false, Ordering::Release);
         self.expiring_raised.store(false, Ordering::Release);
     }
 
     /// A renewal failed with `error`: raised once per run of failures.
     pub fn renewal_failed(&self, error: &Error) {
-        if !self.renewal_failing.swap(true, Ordering::AcqRel) {
+        let first = !self.renewal_failing.swap(true, Ordering::AcqRel);
+        self.observed
+            .renewal_failed(&self.name, &self.field, error, first);
+        if first {
             let error = Error::Unavailable {
                 reason: error.to_string(),
             };
@@ -469,6 +482,8 @@ pub(crate) struct Registry {
     holds: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>>>,
     /// The client's event handler's queue, if it has one.
     events: Option<Events>,
+    /// The client's metrics settings, for each new hold.
+    observe: observe::Settings,
     /// Holds whose deadline someone listens to (a lost signal's channel, or
     /// the event handler), watched by the `rlock-deadline` thread.
     watched: Arc<Mutex<Vec<Weak<Hold>>>>,
@@ -479,16 +494,18 @@ pub(crate) struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry::new(None)
+        Registry::new(None, observe::Settings::default())
     }
 }
 
 impl Registry {
-    /// An empty registry whose holds raise their events on `events`.
-    pub fn new(events: Option<Events>) -> Self {
+    /// An empty registry whose holds raise their events on `events` and
+    /// are observed with `observe`.
+    pub fn new(events: Option<Events>, observe: observe::Settings) -> Self {
         Registry {
             holds: Mutex::default(),
             events,
+            observe,
             watched: Arc::default(),
             watcher: OnceLock::new(),
         }
@@ -544,6 +561,7 @@ impl Registry {
         let mut hold = Hold::new(name, field, renewal, renew, sent, lease);
         hold.kind = kind;
         hold.events.clone_from(&self.events);
+        hold.observed = HoldObserver::held(&self.observe, kind, name);
         let hold = Arc::new(hold);
         hold.raise(|lock| Event::Acquired(lock, false));
         if self.events.is_some() {

@@ -1,13 +1,16 @@
 //! The engine behind every lock of a client: its identity, the topology
 //! its commands go through, the registry of holds ([`holds`]), the
 //! watchdog that renews them ([`watchdog`]), replica-synced writes
-//! ([`replicas`]) and scatter/gather over several servers ([`scatter`]).
+//! ([`replicas`]), scatter/gather over several servers ([`scatter`]) and
+//! the tracing spans and metrics of every lock ([`observe`], features
+//! `tracing` and `metrics`).
 //!
 //! The engine never names a lock kind: it sees the closed enums a kind
 //! hands it (how to wake a waiter, how to renew a hold).
 
 pub(crate) mod events;
 pub(crate) mod holds;
+pub(crate) mod observe;
 pub(crate) mod replicas;
 pub(crate) mod scatter;
 pub(crate) mod waiting;
@@ -41,6 +44,8 @@ pub(crate) struct Engine {
     /// [`crate::fork::count`] when the client was built.
     forks: u64,
     pub registry: Arc<Registry>,
+    /// The client's metrics settings (the lock-label mapping).
+    pub observe: observe::Settings,
     /// Held for its `Drop`, which stops the renewal thread.
     _watchdog: Watchdog,
     /// Replica sync of lock writes, when on.
@@ -58,15 +63,17 @@ impl Engine {
     /// The engine of a client connected through `topology`: starts its
     /// watchdog thread (whose connection is opened here, so that a server
     /// that cannot be reached fails the build), and with a `handler`, the
-    /// thread that calls it.
+    /// thread that calls it. `observe`: the client's metrics settings.
     pub fn start(
         config: Config,
         topology: Topology,
         handler: Option<Arc<dyn EventHandler>>,
+        observe: observe::Settings,
     ) -> Result<Engine> {
+        observe::describe();
         let topology = Arc::new(topology);
         let events = handler.map(Events::start).transpose()?;
-        let registry = Arc::new(Registry::new(events));
+        let registry = Arc::new(Registry::new(events, observe.clone()));
         let sync = config
             .replica_sync
             .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout())));
@@ -84,6 +91,7 @@ impl Engine {
             pid: std::process::id(),
             forks: crate::fork::count(),
             registry,
+            observe,
             _watchdog: watchdog,
             sync,
             request_prefix: uuid::Uuid::new_v4().as_u64_pair().0,

@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use super::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
+use super::observe::{RenewOutcome, Renewing};
 use super::replicas::ReplicaSync;
 use crate::error::{Error, LostReason, Result};
 use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
@@ -293,6 +294,10 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
+        let mut observed = Renewing::start(tickets.len(), || match node {
+            Some((_, addr)) => Some(addr.to_string()),
+            None => self.endpoint().map(|endpoint| endpoint.describe()),
+        });
         let result = match node {
             None => {
                 let sync = self.sync.clone();
@@ -326,6 +331,7 @@ impl Worker {
                     "redisson-lock: can't renew {} lock(s), will retry: {e}",
                     tickets.len()
                 );
+                observed.count(RenewOutcome::Error, tickets.len(), Some(&e));
                 let outcome = LeaseOutcome::of_error(&e);
                 for (hold, ticket) in holds.zip(tickets) {
                     hold.end_lease(ticket, outcome);
@@ -347,6 +353,7 @@ impl Worker {
                         cluster.note_redirect(e, addr);
                     }
                     complete = false;
+                    observed.count(RenewOutcome::Error, chunk.len(), Some(&e));
                     let outcome = LeaseOutcome::of_error(&e);
                     for (hold, ticket) in chunk.iter().zip(tickets.by_ref()) {
                         hold.end_lease(ticket, outcome);
@@ -356,6 +363,11 @@ impl Worker {
                 }
             };
             for ((hold, state), ticket) in chunk.iter().zip(states).zip(tickets.by_ref()) {
+                let outcome = match state {
+                    Renewed::Held => RenewOutcome::Ok,
+                    Renewed::Gone | Renewed::WrongType => RenewOutcome::NotHeld,
+                };
+                observed.count(outcome, 1, None);
                 self.renewed(hold, state, ticket);
             }
         }

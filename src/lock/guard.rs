@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
+use crate::engine::observe::{ReleaseOutcome, Releasing};
 use crate::error::{LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
@@ -60,14 +61,20 @@ impl<K: Kind> LockGuard<K> {
         self.token
     }
 
+    /// Whether this acquisition joined a hold the owner had (a new hold
+    /// counts one acquisition, and only its owner adds more).
+    pub(crate) fn is_reentry(&self) -> bool {
+        Registry::count(&self.hold) > 1
+    }
+
     /// Releases an acquisition that no replica acknowledged: like
     /// [`unlock`](Self::unlock), but a missing acknowledgement of the
     /// release itself is only logged (see [`Lock::attempt`]).
     pub(crate) fn undo(mut self) -> Result<()> {
         self.released = true;
         match begin_release(&self.lock, &self.hold, self.renew) {
-            Releasing::Done(result) => result,
-            Releasing::Send(sending) => {
+            Step::Done(result) => result,
+            Step::Send(sending) => {
                 finish_release(&self.lock, &self.hold, sending, None, ReplicaCheck::LogOnly)
             }
         }
@@ -135,17 +142,25 @@ pub(crate) struct Detached<K: Kind> {
 
 /// One guard's release: every type and every guard goes through here.
 pub(crate) fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Result<()> {
-    match begin_release(lock, hold, renew) {
-        Releasing::Done(result) => result,
-        Releasing::Send(sending) => {
-            finish_release(lock, hold, sending, None, ReplicaCheck::Enforce)
-        }
-    }
+    let observed = Releasing::start(K::REDISSON, &lock.name);
+    let result = match begin_release(lock, hold, renew) {
+        Step::Done(result) => result,
+        Step::Send(sending) => finish_release(lock, hold, sending, None, ReplicaCheck::Enforce),
+    };
+    let outcome = match &result {
+        Ok(()) if Registry::count(hold) == 0 => ReleaseOutcome::Released,
+        Ok(()) => ReleaseOutcome::StillHeld,
+        Err(crate::error::Error::Lost { .. }) => ReleaseOutcome::Lost,
+        Err(crate::error::Error::NotHeld { .. }) => ReleaseOutcome::NotHeld,
+        Err(_) => ReleaseOutcome::Error,
+    };
+    observed.finish(outcome, hold.since.elapsed(), result.as_ref().err());
+    result
 }
 
 /// A release up to its command: done already (a lost hold, a forked
 /// child), or the command to send.
-enum Releasing {
+enum Step {
     Done(Result<()>),
     Send(Sending),
 }
@@ -157,11 +172,11 @@ struct Sending {
     sent: Instant,
 }
 
-fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Releasing {
+fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Step {
     // Before anything else: a forked child must not touch the parent's
     // bookkeeping, whose mutexes may have been held at the fork.
     if let Err(e) = lock.engine.check_process() {
-        return Releasing::Done(Err(e));
+        return Step::Done(Err(e));
     }
     let registry = &lock.engine.registry;
     // Unregister first so that a renewal racing with this unlock does not
@@ -175,7 +190,7 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Rele
         if last && registry.live(&hold.name, &hold.field).is_none() {
             let _ = lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 });
         }
-        return Releasing::Done(Err(lock.lost(reason)));
+        return Step::Done(Err(lock.lost(reason)));
     }
     // A partial unlock resets the TTL: a command the hold must count,
     // with the handle's lease, or (a read release) with the TTL its
@@ -192,7 +207,7 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Rele
         .flatten()
         .map(|lease| hold.begin_lease(lease));
     let remaining = if last { 0 } else { remaining.max(1) };
-    Releasing::Send(Sending {
+    Step::Send(Sending {
         remaining,
         last,
         ticket,
@@ -279,12 +294,12 @@ pub(crate) fn release_all<K: Kind>(holds: Vec<Detached<K>>) -> Result<()> {
     for detached in &holds {
         let Detached { lock, hold, renew } = detached;
         match begin_release(lock, hold, *renew) {
-            Releasing::Done(result) => {
+            Step::Done(result) => {
                 if let Err(e) = result {
                     first_error.get_or_insert(e);
                 }
             }
-            Releasing::Send(step) => {
+            Step::Send(step) => {
                 let in_flight = if holds.len() > 1 && lock.engine.can_scatter() {
                     lock.release_command(&hold.field, step.remaining)
                         .and_then(|packed| lock.engine.send(&packed))

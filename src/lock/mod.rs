@@ -16,6 +16,7 @@ use redis::Commands;
 
 use crate::config::millis as lease_millis;
 use crate::engine::Engine;
+use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
 use crate::engine::replicas::Synced;
 use crate::error::{Error, LostReason, Result};
 use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake, epoch_millis};
@@ -140,8 +141,41 @@ impl<K: Kind> Lock<K> {
     pub(crate) fn try_lock_as(&self, field: String) -> Result<Option<LockGuard<K>>> {
         self.check()?;
         let (lease, lease_ms) = self.lease()?;
+        let mut observed = self.observe_acquire(Some(Duration::ZERO), lease);
+        observed.attempted();
         let now = Some(Instant::now());
-        Ok(self.attempt(&field, lease, lease_ms, None, now)?.ok())
+        let result = self
+            .attempt(&field, lease, lease_ms, None, now)
+            .map(|attempt| attempt.ok());
+        if let Ok(None) = result {
+            observed.contended();
+        }
+        Self::observed(observed, &result, AcquireOutcome::Busy);
+        result
+    }
+
+    /// Starts observing an acquire call through this handle (the
+    /// `lock.acquire` span, the acquire metrics; nothing without the
+    /// `tracing` and `metrics` features).
+    fn observe_acquire(&self, wait: Option<Duration>, lease: Duration) -> Acquiring {
+        Acquiring::start(&self.engine.observe, K::REDISSON, &self.name, wait, lease)
+    }
+
+    /// Finishes observing an acquire call that returned `result`; `none`:
+    /// the outcome of a call that returned without the lock.
+    fn observed(observed: Acquiring, result: &Result<Option<LockGuard<K>>>, none: AcquireOutcome) {
+        match result {
+            Ok(Some(guard)) => {
+                let outcome = if guard.is_reentry() {
+                    AcquireOutcome::Reentered
+                } else {
+                    AcquireOutcome::Acquired
+                };
+                observed.finish(outcome, guard.fencing_token(), None);
+            }
+            Ok(None) => observed.finish(none, None, None),
+            Err(e) => observed.finish(AcquireOutcome::Error, None, Some(e)),
+        }
     }
 
     /// Takes the lock, waiting at most `wait` for it; `Ok(None)` when the time
@@ -284,7 +318,9 @@ impl<K: Kind> Lock<K> {
         let wait_ms = wait.map_or(0, |wait| {
             u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
         });
-        let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms);
+        let mut observed = self.observe_acquire(wait, lease);
+        let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms, &mut observed);
+        observed.left_wait();
         // A wait that ends without the lock leaves the queue (a fair lock's
         // place would otherwise hold up everyone behind it until its
         // deadline, 5 min by default). Redisson gives up after a timed wait
@@ -304,6 +340,7 @@ impl<K: Kind> Lock<K> {
                 log::debug!("redisson-lock: giving up on `{}` failed: {e}", self.name);
             }
         }
+        Self::observed(observed, &result, AcquireOutcome::Timeout);
         result
     }
 
@@ -315,6 +352,7 @@ impl<K: Kind> Lock<K> {
         lease_ms: u64,
         deadline: Option<Instant>,
         wait_ms: u64,
+        observed: &mut Acquiring,
     ) -> Result<Option<LockGuard<K>>> {
         let queue = || {
             Some(Queue {
@@ -322,15 +360,18 @@ impl<K: Kind> Lock<K> {
                 now_ms: epoch_millis(),
             })
         };
+        observed.attempted();
         let mut ttl = match self.attempt(field, lease, lease_ms, queue(), deadline)? {
             Ok(guard) => return Ok(Some(guard)),
             Err(ttl) => ttl,
         };
+        observed.contended();
         let config = &self.engine.config;
         let now = Instant::now();
         if deadline.is_some_and(|deadline| now >= deadline) {
             return Ok(None);
         }
+        observed.waiting();
         let fallback = config.watchdog_timeout / 3;
         let subscription_limit = |ttl: Option<Duration>| {
             let limit = Instant::now() + config.subscription_timeout.min(ttl.unwrap_or(fallback));
@@ -351,6 +392,7 @@ impl<K: Kind> Lock<K> {
         // refused connection or a timeout is reported at once.
         let mut dropped = false;
         loop {
+            observed.attempted();
             ttl = match self.attempt(field, lease, lease_ms, queue(), deadline) {
                 Ok(Ok(guard)) => return Ok(Some(guard)),
                 Ok(Err(ttl)) => {
@@ -390,9 +432,17 @@ impl<K: Kind> Lock<K> {
             }
             match &subscription {
                 Some(subscription) => {
-                    subscription.wait(wait)?;
+                    let woken = subscription.wait(wait)?;
+                    observed.woken(if woken {
+                        Wakeup::Message
+                    } else {
+                        Wakeup::TtlElapsed
+                    });
                 }
-                None => std::thread::sleep(wait),
+                None => {
+                    std::thread::sleep(wait);
+                    observed.woken(Wakeup::Poll);
+                }
             }
         }
     }
