@@ -35,7 +35,7 @@ pub struct Spec<K: Kind> {
 }
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 /// Threads of two clients increment a counter in a critical section that is
@@ -162,10 +162,7 @@ pub fn try_lock_for_keeps_to_its_budget<K: Kind>(spec: Spec<K>) {
 pub fn watchdog_keeps_a_short_lease_alive<K: Kind>(spec: Spec<K>) {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let lock = (spec.make)(&client, "renewed");
     let guard = lock.lock().expect("lock");
     thread::sleep(lease * 4);
@@ -191,9 +188,8 @@ pub fn force_unlock_marks_the_holder_lost<K: Kind>(spec: Spec<K>) {
 /// An acquire whose reply is lost with its connection is sent again and
 /// counts once: the last unlock frees the lock.
 pub fn a_lost_acquire_reply_counts_once<K: Kind>(spec: Spec<K>) {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = (spec.make)(&client, "lost-reply");
     // Load the scripts first, so that the dropped reply is the acquire's.
     lock.lock()

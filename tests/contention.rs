@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use redisson_lock::Client;
+use support::state::exists;
 use support::{RedisServer, eventually};
 
 /// Runs `sections` critical sections on `lock`, each of which checks that it
@@ -42,7 +43,7 @@ fn counter(server: &RedisServer) -> i64 {
 fn eight_threads_of_one_client_never_overlap_and_all_get_through() {
     let server = RedisServer::start();
     let _: () = server.cmd(&["SET", "counter", "0"]);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let workers: Vec<_> = (0..8)
         .map(|_| {
             let lock = client.lock("contended");
@@ -57,8 +58,7 @@ fn eight_threads_of_one_client_never_overlap_and_all_get_through() {
         .expect("workers");
     assert_eq!(max_occupancy, 1, "two threads were inside at once");
     assert_eq!(counter(&server), 400, "a lost update");
-    let exists: bool = server.cmd(&["EXISTS", "contended"]);
-    assert!(!exists);
+    assert!(!exists(&server, "contended"));
     let diagnostics = client.diagnostics();
     assert_eq!(diagnostics.registered_holds, 0);
     assert_eq!(diagnostics.waiters, 0);
@@ -103,10 +103,7 @@ fn threads_contending_with_a_short_watchdog_and_leases_never_overlap() {
     // an explicit lease far longer than a critical section.
     let server = RedisServer::start();
     let _: () = server.cmd(&["SET", "counter", "0"]);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_millis(600))
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(Duration::from_millis(600));
     let workers: Vec<_> = (0..6)
         .map(|i| {
             let lock = client.lock("mixed");

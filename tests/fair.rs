@@ -13,18 +13,10 @@ use redisson_lock::{Client, Error, LostReason, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::eventually;
 use support::proxy::{Fault, Proxy};
+use support::state::{pttl, queue};
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
-}
-
-fn queue(server: &RedisServer, name: &str) -> Vec<String> {
-    server.cmd(&[
-        "LRANGE",
-        &format!("redisson_lock_queue:{{{name}}}"),
-        "0",
-        "-1",
-    ])
+    server.client()
 }
 
 fn zset_len(server: &RedisServer, name: &str) -> i64 {
@@ -75,11 +67,7 @@ fn waiter(
 
 /// Waits until the queue of `name` is `expected`.
 fn queued(server: &RedisServer, name: &str, expected: &[String]) {
-    assert!(
-        eventually(Duration::from_secs(5), || queue(server, name) == expected),
-        "queue {:?}, expected {expected:?}",
-        queue(server, name)
-    );
+    support::state::queued(server, name, expected, Duration::from_secs(5));
 }
 
 #[test]
@@ -269,10 +257,9 @@ fn a_stale_head_is_purged_and_does_not_block_the_next_waiter() {
 
 #[test]
 fn a_lost_reply_to_a_queueing_acquire_queues_the_thread_once() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let direct = client(&server);
-    let proxied = Client::open(proxy.url()).expect("client");
+    let proxied = proxy.client();
     // Loads the acquire script, so that the dropped reply is the acquire's.
     let holder = direct.fair_lock("lost-queued").lock().expect("lock");
     proxy.arm("lost-queued", Fault::DropReplyAndClose);
@@ -304,9 +291,8 @@ fn a_lost_reply_to_a_queueing_acquire_queues_the_thread_once() {
 
 #[test]
 fn a_lost_reply_to_a_reentry_after_the_hold_was_gone_reports_it_replaced() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.fair_lock("replaced");
     let first = lock.lock().expect("lock");
     lock.lock()
@@ -334,7 +320,7 @@ fn keys_values_and_deadlines_are_redissons() {
     let holder_field = a.owner_field();
     let hash: std::collections::HashMap<String, String> = server.cmd(&["HGETALL", "wire"]);
     assert_eq!(hash, [(holder_field, "1".to_owned())].into());
-    let pttl: i64 = server.cmd(&["PTTL", "wire"]);
+    let pttl = pttl(&server, "wire");
     assert!(pttl > 29_000, "PTTL {pttl}");
     // lock(): waitMs is fairLockWaitTimeout (300 s); the deadline is
     // now + PTTL + waitMs.

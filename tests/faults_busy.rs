@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
+use support::state::{exists, pttl};
 use support::{RedisServer, eventually};
 
 /// Keeps the server busy for `ms` of wall-clock time (the script reads the
@@ -94,7 +95,7 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
             .expect("busy thread");
         // Renewed once the server answers again, before the lease ran out.
         let renewed = eventually(lease, || {
-            let ttl: i64 = server.cmd(&["PTTL", name]);
+            let ttl = pttl(&server, name);
             ttl > 1200 || guard.is_lost()
         });
         assert!(
@@ -108,8 +109,7 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
     eprintln!("{busy_replies} BUSY replies");
     assert!(busy_replies >= 3, "the busy spells never met a renewal");
     guard.unlock().expect("unlock");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }
 
 #[test]
@@ -144,8 +144,10 @@ fn busy_spell_longer_than_the_lease_loses_the_lock() {
     // Never silently kept: the key expired during the spell, nothing renews
     // it, and the guard stays lost.
     thread::sleep(lease / 3 * 2);
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists, "the lock outlived its lease by the busy spell");
+    assert!(
+        !exists(&server, name),
+        "the lock outlived its lease by the busy spell"
+    );
     assert!(guard.is_lost());
     match guard.unlock() {
         Err(Error::Lost { .. }) => {}

@@ -14,7 +14,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::Error;
 use support::{RedisServer, eventually, threads_named};
 
 const CYCLES: u64 = 100_000;
@@ -31,10 +31,7 @@ struct Tally {
 fn a_hundred_thousand_cycles_against_a_30_ms_watchdog_leave_nothing_behind() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(30);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let tally = Arc::new(Tally::default());
     let start = Arc::new(Barrier::new(THREADS as usize));
     let began = Instant::now();

@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LockGuard};
+use support::state::exists;
 use support::{RedisServer, eventually, logs};
 
 /// Long enough that one renewal period (1 s) and the lease clearly differ.
@@ -122,8 +123,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
 
     // No renewal brings a lost lock back.
     thread::sleep(period * 3);
-    let exists: bool = server.cmd(&["EXISTS", "alone"]);
-    assert!(!exists, "{how:?}: a lost lock came back");
+    assert!(!exists(&server, "alone"), "{how:?}: a lost lock came back");
     for guard in guards {
         let name = guard.lock().name().to_owned();
         match guard.unlock() {
@@ -166,6 +166,5 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
         handoff < Duration::from_millis(200),
         "{how:?}: woken {handoff:?} after the release"
     );
-    let exists: bool = server.cmd(&["EXISTS", "after"]);
-    assert!(!exists);
+    assert!(!exists(&server, "after"));
 }

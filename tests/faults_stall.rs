@@ -16,8 +16,8 @@ use std::sync::mpsc::{Receiver, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
 use support::RedisServer;
+use support::state::{exists, hgetall, pttl};
 
 /// The `hold_lock` example, built for this test's profile and target dir.
 /// `cargo test` builds examples, but `cargo test --test faults_stall` does not,
@@ -131,10 +131,6 @@ impl Drop for Holder {
     }
 }
 
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
 #[test]
 fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone() {
     let server = RedisServer::start();
@@ -151,7 +147,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // Alive, its watchdog keeps the lock well past one lease.
     thread::sleep(Duration::from_millis(2 * lease_ms));
     assert_eq!(holder.ask("lost"), "LOST false");
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(
         ttl > 0 && ttl <= 600,
         "renewed to the 600 ms lease, PTTL {ttl}"
@@ -160,7 +156,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // Freeze it: nothing renews, the lease runs out, another client gets in.
     holder.signal("STOP");
     let frozen = Instant::now();
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock(name);
     let guard = lock
         .try_lock_for(Duration::from_secs(5))
@@ -184,7 +180,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // key down to its 600 ms lease, nor touch the hash.
     thread::sleep(Duration::from_millis(3 * lease_ms / 3 + 200));
     assert_eq!(hgetall(&server, name), ours);
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
 
     // Its unlock fails as lost and does not touch our lock.
@@ -194,13 +190,12 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
         "stalled holder's unlock: {reply}"
     );
     assert_eq!(hgetall(&server, name), ours);
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
     assert!(holder.child.wait().expect("hold_lock exits").success());
 
     guard.unlock().expect("the new holder unlocks normally");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }
 
 #[test]
@@ -214,7 +209,7 @@ fn holder_frozen_within_its_lease_keeps_the_lock() {
     let holder_field = held.strip_prefix("HELD ").expect("HELD <field>").to_owned();
 
     holder.signal("STOP");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock(name);
     assert!(
         lock.try_lock_for(Duration::from_millis(800))
@@ -231,6 +226,5 @@ fn holder_frozen_within_its_lease_keeps_the_lock() {
         HashMap::from([(holder_field, "1".to_owned())])
     );
     assert_eq!(holder.ask("unlock"), "UNLOCK lost=false ok");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }

@@ -10,9 +10,10 @@ use std::time::Duration;
 use redisson_lock::{Client, FencedLock};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
+use support::state::pttl;
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn stored_token(server: &RedisServer, name: &str) -> Option<u64> {
@@ -83,7 +84,7 @@ fn force_unlock_leaves_the_token() {
     assert!(!lock.is_locked().expect("is_locked"));
     assert_eq!(lock.token().expect("token"), Some(before));
     assert_eq!(stored_token(&server, "forced"), Some(before));
-    let ttl: i64 = server.cmd(&["PTTL", "redisson_lock_token:{forced}"]);
+    let ttl = pttl(&server, "redisson_lock_token:{forced}");
     assert_eq!(ttl, -1, "the token counter never expires");
     let next = lock.lock().expect("lock");
     assert!(next.token() > before);
@@ -93,7 +94,7 @@ fn force_unlock_leaves_the_token() {
 
 fn through_proxy(server: &RedisServer, name: &str) -> (Proxy, Client, FencedLock) {
     let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let client = proxy.client();
     let lock = client.fenced_lock(name);
     // Load the scripts first, so that the dropped reply is the acquire's.
     lock.lock().expect("warm-up").unlock().expect("warm-up");

@@ -19,8 +19,7 @@ use support::proxy::{Fault, Proxy};
 /// while it believes it holds it, untold until the next watchdog tick.
 #[test]
 fn old_guard_unlock_must_not_release_this_threads_newer_hold_untold() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client"); // tick every 10 s
+    let (server, client) = RedisServer::start_with_client(); // tick every 10 s
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("review-newer-hold");
 
@@ -57,10 +56,7 @@ fn old_guard_unlock_must_not_release_this_threads_newer_hold_untold() {
 #[test]
 fn explicit_lease_is_not_renewed_forever_after_a_watchdog_reentry_is_released() {
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_millis(300))
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(Duration::from_millis(300));
     let lock = client.lock("review-lease");
     let outer = lock
         .with_lease(Duration::from_millis(800))
@@ -89,9 +85,8 @@ fn explicit_lease_is_not_renewed_forever_after_a_watchdog_reentry_is_released() 
 /// for 30 s. (The code comment says "the lease then expires" it.)
 #[test]
 fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("review-dup-reentry");
 
@@ -123,8 +118,7 @@ fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
 /// there that the outer guard holds nothing, but does not mark it lost.
 #[test]
 fn released_reply_with_guards_still_alive_marks_them_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client"); // tick every 10 s
+    let (server, client) = RedisServer::start_with_client(); // tick every 10 s
     let admin = Client::open(server.url()).expect("admin client");
     let lock = client.lock("review-force-reenter");
 

@@ -130,14 +130,8 @@ fn is_invalid<T>(result: &redisson_lock::Result<T>) -> bool {
 fn any_lock_name_works_or_is_refused_and_touches_only_its_own_keys() {
     count_background_panics();
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .build()
-        .expect("client");
-    let rival = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .build()
-        .expect("rival client");
+    let client = server.watchdog_client(Duration::from_secs(2));
+    let rival = server.watchdog_client(Duration::from_secs(2));
     let started = Instant::now();
     proptest!(config(96), |(name in hostile_name())| {
         flushall(&server);
@@ -236,8 +230,7 @@ fn valid_lease(lease: Duration) -> bool {
 #[test]
 fn any_duration_is_a_valid_lease_or_an_invalid_argument_and_waits_stay_bounded() {
     count_background_panics();
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let rival = Client::open(server.url()).expect("rival");
     proptest!(config(128), |(lease in hostile_duration(), wait in hostile_duration())| {
         flushall(&server);

@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,9 +18,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
-use support::RedisServer;
 use support::eventually;
 use support::java::{Redisson, for_each_redisson_version, start_with_watchdog};
+use support::state::{hgetall, numsub, pttl, state};
 
 /// How soon a waiter must get a lock after its holder releases it: a
 /// functional bound (woken by the unlock message instead of sleeping out a
@@ -49,7 +48,7 @@ for_each_redisson_version!(
 /// thread parked in `lock()` although the TTL still had ~30 s to run.
 fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("s1");
 
     java.ok("j", "lock s1");
@@ -79,7 +78,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
         acquired.try_recv().is_err(),
         "Rust acquired while Java held the lock"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "s1"]);
+    let pttl = pttl(&server, "s1");
     assert!(
         pttl > 20_000,
         "Java's lease should still run ~30 s, PTTL {pttl}"
@@ -118,7 +117,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
 /// parked in `lock()`.
 fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = RustThread::spawn("s2-holder");
     let rust_field = holder.run({
         let (client, lock) = (client.clone(), client.lock("s2"));
@@ -169,7 +168,7 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
 /// 30 s lease, free only after the third release.
 fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = RustThread::spawn("s3-holder");
     let lock = client.lock("s3");
     let (rust_field, count) = holder.run({
@@ -223,7 +222,7 @@ fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisso
 /// the full lease, and cannot release it.
 fn java_reentrant_hold_is_visible_to_rust(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("s4");
     java.ok("j", "lock s4");
     java.ok("j", "lock s4");
@@ -272,10 +271,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     // Renewal every second: the field check finds the hold gone within ~1 s,
     // while the lease alone would only run out 2-3 s after the force unlock.
     let watchdog = Duration::from_secs(3);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let lock = client.lock("s5");
     let holder = RustThread::spawn("s5-holder");
     holder.run({
@@ -355,10 +351,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
     let lease = Duration::from_secs(2);
     let hold_for = lease * 5 + Duration::from_millis(500);
     let (server, java) = start_with_watchdog(redisson, lease);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
 
     java.ok("jh", "lock s6j");
     let java_field = java.owner_field("jh");
@@ -412,7 +405,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
             "Java took s6r from Rust after {:?}",
             started.elapsed()
         );
-        let pttl: i64 = server.cmd(&["PTTL", "s6r"]);
+        let pttl = pttl(&server, "s6r");
         assert!(
             pttl > 0 && pttl <= lease_ms,
             "s6r PTTL {pttl} after {:?}",
@@ -457,7 +450,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
 fn java_and_rust_threads_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 250;
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let started = Instant::now();
     for actor in 0..4 {
         let sleep_ms = actor % 2; // 0 or 1 ms between GET and SET
@@ -695,23 +688,6 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
-fn state(fields: &[(&str, &str)]) -> HashMap<String, String> {
-    fields
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// Subscribers of `channel` (all clients of the server).
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
 
 type Job = Box<dyn FnOnce(&mut Vec<LockGuard>) + Send>;
 

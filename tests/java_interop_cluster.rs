@@ -18,6 +18,7 @@ use redisson_lock::Client;
 use support::cluster::{Cluster, Node};
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
+use support::state::channel;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by a 30 s TTL.
@@ -43,10 +44,6 @@ fn start(redisson: Redisson) -> (&'static Cluster, JavaDriver, Client) {
 fn shard_subscribers(node: &Node, channel: &str) -> i64 {
     let reply: (String, i64) = node.cmd(&["PUBSUB", "SHARDNUMSUB", channel]);
     reply.1
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
 }
 
 fn prefix(redisson: Redisson, scenario: &str) -> String {

@@ -17,6 +17,7 @@ use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
 use support::java::{Redisson, for_each_redisson_version, start};
+use support::state::queue;
 
 for_each_redisson_version!(
     java_waiter_queued_before_a_rust_waiter_is_served_first,
@@ -33,7 +34,7 @@ for_each_redisson_version!(
 /// Java, and Java's release to the Rust thread.
 fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = client.fair_lock("f1").lock().expect("lock");
     let java_field = java.owner_field("j");
     java.send("j", "lock fair/f1");
@@ -69,7 +70,7 @@ fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
 /// the Rust thread, and the Rust release to Java.
 fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("holder", "lock fair/f2");
     let (rust_field, rust_got) = rust_waiter(&client, "f2", Some(Duration::from_millis(500)));
     queued(&server, "f2", std::slice::from_ref(&rust_field));
@@ -105,7 +106,7 @@ fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
 /// (which refuses while someone else heads the queue) gets the lock at once.
 fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("holder", "lock fair/f3");
     let lock = client.fair_lock("f3");
     assert!(
@@ -128,14 +129,14 @@ fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisso
 /// `try_lock` gets the lock at once.
 fn a_java_waiter_that_gives_up_leaves_nothing_that_blocks_rust(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = client.fair_lock("f4").lock().expect("lock");
     assert!(!java.flag("j", "tryLock fair/f4 500"));
     assert!(queue(&server, "f4").is_empty());
     let zcard: i64 = server.cmd(&["ZCARD", "redisson_lock_timeout:{f4}"]);
     assert_eq!(zcard, 0);
     holder.unlock().expect("unlock");
-    let other = Client::open(server.url()).expect("client");
+    let other = server.client();
     let guard = other
         .fair_lock("f4")
         .try_lock()
@@ -149,7 +150,7 @@ fn a_java_waiter_that_gives_up_leaves_nothing_that_blocks_rust(redisson: Redisso
 fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 60;
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     // Each side sees the other's hold.
     let guard = client.fair_lock("f5").lock().expect("lock");
     assert!(!java.flag("j", "tryLockNow fair/f5"));
@@ -229,22 +230,9 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
 // ---------------------------------------------------------------------------
 // Helpers
 
-fn queue(server: &RedisServer, name: &str) -> Vec<String> {
-    server.cmd(&[
-        "LRANGE",
-        &format!("redisson_lock_queue:{{{name}}}"),
-        "0",
-        "-1",
-    ])
-}
-
 /// Waits until the queue of `name` is `expected`.
 fn queued(server: &RedisServer, name: &str, expected: &[String]) {
-    assert!(
-        eventually(Duration::from_secs(10), || queue(server, name) == expected),
-        "queue {:?}, expected {expected:?}",
-        queue(server, name)
-    );
+    support::state::queued(server, name, expected, Duration::from_secs(10));
 }
 
 /// A Rust thread that waits for the fair lock `name` with `lock()`, holds

@@ -8,7 +8,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Fenced, LockGuard};
+use redisson_lock::{Fenced, LockGuard};
 
 use support::actor::RustThread;
 use support::java::{Redisson, for_each_redisson_version, start};
@@ -28,7 +28,7 @@ for_each_redisson_version!(
 /// token.
 fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.fenced_lock("f1");
     let mut tokens: Vec<u64> = Vec::new();
     for _ in 0..3 {
@@ -60,7 +60,7 @@ fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
 /// unlock and gets a greater token; Java then cannot take Rust's.
 fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.fenced_lock("f2");
     let java_token: u64 = java.ok("j", "lockToken fenced/f2").value(0);
     assert!(
@@ -110,7 +110,7 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
 /// woken by the Rust unlock and gets a greater token.
 fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let rust = RustThread::spawn("f3-holder");
     let rust_token = rust.run({
         let lock = client.fenced_lock("f3");

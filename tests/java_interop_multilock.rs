@@ -12,6 +12,7 @@ use redisson_lock::{Client, MultiLock};
 
 use support::actor::RustThread;
 use support::java::{Redisson, for_each_redisson_version, start};
+use support::state::exists;
 
 const NAMES: [&str; 3] = ["m-a", "m-b", "m-c"];
 
@@ -28,7 +29,7 @@ fn rust_multi(client: &Client) -> MultiLock {
 /// none of its members behind), then gets it after Java's unlock.
 fn java_multilock_excludes_rust_and_its_unlock_lets_rust_in(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("j", &format!("multiLock {}", NAMES.join(",")));
     let multi = rust_multi(&client);
     assert!(multi.try_lock().expect("try_lock").is_none(), "Rust got in");
@@ -66,7 +67,7 @@ fn java_multilock_excludes_rust_and_its_unlock_lets_rust_in(redisson: Redisson) 
 /// gets it after the Rust unlock.
 fn rust_multilock_excludes_java_and_its_unlock_lets_java_in(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let rust = RustThread::spawn("multi-holder");
     rust.run({
         let multi = rust_multi(&client);
@@ -81,7 +82,6 @@ fn rust_multilock_excludes_java_and_its_unlock_lets_java_in(redisson: Redisson) 
     assert!(reply.ok && reply.value::<bool>(0), "`{}`", reply.line);
     java.ok("j", &format!("multiUnlock {}", NAMES.join(",")));
     for name in NAMES {
-        let exists: bool = server.cmd(&["EXISTS", name]);
-        assert!(!exists, "{name} left held");
+        assert!(!exists(&server, name), "{name} left held");
     }
 }

@@ -11,7 +11,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, LockGuard, NonReentrant};
+use redisson_lock::{LockGuard, NonReentrant};
 
 use support::actor::RustThread;
 use support::java::{Redisson, start};
@@ -55,7 +55,7 @@ mod redisson_3_24_3 {
 /// Rust waiter; then the other way round.
 fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.non_reentrant_lock("n1");
     java.ok("j", "lock nonreentrant/n1");
     let java_field = java.owner_field("j");
@@ -114,7 +114,7 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
 /// and wakes it on unlock.
 fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.non_reentrant_lock("m");
     let rust = RustThread::spawn("m-rust");
     rust.run({

@@ -12,10 +12,9 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
-use support::RedisServer;
 use support::eventually;
 use support::java::{Redisson, for_each_redisson_version, start};
+use support::state::{exists, pttl};
 
 /// A waiter woken by the unlock message, not by a 30 s TTL running out.
 const HANDOFF: Duration = Duration::from_millis(200);
@@ -29,10 +28,6 @@ for_each_redisson_version!(
     java_write_unlock_wakes_rust_readers,
     rust_write_unlock_wakes_java_readers,
 );
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cmd::<i64>(&["EXISTS", key]) == 1
-}
 
 /// A Rust hold on its own thread, released on request; reports when it was
 /// acquired and when its release was sent.
@@ -74,7 +69,7 @@ impl Held {
 
 fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let read = client.read_write_lock("rw1").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
     rust.acquired_within(Duration::from_secs(10))
@@ -112,7 +107,7 @@ fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(red
 
 fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("r", "lock read/rw2");
     let read = client.read_write_lock("rw2").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
@@ -146,7 +141,7 @@ fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(red
 
 fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("r", "lock read/rw3");
     let read = client.read_write_lock("rw3").read_lock();
     let (tx, rx) = mpsc::channel();
@@ -161,7 +156,7 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
         exists(&server, "rw3"),
         "Java's unlock deleted a lock a Rust reader holds"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "rw3"]);
+    let pttl = pttl(&server, "rw3");
     assert!(pttl > 20_000, "the Rust reader's marker keeps it: {pttl}");
     assert!(
         !java.flag("w", "tryLockNow write/rw3"),
@@ -175,7 +170,7 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
 
 fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("r", "lock read/rw4");
     let read = client.read_write_lock("rw4").read_lock();
     read.lock().expect("read").unlock().expect("read unlock");
@@ -183,7 +178,7 @@ fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson)
         exists(&server, "rw4"),
         "a Rust unlock deleted a lock Java reads"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "rw4"]);
+    let pttl = pttl(&server, "rw4");
     assert!(pttl > 20_000, "the Java reader's marker keeps it: {pttl}");
     assert!(java.flag("r", "isHeldByCurrentThread read/rw4"));
     let write = client.read_write_lock("rw4").write_lock();
@@ -198,10 +193,7 @@ fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson)
 fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(redisson: Redisson) {
     let (server, java) = start(redisson);
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let read = client.read_write_lock("rw5").read_lock();
     let (tx, rx) = mpsc::channel();
     let rust = Held::spawn(move || {
@@ -221,7 +213,7 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
         round += 1;
     }
     let marker = format!("{{rw5}}:{field}:rwlock_timeout:1");
-    let pttl: i64 = server.cmd(&["PTTL", &marker]);
+    let pttl = pttl(&server, &marker);
     assert!(pttl > 0, "the Rust reader's marker was not renewed: {pttl}");
     assert!(
         exists(&server, "rw5"),
@@ -239,7 +231,7 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
 
 fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     java.ok("w", "lock write/rw6");
     let readers: Vec<Held> = (0..2)
         .map(|_| {
@@ -271,7 +263,7 @@ fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
 
 fn rust_write_unlock_wakes_java_readers(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let write = client.read_write_lock("rw7").write_lock();
     let writer = Held::spawn(move || write.lock().expect("write"));
     writer

@@ -6,14 +6,13 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Spin};
-use support::RedisServer;
+use redisson_lock::Spin;
 use support::actor::RustThread;
 use support::java::{Redisson, for_each_redisson_version, start};
+use support::state::{hgetall, state};
 
 /// Redisson's and the crate's default spin backoff cap.
 const CAP: Duration = Duration::from_millis(128);
@@ -29,7 +28,7 @@ for_each_redisson_version!(
 /// and has it within the cap after Java's unlock.
 fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.spin_lock("sp1");
 
     java.ok("j", "lock spin/sp1");
@@ -87,7 +86,7 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
 /// has it within the cap after the Rust release, which publishes nothing.
 fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: Redisson) {
     let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let rust = RustThread::spawn("sp2-holder");
     let rust_field = rust.run({
         let (client, lock) = (client.clone(), client.spin_lock("sp2"));
@@ -136,15 +135,4 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     );
     java.ok("j", "unlock spin/sp2");
     assert!(lock.try_lock().expect("try_lock").is_some());
-}
-
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
-fn state(fields: &[(&str, &str)]) -> HashMap<String, String> {
-    fields
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }

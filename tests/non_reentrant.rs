@@ -17,7 +17,7 @@ use support::proxy::{Fault, Proxy};
 const AT_ONCE: Duration = Duration::from_millis(100);
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn refused<T: std::fmt::Debug>(result: redisson_lock::Result<T>, name: &str) {
@@ -104,9 +104,8 @@ fn another_thread_of_the_same_client_waits_and_is_woken() {
 /// the lock afresh (count 1) instead of refusing the thread its own lock.
 #[test]
 fn a_lost_acquire_reply_is_not_refused_as_a_reentry() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.non_reentrant_lock("phantom");
     lock.lock().expect("warm-up").unlock().expect("warm-up");
     proxy.arm("phantom", Fault::DropReplyAndClose);

@@ -8,18 +8,14 @@ use std::thread;
 use std::time::Duration;
 
 use redisson_lock::Client;
+use support::state::{channel, exists};
 use support::{RedisServer, eventually};
 
 const NAMES: [&str; 5] = ["res-a", "res-b", "res-c", "res-d", "res-e"];
 
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 #[test]
 fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let guards: Vec<_> = NAMES
         .iter()
         .map(|name| client.lock(*name).lock().expect("lock"))
@@ -78,15 +74,13 @@ fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
     }));
     assert_eq!(client.diagnostics().registered_holds, 0);
     for name in NAMES {
-        let exists: bool = server.cmd(&["EXISTS", name]);
-        assert!(!exists, "{name}");
+        assert!(!exists(&server, name), "{name}");
     }
 }
 
 #[test]
 fn later_waits_reuse_the_subscriber_connection() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("holder");
     let wait_once = |round: usize| {
         let name = format!("round-{round}");
@@ -126,8 +120,7 @@ fn subscriber_connections(server: &RedisServer) -> Vec<String> {
 
 #[test]
 fn the_command_pool_stays_as_small_as_the_concurrency() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     assert_eq!(
         client.diagnostics().pooled_connections,
         1,

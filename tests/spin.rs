@@ -11,18 +11,14 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
+use support::state::numsub;
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn active_channels(server: &RedisServer) -> Vec<String> {
     server.cmd(&["PUBSUB", "CHANNELS"])
-}
-
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
 }
 
 /// A waiter polls; neither the client nor the server sees a subscription.
@@ -166,9 +162,8 @@ fn the_backoff_is_configurable_and_bounds_the_polling() {
 /// A reentry whose reply is lost is sent again and counts once.
 #[test]
 fn a_lost_reentry_reply_counts_once() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.spin_lock("lost-reentry");
     let outer = lock.lock().expect("lock");
     proxy.arm("lost-reentry", Fault::DropReplyAndClose);
@@ -187,9 +182,8 @@ fn a_lost_reentry_reply_counts_once() {
 /// release, frees the lock and still publishes nothing.
 #[test]
 fn a_lost_release_reply_is_resent_and_frees_the_lock() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let mut all = server.psubscriber(&["*"]);
     let lock = client.spin_lock("lost-release");
     let guard = lock.lock().expect("lock");

@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
+use support::state::{numsub, pttl};
 use support::{RedisServer, eventually};
 
 /// A Java client's owner field: its own UUID and thread id.
@@ -36,16 +37,11 @@ fn java_style_release(server: &RedisServer, name: &str, channel: &str) {
     assert_eq!(receivers, 1, "exactly one subscriber: the client's");
 }
 
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
-
 #[test]
 fn java_style_holder_makes_try_lock_return_none() {
     let server = RedisServer::start();
     java_style_hold(&server, "shared");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("shared");
     assert!(lock.try_lock().expect("try_lock").is_none());
     assert!(lock.is_locked().expect("is_locked"));
@@ -60,7 +56,7 @@ fn java_style_holder_makes_try_lock_return_none() {
 fn try_lock_for_gives_up_after_its_wait_while_a_java_style_holder_keeps_the_lock() {
     let server = RedisServer::start();
     java_style_hold(&server, "busy");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let start = Instant::now();
     let got = client
         .lock("busy")
@@ -72,7 +68,7 @@ fn try_lock_for_gives_up_after_its_wait_while_a_java_style_holder_keeps_the_lock
         waited >= Duration::from_millis(300) && waited < Duration::from_millis(1_300),
         "waited {waited:?}"
     );
-    let ttl: i64 = server.cmd(&["PTTL", "busy"]);
+    let ttl = pttl(&server, "busy");
     assert!(ttl > 28_000, "the holder's TTL is untouched: {ttl}");
 }
 
@@ -108,7 +104,7 @@ fn waiter_wakes_on_java_style_del_and_publish_long_before_the_ttl() {
     let server = RedisServer::start();
     java_style_hold(&server, "handoff");
     let channel = "redisson_lock__channel:{handoff}";
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let (acquired_tx, acquired_rx) = mpsc::channel();
     let waiter = {
         let lock = client.lock("handoff");
@@ -125,7 +121,7 @@ fn waiter_wakes_on_java_style_del_and_publish_long_before_the_ttl() {
             && client.diagnostics().waiters == 1),
         "the waiter subscribes to {channel}"
     );
-    let ttl: i64 = server.cmd(&["PTTL", "handoff"]);
+    let ttl = pttl(&server, "handoff");
     assert!(ttl > 25_000, "the holder's lease is still long: {ttl}");
 
     java_style_release(&server, "handoff", channel);
@@ -151,7 +147,7 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
     let name = "{tenant-7}:invoices";
     let channel = "redisson_lock__channel:{tenant-7}:invoices";
     java_style_hold(&server, name);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let (acquired_tx, acquired_rx) = mpsc::channel();
     let waiter = {
         let lock = client.lock(name);
@@ -180,8 +176,7 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
 
 #[test]
 fn waiter_in_the_same_client_wakes_on_release() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("w");
     let guard = lock.lock().expect("lock");
     let (acquired_tx, acquired_rx) = mpsc::channel();
@@ -220,7 +215,7 @@ fn holder_without_ttl_is_waited_for_by_message() {
     // the unlock message (with a slow poll as a fallback).
     let server = RedisServer::start();
     let _: () = server.cmd(&["HSET", "forever", JAVA_FIELD, "1"]);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let (acquired_tx, acquired_rx) = mpsc::channel();
     let waiter = {
         let lock = client.lock("forever");

@@ -11,6 +11,7 @@ pub mod every_kind;
 pub mod java;
 pub mod proxy;
 pub mod sentinel;
+pub mod state;
 pub mod tls;
 #[cfg(feature = "tls-rustls")]
 pub mod tls_topo;
@@ -21,6 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use redisson_lock::Client;
 
 /// A running `redis-server` owned by one test.
 pub struct RedisServer {
@@ -180,6 +183,24 @@ impl RedisServer {
             .expect("connect to the test server")
     }
 
+    /// A fresh server and a client of it with the default settings.
+    pub fn start_with_client() -> (RedisServer, Client) {
+        let server = RedisServer::start();
+        let client = server.client();
+        (server, client)
+    }
+
+    /// A client of this server with the default settings.
+    pub fn client(&self) -> Client {
+        Client::open(self.url()).expect("client")
+    }
+
+    /// A client of this server whose watchdog timeout (the lease of a hold
+    /// without one) is `watchdog`.
+    pub fn watchdog_client(&self, watchdog: Duration) -> Client {
+        watchdog_client(&self.url(), watchdog)
+    }
+
     /// Runs one command on a fresh connection.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut cmd = redis::cmd(args[0]);
@@ -245,6 +266,15 @@ impl Drop for RedisServer {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A client of `url` (a server's, a proxy's) whose watchdog timeout is
+/// `watchdog`.
+pub fn watchdog_client(url: &str, watchdog: Duration) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client")
 }
 
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns

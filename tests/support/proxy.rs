@@ -95,9 +95,22 @@ impl Proxy {
         Proxy { port, shared }
     }
 
+    /// A fresh server with a proxy in front of it.
+    pub fn with_server() -> (super::RedisServer, Proxy) {
+        let server = super::RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        (server, proxy)
+    }
+
     /// `redis://127.0.0.1:<proxy port>/`
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A client that reaches the server through the proxy, with the
+    /// default settings.
+    pub fn client(&self) -> redisson_lock::Client {
+        redisson_lock::Client::open(self.url()).expect("client")
     }
 
     /// The next command whose bytes contain `marker` suffers `fault`.
