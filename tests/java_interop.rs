@@ -13,14 +13,16 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
+use redisson_lock::{Client, Error, LockGuard, Reentrant, RequestId, UnlockOutcome};
+use support::actor::{RustThread, last, take};
 use support::eventually;
 use support::java::{Redisson, for_each_redisson_version, start_with_watchdog};
-use support::state::{hgetall, numsub, pttl, state};
+use support::mutex::{Keys, java_and_rust_sections};
+use support::state::{channel, hgetall, numsub, pttl, state};
 
 /// How soon a waiter must get a lock after its holder releases it: a
 /// functional bound (woken by the unlock message instead of sleeping out a
@@ -61,13 +63,10 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
     assert!(lock.is_locked().expect("is_locked"));
 
     let waiter = RustThread::spawn("s1-waiter");
-    let acquired = {
+    let acquired = waiter.acquire({
         let lock = lock.clone();
-        waiter.start(move |held| {
-            held.push(lock.lock().expect("lock"));
-            Instant::now()
-        })
-    };
+        move || lock.lock().expect("lock")
+    });
     assert!(
         eventually(Duration::from_secs(10), || client.diagnostics().waiters
             == 1),
@@ -86,15 +85,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
 
     let unlocked = Instant::now();
     java.ok("j", "unlock s1");
-    let acquired_at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = acquired_at.saturating_duration_since(unlocked);
-    eprintln!("{}: Java unlock -> Rust acquire {handoff:?}", java.version);
-    assert!(
-        handoff < HANDOFF,
-        "Rust waiter woke {handoff:?} after Java's unlock (PTTL was {pttl} ms)"
-    );
+    java.rust_woken(&acquired, unlocked, HANDOFF, "Java unlock -> Rust acquire");
 
     let rust_field = waiter.run({
         let client = client.clone();
@@ -122,7 +113,7 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
     let rust_field = holder.run({
         let (client, lock) = (client.clone(), client.lock("s2"));
         move |held| {
-            held.push(lock.lock().expect("lock"));
+            held.push(Box::new(lock.lock().expect("lock")));
             client.owner_field()
         }
     });
@@ -134,29 +125,20 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
     assert!(!java.flag("j1", "isHeldByCurrentThread s2"));
 
     java.send("j2", "lock s2");
-    let channel = "redisson_lock__channel:{s2}";
     assert!(
-        eventually(Duration::from_secs(10), || numsub(&server, channel) == 1),
-        "the Java actor never subscribed to {channel}"
+        eventually(Duration::from_secs(10), || numsub(&server, &channel("s2"))
+            == 1),
+        "the Java actor never subscribed to {}",
+        channel("s2")
     );
     assert!(
         java.try_recv("j2", Duration::from_millis(100)).is_none(),
         "Java acquired while Rust held the lock"
     );
 
-    let released = holder.run(|held| {
-        let at = Instant::now();
-        held.pop().expect("guard").unlock().expect("unlock");
-        at
-    });
-    let reply = java.recv("j2");
-    assert!(reply.ok, "Java lock failed: `{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    eprintln!("{}: Rust unlock -> Java reply {handoff:?}", java.version);
-    assert!(
-        handoff < HANDOFF,
-        "Java waiter answered {handoff:?} after the Rust unlock"
-    );
+    let released = Instant::now();
+    holder.unlock_last::<Reentrant>().expect("unlock");
+    java.java_woken("j2", released, HANDOFF, "Rust unlock -> Java reply");
 
     let java_field = java.owner_field("j2");
     assert_eq!(hgetall(&server, "s2"), state(&[(&java_field, "1")]));
@@ -175,7 +157,7 @@ fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisso
         let (client, lock) = (client.clone(), lock.clone());
         move |held| {
             for _ in 0..3 {
-                held.push(lock.lock().expect("lock"));
+                held.push(Box::new(lock.lock().expect("lock")));
             }
             (client.owner_field(), lock.hold_count().expect("hold_count"))
         }
@@ -274,17 +256,14 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     let client = server.watchdog_client(watchdog);
     let lock = client.lock("s5");
     let holder = RustThread::spawn("s5-holder");
-    holder.run({
+    holder.hold({
         let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
+        move || lock.lock().expect("lock")
     });
     let waiter = RustThread::spawn("s5-waiter");
-    let acquired = waiter.start({
+    let acquired = waiter.acquire({
         let lock = lock.clone();
-        move |held| {
-            held.push(lock.lock().expect("lock"));
-            Instant::now()
-        }
+        move || lock.lock().expect("lock")
     });
     assert!(
         eventually(Duration::from_secs(10), || client.diagnostics().waiters
@@ -297,21 +276,15 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
         java.flag("j", "forceUnlock s5"),
         "Java found no lock to force-unlock"
     );
-    let acquired_at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = acquired_at.saturating_duration_since(forced);
-    eprintln!(
-        "{}: Java forceUnlock -> Rust acquire {handoff:?}",
-        java.version
-    );
-    assert!(
-        handoff < HANDOFF,
-        "Rust waiter woke {handoff:?} after Java's forceUnlock"
+    java.rust_woken(
+        &acquired,
+        forced,
+        HANDOFF,
+        "Java forceUnlock -> Rust acquire",
     );
 
     let lost_after = holder.run(move |held| {
-        let guard = held.last().expect("guard");
+        let guard = last::<LockGuard>(held);
         let lost = eventually(Duration::from_secs(10), || guard.is_lost());
         assert!(lost, "the guard never noticed the force unlock");
         forced.elapsed()
@@ -325,7 +298,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
         lost_after < renewal_period + Duration::from_millis(500),
         "the guard was marked lost {lost_after:?} after the force unlock, not within one renewal period"
     );
-    let unlocked = holder.run(|held| held.pop().expect("guard").unlock());
+    let unlocked = holder.unlock_last::<Reentrant>();
     assert!(
         matches!(unlocked, Err(Error::Lost { .. } | Error::NotHeld { .. })),
         "unlocking a force-unlocked guard gave {unlocked:?}"
@@ -338,7 +311,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     assert_eq!(hgetall(&server, "s5"), state(&[(&waiter_field, "1")]));
     assert!(!java.flag("j", "tryLockNow s5"));
     waiter
-        .run(|held| held.pop().expect("guard").unlock())
+        .unlock_last::<Reentrant>()
         .expect("the waiter's unlock");
     assert!(java.flag("j", "tryLockNow s5"));
     java.ok("j", "unlock s5");
@@ -359,7 +332,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
     let rust_field = holder.run({
         let (client, lock) = (client.clone(), client.lock("s6r"));
         move |held| {
-            held.push(lock.lock().expect("lock"));
+            held.push(Box::new(lock.lock().expect("lock")));
             client.owner_field()
         }
     });
@@ -452,81 +425,17 @@ fn java_and_rust_threads_exclude_each_other(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = server.client();
     let started = Instant::now();
-    for actor in 0..4 {
-        let sleep_ms = actor % 2; // 0 or 1 ms between GET and SET
-        java.send(
-            &format!("m{actor}"),
-            &format!("mutex s7 s7:counter s7:occ {ITERATIONS} {sleep_ms}"),
-        );
-    }
-    let rust_threads: Vec<_> = (0..4u64)
-        .map(|n| {
-            let lock = client.lock("s7");
-            let url = server.url();
-            thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("url")
-                    .get_connection()
-                    .expect("con");
-                let mut max_occupancy = 0;
-                for i in 0..ITERATIONS {
-                    let guard = lock.lock().expect("lock");
-                    let occupancy: i64 = redis::cmd("INCR")
-                        .arg("s7:occ")
-                        .query(&mut con)
-                        .expect("INCR");
-                    max_occupancy = max_occupancy.max(occupancy);
-                    let value: Option<i64> = redis::cmd("GET")
-                        .arg("s7:counter")
-                        .query(&mut con)
-                        .expect("GET");
-                    thread::sleep(Duration::from_millis((n + i) % 2));
-                    let () = redis::cmd("SET")
-                        .arg("s7:counter")
-                        .arg(value.unwrap_or(0) + 1)
-                        .query(&mut con)
-                        .expect("SET");
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("s7:occ")
-                        .query(&mut con)
-                        .expect("DECR");
-                    guard.unlock().expect("unlock");
-                }
-                max_occupancy
-            })
-        })
-        .collect();
-    for thread in rust_threads {
-        let max_occupancy = thread.join().expect("a Rust thread failed");
-        assert_eq!(
-            max_occupancy, 1,
-            "a Rust thread saw {max_occupancy} holders inside"
-        );
-    }
-    for actor in 0..4 {
-        let reply = java.recv(&format!("m{actor}"));
-        assert!(reply.ok, "Java mutex failed: `{}`", reply.line);
-        assert_eq!(reply.value::<u64>(0), ITERATIONS, "`{}`", reply.line);
-        assert_eq!(
-            reply.value::<i64>(1),
-            1,
-            "a Java actor saw several holders inside: `{}`",
-            reply.line
-        );
-    }
+    let keys = Keys {
+        counter: "s7:counter",
+        occupancy: "s7:occ",
+    };
+    let locks = (0..4).map(|_| client.lock("s7")).collect();
+    java_and_rust_sections(&server, &java, ("s7", 4), locks, keys, ITERATIONS);
     eprintln!(
         "{}: 2000 mixed critical sections in {:?}",
         java.version,
         started.elapsed()
     );
-    let counter: i64 = server.cmd(&["GET", "s7:counter"]);
-    assert_eq!(
-        counter,
-        8 * ITERATIONS as i64,
-        "lost updates: the lock let two holders in"
-    );
-    let occupancy: i64 = server.cmd(&["GET", "s7:occ"]);
-    assert_eq!(occupancy, 0);
     assert!(!client.lock("s7").is_locked().expect("is_locked"));
 }
 
@@ -557,14 +466,14 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     let _: String = server.cmd(&["SCRIPT", "LOAD", include_str!("../lua/rlock_unlock.lua")]);
     let lock = client.lock("s8");
     let rust = RustThread::spawn("s8-rust");
-    rust.run({
+    rust.hold({
         let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
+        move || lock.lock().expect("lock")
     });
     java.send("j", "lock s8");
     assert!(eventually(Duration::from_secs(10), || numsub(
         &server,
-        "redisson_lock__channel:{s8}"
+        &channel("s8")
     ) == 1));
     let id = RequestId::new();
     relay.cut_replies_to(id.as_str());
@@ -597,7 +506,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     );
     assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
     // The guard whose hold went away that way reports it, and leaves Java alone.
-    let dropped = rust.run(|held| held.pop().expect("guard").unlock());
+    let dropped = rust.unlock_last::<Reentrant>();
     assert!(
         matches!(dropped, Err(Error::NotHeld { .. } | Error::Lost { .. })),
         "{dropped:?}"
@@ -652,21 +561,21 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         .build()
         .expect("client");
     let lock = client.lock("s8");
-    rust.run({
+    rust.hold({
         let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
+        move || lock.lock().expect("lock")
     });
     java.send("j", "lock s8");
     assert!(eventually(Duration::from_secs(10), || numsub(
         &server,
-        "redisson_lock__channel:{s8}"
+        &channel("s8")
     ) == 1));
     // Replies are lost until Java has the lock; the crate's next retry
     // (1 s later) then gets through.
     // A guard's release carries the channel as a key (and no latch).
     relay.cut_replies_to("redisson_lock__channel:{s8}");
     let unlocked = rust.start(|held| {
-        let unlocked = held.pop().expect("guard").unlock();
+        let unlocked = take::<LockGuard>(held).unlock();
         (unlocked, Instant::now())
     });
     let reply = java.recv("j");
@@ -688,54 +597,6 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-type Job = Box<dyn FnOnce(&mut Vec<LockGuard>) + Send>;
-
-/// A Rust thread that keeps its guards (which cannot leave it) between
-/// steps of a test: the Rust counterpart of a driver actor.
-struct RustThread {
-    jobs: mpsc::Sender<Job>,
-}
-
-impl RustThread {
-    fn spawn(name: &str) -> RustThread {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(move || {
-                let mut held = Vec::new();
-                for job in queue {
-                    job(&mut held);
-                }
-            })
-            .expect("spawn");
-        RustThread { jobs }
-    }
-
-    /// Runs `f` on the thread; its result arrives on the returned channel.
-    fn start<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Vec<LockGuard>) -> R + Send + 'static,
-    ) -> mpsc::Receiver<R> {
-        let (tx, rx) = mpsc::channel();
-        self.jobs
-            .send(Box::new(move |held| {
-                let _ = tx.send(f(held));
-            }))
-            .expect("the Rust thread is gone");
-        rx
-    }
-
-    /// Runs `f` on the thread and waits for its result.
-    fn run<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Vec<LockGuard>) -> R + Send + 'static,
-    ) -> R {
-        self.start(f)
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the Rust thread panicked or hung")
-    }
-}
 
 /// A TCP relay in front of redis-server that can lose replies: the request
 /// reaches Redis and runs, but the client never hears back (its connection is

@@ -17,6 +17,7 @@ use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
 use support::java::{Redisson, for_each_redisson_version, start};
+use support::mutex::{Keys, java_and_rust_sections};
 use support::state::queue;
 
 for_each_redisson_version!(
@@ -160,69 +161,12 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
     assert!(client.fair_lock("f5").try_lock().expect("try").is_none());
     java.ok("j", "unlock fair/f5");
 
-    for actor in 0..2 {
-        java.send(
-            &format!("m{actor}"),
-            &format!("mutex fair/f5 f5:counter f5:occ {ITERATIONS} {actor}"),
-        );
-    }
-    let rust_threads: Vec<_> = (0..2u64)
-        .map(|n| {
-            let lock = client.fair_lock("f5");
-            let url = server.url();
-            thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("url")
-                    .get_connection()
-                    .expect("con");
-                let mut max_occupancy = 0;
-                for i in 0..ITERATIONS {
-                    let guard = lock.lock().expect("lock");
-                    let occupancy: i64 = redis::cmd("INCR")
-                        .arg("f5:occ")
-                        .query(&mut con)
-                        .expect("INCR");
-                    max_occupancy = max_occupancy.max(occupancy);
-                    let value: Option<i64> = redis::cmd("GET")
-                        .arg("f5:counter")
-                        .query(&mut con)
-                        .expect("GET");
-                    thread::sleep(Duration::from_millis((n + i) % 2));
-                    let () = redis::cmd("SET")
-                        .arg("f5:counter")
-                        .arg(value.unwrap_or(0) + 1)
-                        .query(&mut con)
-                        .expect("SET");
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("f5:occ")
-                        .query(&mut con)
-                        .expect("DECR");
-                    guard.unlock().expect("unlock");
-                }
-                max_occupancy
-            })
-        })
-        .collect();
-    for thread in rust_threads {
-        assert_eq!(
-            thread.join().expect("a Rust thread failed"),
-            1,
-            "two holders inside"
-        );
-    }
-    for actor in 0..2 {
-        let reply = java.recv(&format!("m{actor}"));
-        assert!(reply.ok, "Java mutex failed: `{}`", reply.line);
-        assert_eq!(reply.value::<u64>(0), ITERATIONS, "`{}`", reply.line);
-        assert_eq!(
-            reply.value::<i64>(1),
-            1,
-            "Java saw two holders: `{}`",
-            reply.line
-        );
-    }
-    let counter: i64 = server.cmd(&["GET", "f5:counter"]);
-    assert_eq!(counter, 4 * ITERATIONS as i64, "lost updates");
+    let keys = Keys {
+        counter: "f5:counter",
+        occupancy: "f5:occ",
+    };
+    let locks = (0..2).map(|_| client.fair_lock("f5")).collect();
+    java_and_rust_sections(&server, &java, ("fair/f5", 2), locks, keys, ITERATIONS);
     assert!(!client.fair_lock("f5").is_locked().expect("is_locked"));
     assert!(queue(&server, "f5").is_empty());
 }

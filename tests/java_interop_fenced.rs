@@ -5,12 +5,11 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Fenced, LockGuard};
 
-use support::actor::RustThread;
+use support::actor::{RustThread, assert_kept_out, last};
 use support::java::{Redisson, for_each_redisson_version, start};
 
 /// How soon a waiter must get a lock after its holder releases it: woken
@@ -69,30 +68,15 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
     );
 
     let rust = RustThread::spawn("f2-waiter");
-    let acquired = {
+    let acquired = rust.acquire({
         let lock = lock.clone();
-        rust.start(move |held| {
-            let guard = lock.lock().expect("lock");
-            let token = guard.token();
-            held.push(Box::new(guard));
-            (token, Instant::now())
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
+        move || lock.lock().expect("lock")
+    });
+    assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock fenced/f2");
-    let (rust_token, at) = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
+    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
+    let rust_token = rust.run(|held| last::<LockGuard<Fenced>>(held).token());
     assert!(rust_token > java_token, "{rust_token} after {java_token}");
 
     assert!(
@@ -126,25 +110,10 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
         "Java took Rust's lock"
     );
     java.send("j", "lockToken fenced/f3");
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        java.try_recv("j", Duration::ZERO).is_none(),
-        "Java acquired while Rust held it"
-    );
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(|held| {
-        let guard = held.pop().expect("guard");
-        let guard = guard
-            .downcast::<LockGuard<Fenced>>()
-            .expect("a fenced guard");
-        guard.unlock().expect("unlock");
-    });
-    let reply = java.recv("j");
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<Fenced>().expect("unlock");
+    let reply = java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
     let java_token: u64 = reply.value(0);
     assert!(java_token > rust_token, "{java_token} after {rust_token}");
     let lock = client.fenced_lock("f3");

@@ -8,12 +8,11 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{LockGuard, NonReentrant};
+use redisson_lock::NonReentrant;
 
-use support::actor::RustThread;
+use support::actor::{RustThread, assert_kept_out};
 use support::java::{Redisson, start};
 
 /// How soon a waiter must get a lock after its holder releases it: woken
@@ -67,45 +66,24 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
     );
 
     let rust = RustThread::spawn("n1-rust");
-    let acquired = {
+    let acquired = rust.acquire({
         let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
+        move || lock.lock().expect("lock")
+    });
+    assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock nonreentrant/n1");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
+    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
 
     assert!(
         !java.flag("j", "tryLockNow nonreentrant/n1"),
         "Java took Rust's lock"
     );
     java.send("j", "lock nonreentrant/n1");
-    thread::sleep(Duration::from_millis(300));
-    assert!(java.try_recv("j", Duration::ZERO).is_none());
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(release);
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<NonReentrant>().expect("unlock");
+    java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
     java.ok("j", "unlock nonreentrant/n1");
 }
 
@@ -117,59 +95,29 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     let client = server.client();
     let lock = client.non_reentrant_lock("m");
     let rust = RustThread::spawn("m-rust");
-    rust.run({
+    rust.hold({
         let lock = lock.clone();
-        move |held| held.push(Box::new(lock.lock().expect("lock")))
+        move || lock.lock().expect("lock")
     });
     assert!(!java.flag("j", "tryLockNow m"), "Java took Rust's lock");
     java.send("j", "lock m");
-    thread::sleep(Duration::from_millis(300));
-    assert!(java.try_recv("j", Duration::ZERO).is_none());
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(release);
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<NonReentrant>().expect("unlock");
+    java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
 
     assert!(
         lock.try_lock().expect("try_lock").is_none(),
         "Rust took Java's lock"
     );
-    let acquired = {
+    let acquired = rust.acquire({
         let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
+        move || lock.lock().expect("lock")
+    });
+    assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock m");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
-    rust.run(release);
+    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
+    rust.unlock_last::<NonReentrant>().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
-}
-
-/// Unlocks the Rust thread's last guard, checking the outcome.
-fn release(held: &mut support::actor::Held) {
-    let guard = held.pop().expect("guard");
-    let guard = guard
-        .downcast::<LockGuard<NonReentrant>>()
-        .expect("a non-reentrant guard");
-    guard.unlock().expect("unlock");
 }

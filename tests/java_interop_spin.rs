@@ -6,11 +6,10 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Spin;
-use support::actor::RustThread;
+use support::actor::{RustThread, assert_kept_out};
 use support::java::{Redisson, for_each_redisson_version, start};
 use support::state::{hgetall, state};
 
@@ -40,32 +39,22 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
     );
 
     let rust = RustThread::spawn("sp1-waiter");
-    let acquired = {
+    let acquired = rust.acquire({
         let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(500));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
+        move || lock.lock().expect("lock")
+    });
+    assert_kept_out(&acquired, Duration::from_millis(500));
     assert_eq!(client.diagnostics().subscribed_channels, 0);
 
     let publishes = server.command_calls("publish");
     let sent = Instant::now();
     java.ok("j", "unlock spin/sp1");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the Rust spinner never got the lock");
-    let handoff = at.saturating_duration_since(sent);
-    eprintln!(
-        "{}: Java spin unlock -> Rust acquire {handoff:?}",
-        java.version
+    java.rust_woken(
+        &acquired,
+        sent,
+        CAP + SLACK,
+        "Java spin unlock -> Rust acquire",
     );
-    assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Java published");
 
     let rust_field = rust.run({
@@ -88,12 +77,13 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     let (server, java) = start(redisson);
     let client = server.client();
     let rust = RustThread::spawn("sp2-holder");
+    rust.hold({
+        let lock = client.spin_lock("sp2");
+        move || lock.lock().expect("lock")
+    });
     let rust_field = rust.run({
-        let (client, lock) = (client.clone(), client.spin_lock("sp2"));
-        move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            client.owner_field()
-        }
+        let client = client.clone();
+        move |_| client.owner_field()
     });
     assert_eq!(hgetall(&server, "sp2"), state(&[(&rust_field, "1")]));
     assert!(
@@ -102,28 +92,16 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     );
 
     java.send("j", "lock spin/sp2");
-    thread::sleep(Duration::from_millis(500));
-    assert!(
-        java.try_recv("j", Duration::ZERO).is_none(),
-        "Java acquired while Rust held it"
-    );
+    java.assert_kept_out("j", Duration::from_millis(500));
     let publishes = server.command_calls("publish");
     let released = Instant::now();
-    rust.run(|held| {
-        let guard = held.pop().expect("guard");
-        let guard = guard
-            .downcast::<redisson_lock::LockGuard<Spin>>()
-            .expect("a spin guard");
-        guard.unlock().expect("unlock");
-    });
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    eprintln!(
-        "{}: Rust spin unlock -> Java acquire {handoff:?}",
-        java.version
+    rust.unlock_last::<Spin>().expect("unlock");
+    java.java_woken(
+        "j",
+        released,
+        CAP + SLACK,
+        "Rust spin unlock -> Java acquire",
     );
-    assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Rust published");
 
     let java_field = java.owner_field("j");

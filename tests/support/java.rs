@@ -410,6 +410,53 @@ impl JavaDriver {
         self.ok("warm2", &format!("unlock {name}"));
     }
 
+    /// Waits for the Rust acquisition reported on `acquired` and asserts it
+    /// came within `bound` of `since` (the Java release that should wake
+    /// it); `what` names the hand-off in the log and in a failure.
+    pub fn rust_woken(
+        &self,
+        acquired: &std::sync::mpsc::Receiver<Instant>,
+        since: Instant,
+        bound: Duration,
+        what: &str,
+    ) -> Duration {
+        let at = acquired
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what}: the Rust waiter was not woken"));
+        self.handoff(what, since, at, bound)
+    }
+
+    /// Waits for `actor`'s reply to the lock command it waits in, asserts it
+    /// is `OK` and came within `bound` of `since` (the Rust release that
+    /// should wake it); `what` names the hand-off in the log and in a failure.
+    /// Returns the reply.
+    pub fn java_woken(&self, actor: &str, since: Instant, bound: Duration, what: &str) -> Reply {
+        let reply = self.recv(actor);
+        assert!(reply.ok, "{what}: Java lock failed: `{}`", reply.line);
+        self.handoff(what, since, reply.at, bound);
+        reply
+    }
+
+    /// Waits `window` and asserts that `actor` has not answered: its lock
+    /// command is kept waiting while the Rust side holds.
+    pub fn assert_kept_out(&self, actor: &str, window: Duration) {
+        thread::sleep(window);
+        assert!(
+            self.try_recv(actor, Duration::ZERO).is_none(),
+            "Java actor {actor} acquired while the Rust side held the lock"
+        );
+    }
+
+    fn handoff(&self, what: &str, since: Instant, at: Instant, bound: Duration) -> Duration {
+        let handoff = at.saturating_duration_since(since);
+        eprintln!("{}: {what} {handoff:?}", self.version);
+        assert!(
+            handoff < bound,
+            "{what}: woken {handoff:?} after the release, not within {bound:?}"
+        );
+        handoff
+    }
+
     /// What the driver wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.shared

@@ -9,6 +9,7 @@ pub mod actor;
 pub mod cluster;
 pub mod every_kind;
 pub mod java;
+pub mod mutex;
 pub mod proxy;
 pub mod sentinel;
 pub mod state;
