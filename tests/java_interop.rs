@@ -63,10 +63,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
     assert!(lock.is_locked().expect("is_locked"));
 
     let waiter = RustThread::spawn("s1-waiter");
-    let acquired = waiter.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = waiter.start_lock(&lock);
     assert!(
         eventually(Duration::from_secs(10), || client.diagnostics().waiters
             == 1),
@@ -87,10 +84,7 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
     java.ok("j", "unlock s1");
     java.rust_woken(&acquired, unlocked, HANDOFF, "Java unlock -> Rust acquire");
 
-    let rust_field = waiter.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let rust_field = waiter.owner_field(&client);
     assert_eq!(hgetall(&server, "s1"), state(&[(&rust_field, "1")]));
     assert!(
         !java.flag("j", "tryLockNow s1"),
@@ -110,13 +104,8 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
     let client = server.client();
     let holder = RustThread::spawn("s2-holder");
-    let rust_field = holder.run({
-        let (client, lock) = (client.clone(), client.lock("s2"));
-        move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            client.owner_field()
-        }
-    });
+    holder.lock(&client.lock("s2"));
+    let rust_field = holder.owner_field(&client);
     assert_eq!(hgetall(&server, "s2"), state(&[(&rust_field, "1")]));
 
     let reply = java.ok("j1", "tryLock s2 0");
@@ -256,15 +245,9 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     let client = server.watchdog_client(watchdog);
     let lock = client.lock("s5");
     let holder = RustThread::spawn("s5-holder");
-    holder.hold({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    holder.lock(&lock);
     let waiter = RustThread::spawn("s5-waiter");
-    let acquired = waiter.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = waiter.start_lock(&lock);
     assert!(
         eventually(Duration::from_secs(10), || client.diagnostics().waiters
             == 1),
@@ -304,10 +287,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
         "unlocking a force-unlocked guard gave {unlocked:?}"
     );
 
-    let waiter_field = waiter.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let waiter_field = waiter.owner_field(&client);
     assert_eq!(hgetall(&server, "s5"), state(&[(&waiter_field, "1")]));
     assert!(!java.flag("j", "tryLockNow s5"));
     waiter
@@ -329,13 +309,8 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
     java.ok("jh", "lock s6j");
     let java_field = java.owner_field("jh");
     let holder = RustThread::spawn("s6-holder");
-    let rust_field = holder.run({
-        let (client, lock) = (client.clone(), client.lock("s6r"));
-        move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            client.owner_field()
-        }
-    });
+    holder.lock(&client.lock("s6r"));
+    let rust_field = holder.owner_field(&client);
     let started = Instant::now();
     let lease_ms = i64::try_from(lease.as_millis()).expect("ms");
 
@@ -466,10 +441,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     let _: String = server.cmd(&["SCRIPT", "LOAD", include_str!("../lua/rlock_unlock.lua")]);
     let lock = client.lock("s8");
     let rust = RustThread::spawn("s8-rust");
-    rust.hold({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    rust.lock(&lock);
     java.send("j", "lock s8");
     assert!(eventually(Duration::from_secs(10), || numsub(
         &server,
@@ -561,10 +533,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         .build()
         .expect("client");
     let lock = client.lock("s8");
-    rust.hold({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    rust.lock(&lock);
     java.send("j", "lock s8");
     assert!(eventually(Duration::from_secs(10), || numsub(
         &server,

@@ -68,10 +68,7 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
     );
 
     let rust = RustThread::spawn("f2-waiter");
-    let acquired = rust.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = rust.start_lock(&lock);
     assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock fenced/f2");

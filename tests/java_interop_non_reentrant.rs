@@ -66,10 +66,7 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
     );
 
     let rust = RustThread::spawn("n1-rust");
-    let acquired = rust.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = rust.start_lock(&lock);
     assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock nonreentrant/n1");
@@ -95,10 +92,7 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     let client = server.client();
     let lock = client.non_reentrant_lock("m");
     let rust = RustThread::spawn("m-rust");
-    rust.hold({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    rust.lock(&lock);
     assert!(!java.flag("j", "tryLockNow m"), "Java took Rust's lock");
     java.send("j", "lock m");
     java.assert_kept_out("j", Duration::from_millis(300));
@@ -110,10 +104,7 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
         lock.try_lock().expect("try_lock").is_none(),
         "Rust took Java's lock"
     );
-    let acquired = rust.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = rust.start_lock(&lock);
     assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();
     java.ok("j", "unlock m");

@@ -39,10 +39,7 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
     );
 
     let rust = RustThread::spawn("sp1-waiter");
-    let acquired = rust.acquire({
-        let lock = lock.clone();
-        move || lock.lock().expect("lock")
-    });
+    let acquired = rust.start_lock(&lock);
     assert_kept_out(&acquired, Duration::from_millis(500));
     assert_eq!(client.diagnostics().subscribed_channels, 0);
 
@@ -57,10 +54,7 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
     );
     assert_eq!(server.command_calls("publish"), publishes, "Java published");
 
-    let rust_field = rust.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let rust_field = rust.owner_field(&client);
     assert_eq!(hgetall(&server, "sp1"), state(&[(&rust_field, "1")]));
     assert!(
         !java.flag("j", "tryLockNow spin/sp1"),
@@ -77,14 +71,8 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     let (server, java) = start(redisson);
     let client = server.client();
     let rust = RustThread::spawn("sp2-holder");
-    rust.hold({
-        let lock = client.spin_lock("sp2");
-        move || lock.lock().expect("lock")
-    });
-    let rust_field = rust.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    rust.lock(&client.spin_lock("sp2"));
+    let rust_field = rust.owner_field(&client);
     assert_eq!(hgetall(&server, "sp2"), state(&[(&rust_field, "1")]));
     assert!(
         !java.flag("j", "tryLockNow spin/sp2"),

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Kind, LockGuard};
+use redisson_lock::{Client, Kind, Lock, LockGuard};
 
 /// The guards a [`RustThread`] holds, of any lock type.
 pub type Held = Vec<Box<dyn Any>>;
@@ -72,6 +72,26 @@ impl RustThread {
     /// Takes a lock on the thread and keeps the guard `acquire` returns.
     pub fn hold<G: 'static>(&self, acquire: impl FnOnce() -> G + Send + 'static) {
         self.run(move |held| held.push(Box::new(acquire())));
+    }
+
+    /// Starts `lock.lock()` on the thread (the guard is kept); the channel
+    /// reports when it got the lock.
+    pub fn start_lock<K: Kind>(&self, lock: &Lock<K>) -> mpsc::Receiver<Instant> {
+        let lock = lock.clone();
+        self.acquire(move || lock.lock().expect("lock"))
+    }
+
+    /// Runs `lock.lock()` on the thread and keeps the guard.
+    pub fn lock<K: Kind>(&self, lock: &Lock<K>) {
+        let lock = lock.clone();
+        self.hold(move || lock.lock().expect("lock"));
+    }
+
+    /// `client.owner_field()` as seen from the thread: the hash field of
+    /// the thread's holds.
+    pub fn owner_field(&self, client: &Client) -> String {
+        let client = client.clone();
+        self.run(move |_| client.owner_field())
     }
 
     /// Unlocks the thread's last guard, a `LockGuard<K>`: the outcome.
