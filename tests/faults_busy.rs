@@ -14,15 +14,6 @@ use redisson_lock::{Client, Error};
 use support::state::{exists, pttl};
 use support::{RedisServer, eventually};
 
-/// Keeps the server busy for `ms` of wall-clock time (the script reads the
-/// clock with TIME, which advances inside a script).
-const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
-     local start = t[1] * 1000000 + t[2] \
-     while true do \
-       local now = redis.call('TIME') \
-       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
-     end";
-
 fn busy_server() -> RedisServer {
     RedisServer::start_with(&["--busy-reply-threshold", "100"])
 }
@@ -35,7 +26,7 @@ fn keep_busy(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
     let ms = busy.as_millis().to_string();
     thread::spawn(move || {
         let done: i64 = redis::cmd("EVAL")
-            .arg(BUSY_SCRIPT)
+            .arg(support::BUSY_SCRIPT)
             .arg(0)
             .arg(ms)
             .query(&mut con)

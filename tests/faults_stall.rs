@@ -19,49 +19,12 @@ use std::time::{Duration, Instant};
 use support::RedisServer;
 use support::state::{exists, hgetall, pttl};
 
-/// The `hold_lock` example, built for this test's profile and target dir.
-/// `cargo test` builds examples, but `cargo test --test faults_stall` does not,
-/// and a stale binary would test old code: ask cargo (a no-op when up to date).
+/// The `hold_lock` example, built for this test's profile and target dir
+/// (once per binary).
 fn hold_lock_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            // <target>/<profile>/deps/faults_stall-<hash>
-            let profile_dir = exe
-                .parent()
-                .and_then(|deps| deps.parent())
-                .expect("test executable in <target>/<profile>/deps");
-            let binary = profile_dir
-                .join("examples")
-                .join(format!("hold_lock{}", std::env::consts::EXE_SUFFIX));
-            if let Ok(cargo) = std::env::var("CARGO") {
-                let target_dir = profile_dir.parent().expect("target dir");
-                let mut build = Command::new(cargo);
-                build
-                    .current_dir(env!("CARGO_MANIFEST_DIR"))
-                    .args(["build", "--quiet", "--example", "hold_lock", "--target-dir"])
-                    .arg(target_dir);
-                match profile_dir.file_name().and_then(|name| name.to_str()) {
-                    Some("debug") => {}
-                    Some("release") => {
-                        build.arg("--release");
-                    }
-                    Some(profile) => {
-                        build.args(["--profile", profile]);
-                    }
-                    None => {}
-                }
-                let status = build.status().expect("run cargo build --example hold_lock");
-                assert!(status.success(), "cargo build --example hold_lock failed");
-            }
-            assert!(
-                binary.exists(),
-                "{} is missing: run `cargo build --example hold_lock`",
-                binary.display()
-            );
-            binary
-        })
+        .get_or_init(|| support::example_binary("hold_lock"))
         .clone()
 }
 

@@ -18,7 +18,7 @@ pub mod tls;
 pub mod tls_topo;
 
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
@@ -33,6 +33,21 @@ pub struct RedisServer {
     dir: PathBuf,
     extra_args: Vec<String>,
 }
+
+/// The `redis-server` arguments every node of the tests runs with: loopback
+/// only, no persistence, in the foreground, quiet.
+const NODE_ARGS: [&str; 10] = [
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+];
 
 static SERVERS: AtomicU32 = AtomicU32::new(0);
 
@@ -110,24 +125,8 @@ impl RedisServer {
     fn spawn(&mut self) -> bool {
         let port = self.port.to_string();
         let child = Command::new(redis_server_binary())
-            .args([
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args([
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "yes",
-                "--loglevel",
-                "warning",
-            ])
+            .args(["--port", &port, "--protected-mode", "yes"])
+            .args(NODE_ARGS)
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
@@ -135,7 +134,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn();
-        let mut child = match child {
+        let child = match child {
             Ok(child) => child,
             Err(e) => panic!(
                 "cannot run `{}` ({e}): install redis-server (apt-get install redis-server) \
@@ -143,24 +142,13 @@ impl RedisServer {
                 redis_server_binary()
             ),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false; // exited: most likely the port was taken
-            }
-            // A connect alone could reach another test's server that took
-            // the port first (ours then exits): only our own listener counts.
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-                && listens_on(child.id(), self.port)
-            {
+        match came_up(child, self.port) {
+            Some(child) => {
                 self.child = Some(child);
-                return true;
+                true
             }
-            thread::sleep(Duration::from_millis(5));
+            None => false, // most likely the port was taken
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
     }
 
     pub fn port(&self) -> u16 {
@@ -246,6 +234,60 @@ impl RedisServer {
     }
 }
 
+/// A fresh directory for a topology of `kind` (its nodes' directories go
+/// below it) with an empty pid file `pids`, and the reaper: a process that
+/// kills every pid listed in that file and removes the directory and
+/// `also_remove` once this test process is gone.
+fn topology_dir(kind: &str, also_remove: &[&Path]) -> (PathBuf, Child) {
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "redisson-lock-test-{}-{kind}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create the topology's directory");
+    let pids = dir.join("pids");
+    std::fs::write(&pids, "").expect("pid file");
+    let also: String = also_remove
+        .iter()
+        .map(|path| format!(" '{}'", path.display()))
+        .collect();
+    let reaper = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.3; done; \
+             kill -9 $(cat '{file}') 2>/dev/null; rm -rf '{dir}'{also}",
+            pid = std::process::id(),
+            file = pids.display(),
+            dir = dir.display(),
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the reaper");
+    (dir, reaper)
+}
+
+/// Waits up to 10 s for a just-spawned `redis-server` to listen on `port`;
+/// `None` (the process gone) if it exits first or does not come up. A
+/// connect alone could reach another test's server that took the port
+/// first (ours then exits): only the child's own listener counts.
+fn came_up(mut child: Child, port: u16) -> Option<Child> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return None;
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() && listens_on(child.id(), port) {
+            return Some(child);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
@@ -277,6 +319,16 @@ pub fn watchdog_client(url: &str, watchdog: Duration) -> Client {
         .build()
         .expect("client")
 }
+
+/// A Lua script that keeps the server running it busy for `ARGV[1]` ms of
+/// wall-clock time (it reads the clock with TIME, which advances inside a
+/// script): `EVAL BUSY_SCRIPT 0 <ms>`.
+pub const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
+     local start = t[1] * 1000000 + t[2] \
+     while true do \
+       local now = redis.call('TIME') \
+       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
+     end";
 
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns
 /// whether it held. For functional bounds in tests, not for speed targets.
