@@ -19,6 +19,7 @@ use support::cluster::{Cluster, Node};
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
 use support::state::channel;
+use support::waiter::Waiter;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by a 30 s TTL.
@@ -89,15 +90,7 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
         let owner = cluster.owner(&name);
         java.ok("j", &format!("lock {name}"));
         assert!(client.lock(&name).try_lock().expect("try_lock").is_none());
-        let (tx, rx) = mpsc::channel();
-        let waiter = {
-            let (client, name) = (client.clone(), name.clone());
-            thread::spawn(move || {
-                let guard = client.lock(&name).lock().expect("lock");
-                tx.send(Instant::now()).expect("send");
-                guard.unlock().expect("unlock");
-            })
-        };
+        let waiter = Waiter::lock(client.lock(&name));
         assert!(
             eventually(Duration::from_secs(10), || client.diagnostics().waiters
                 == 1
@@ -106,14 +99,8 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
         );
         let released = Instant::now();
         java.ok("j", &format!("unlock {name}"));
-        let woke = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        waiter.join().expect("waiter");
-        let handoff = woke.saturating_duration_since(released);
+        let handoff = waiter.woken_within(released, HANDOFF, Duration::from_secs(10));
         eprintln!("{}: Java unlock -> Rust lock {handoff:?}", java.version);
-        assert!(
-            handoff < HANDOFF,
-            "Rust got it {handoff:?} after the unlock"
-        );
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
 use support::state::{numsub, pttl};
+use support::waiter::Waiter;
 use support::{RedisServer, eventually};
 
 /// A Java client's owner field: its own UUID and thread id.
@@ -148,15 +149,7 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
     let channel = "redisson_lock__channel:{tenant-7}:invoices";
     java_style_hold(&server, name);
     let client = server.client();
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = client.lock(name);
-        thread::spawn(move || {
-            let guard = lock.lock().expect("lock");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let waiter = Waiter::lock(client.lock(name));
     assert!(
         eventually(Duration::from_secs(5), || numsub(&server, channel) == 1),
         "the waiter subscribes to {channel}"
@@ -166,12 +159,11 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
 
     java_style_release(&server, name, channel);
     let published = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    let delay = acquired.saturating_duration_since(published);
-    assert!(delay < Duration::from_millis(200), "woken after {delay:?}");
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        published,
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    );
 }
 
 #[test]
@@ -179,29 +171,17 @@ fn waiter_in_the_same_client_wakes_on_release() {
     let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("w");
     let guard = lock.lock().expect("lock");
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = lock.clone();
-        thread::spawn(move || {
-            let guard = lock
-                .try_lock_for(Duration::from_secs(20))
-                .expect("wait")
-                .expect("acquired");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let waiter = Waiter::try_lock_for(lock.clone(), Duration::from_secs(20));
     assert!(eventually(Duration::from_secs(5), || {
         client.diagnostics().waiters == 1 && numsub(&server, "redisson_lock__channel:{w}") == 1
     }));
     drop(guard);
     let released = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    let delay = acquired.saturating_duration_since(released);
-    assert!(delay < Duration::from_millis(500), "woken after {delay:?}");
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        released,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    );
     assert!(eventually(Duration::from_secs(2), || client
         .diagnostics()
         .subscribed_channels
@@ -216,15 +196,7 @@ fn holder_without_ttl_is_waited_for_by_message() {
     let server = RedisServer::start();
     let _: () = server.cmd(&["HSET", "forever", JAVA_FIELD, "1"]);
     let client = server.client();
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = client.lock("forever");
-        thread::spawn(move || {
-            let guard = lock.lock().expect("lock");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let waiter = Waiter::lock(client.lock("forever"));
     let channel = "redisson_lock__channel:{forever}";
     assert!(eventually(Duration::from_secs(5), || numsub(
         &server, channel
@@ -235,9 +207,9 @@ fn holder_without_ttl_is_waited_for_by_message() {
     assert!(attempts <= 2, "{attempts} acquire attempts in 500 ms");
     java_style_release(&server, "forever", channel);
     let published = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    assert!(acquired.saturating_duration_since(published) < Duration::from_millis(200));
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        published,
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    );
 }

@@ -16,6 +16,7 @@ pub mod state;
 pub mod tls;
 #[cfg(feature = "tls-rustls")]
 pub mod tls_topo;
+pub mod waiter;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,64 @@
+//! A thread that waits for a lock, the way most wake-up tests need one: it
+//! takes the lock, reports when it got it, and releases it at once.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Kind, Lock, LockGuard};
+
+/// A thread waiting in `lock()` (or `try_lock_for`) for one lock.
+pub struct Waiter {
+    acquired: mpsc::Receiver<Instant>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Waiter {
+    /// Starts a thread that waits in `lock.lock()`, reports when it got the
+    /// lock, then unlocks it.
+    pub fn lock<K: Kind>(lock: Lock<K>) -> Waiter {
+        Waiter::spawn(move || lock.lock().expect("the waiter's lock"))
+    }
+
+    /// Starts a thread that waits up to `wait` in `lock.try_lock_for` and
+    /// must get the lock; it reports when, then unlocks it.
+    pub fn try_lock_for<K: Kind>(lock: Lock<K>, wait: Duration) -> Waiter {
+        Waiter::spawn(move || {
+            lock.try_lock_for(wait)
+                .expect("try_lock_for")
+                .expect("the waiter gets the lock")
+        })
+    }
+
+    fn spawn<K: Kind>(acquire: impl FnOnce() -> LockGuard<K> + Send + 'static) -> Waiter {
+        let (tx, acquired) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            let guard = acquire();
+            tx.send(Instant::now()).expect("report the acquisition");
+            guard.unlock().expect("the waiter's unlock");
+        });
+        Waiter { acquired, thread }
+    }
+
+    /// Whether the waiter has got the lock by now.
+    pub fn has_acquired(&self) -> bool {
+        matches!(self.acquired.try_recv(), Ok(_))
+    }
+
+    /// Waits up to `within` for the acquisition and asserts it came less
+    /// than `bound` after `since` (the release that should wake the waiter);
+    /// joins the thread and returns the delay.
+    pub fn woken_within(self, since: Instant, bound: Duration, within: Duration) -> Duration {
+        let at = self
+            .acquired
+            .recv_timeout(within)
+            .expect("the waiter was woken and got the lock");
+        self.thread.join().expect("the waiter thread");
+        let delay = at.saturating_duration_since(since);
+        assert!(
+            delay < bound,
+            "the waiter got the lock {delay:?} after the release, not within {bound:?}"
+        );
+        delay
+    }
+}
