@@ -13,7 +13,7 @@ use redisson_lock::{Client, Error, LostReason, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::eventually;
 use support::proxy::{Fault, Proxy};
-use support::state::{pttl, queue};
+use support::state::{assert_no_phantom_hold, pttl, queue};
 
 fn client(server: &RedisServer) -> Client {
     server.client()
@@ -300,16 +300,11 @@ fn a_lost_reply_to_a_reentry_after_the_hold_was_gone_reports_it_replaced() {
         .unlock()
         .expect("unlock");
     let _: () = server.cmd(&["DEL", "replaced"]);
-    proxy.arm("replaced", Fault::DropReplyAndClose);
-    let second = lock.lock().expect("lock again");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let second = proxy.losing_the_reply_to("replaced", || lock.lock().expect("lock again"));
     assert_eq!(first.lost_reason(), Some(LostReason::Replaced));
     assert_eq!(lock.hold_count().expect("count"), 1);
     second.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
 }
 
 #[test]

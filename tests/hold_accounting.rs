@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redisson_lock::{Client, RequestId, UnlockOutcome};
 use support::RedisServer;
-use support::proxy::{Fault, Proxy};
+use support::proxy::Proxy;
 
 /// An old guard whose Redis hold is already gone merges with this
 /// thread's *newer* hold (the registry still thinks the old hold is live, so
@@ -91,9 +91,9 @@ fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
     let lock = client.lock("review-dup-reentry");
 
     let outer = lock.lock().expect("lock");
-    proxy.arm("review-dup-reentry", Fault::DropReplyAndClose);
-    let inner = lock.lock().expect("reentry (sent twice)");
-    assert_eq!(proxy.injected(), 1, "the fault must have hit the reentry");
+    let inner = proxy.losing_the_reply_to("review-dup-reentry", || {
+        lock.lock().expect("reentry (sent twice)")
+    });
     drop(inner);
     outer.unlock().expect("unlock");
 

@@ -85,9 +85,7 @@ fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
     let _: () = server.cmd(&["DEL", "replaced"]);
     // The reentry finds it gone and takes it afresh (-3); that reply is lost
     // with its connection, and the acquire is sent again.
-    proxy.arm("replaced", Fault::DropReplyAndClose);
-    let second = lock.lock().expect("lock again");
-    assert_eq!(proxy.injected(), 1, "the reply was dropped");
+    let second = proxy.losing_the_reply_to("replaced", || lock.lock().expect("lock again"));
     assert_eq!(
         first.lost_reason(),
         Some(LostReason::Replaced),

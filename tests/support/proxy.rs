@@ -113,6 +113,21 @@ impl Proxy {
         redisson_lock::Client::open(self.url()).expect("client")
     }
 
+    /// Runs `call` with the reply to the next command containing `marker`
+    /// dropped and the connection closed (what a lost reply looks like),
+    /// and asserts that the fault hit. Returns what `call` returned.
+    pub fn losing_the_reply_to<R>(&self, marker: &str, call: impl FnOnce() -> R) -> R {
+        let before = self.injected();
+        self.arm(marker, Fault::DropReplyAndClose);
+        let result = call();
+        assert_eq!(
+            self.injected(),
+            before + 1,
+            "the reply to {marker} was not dropped"
+        );
+        result
+    }
+
     /// The next command whose bytes contain `marker` suffers `fault`.
     pub fn arm(&self, marker: &str, fault: Fault) {
         *self.shared.armed.lock().expect("armed") = Some((marker.as_bytes().to_vec(), fault));

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use redisson_lock::{Kind, Lock};
+
 use super::{RedisServer, eventually};
 
 /// Every field of the hash `key` (empty when the key does not exist).
@@ -59,5 +61,14 @@ pub fn queued(server: &RedisServer, name: &str, expected: &[String], within: Dur
         eventually(within, || queue(server, name) == expected),
         "queue {:?}, expected {expected:?}",
         queue(server, name)
+    );
+}
+
+/// Asserts that `lock` is free once its holds were released: a lost reply
+/// left no phantom hold behind.
+pub fn assert_no_phantom_hold<K: Kind>(lock: &Lock<K>) {
+    assert!(
+        !lock.is_locked().expect("is_locked"),
+        "a phantom hold kept it"
     );
 }
