@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, LockGuard, Reentrant, RequestId, UnlockOutcome};
+use redisson_lock::{Client, Error, Lock, LockGuard, Reentrant, RequestId, UnlockOutcome};
+use support::RedisServer;
 use support::actor::{RustThread, last, take};
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start_with_watchdog};
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_watchdog};
 use support::mutex::{Keys, java_and_rust_sections};
 use support::state::{channel, hgetall, numsub, pttl, state};
 
@@ -466,17 +467,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         reply.line
     );
     assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
-    let replay = rust.run({
-        let lock = lock.clone();
-        let id = id.clone();
-        move |_| lock.unlock_with_request_id(&id)
-    });
-    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
-    assert!(
-        java.flag("j", "isHeldByCurrentThread s8"),
-        "the replay released Java's lock"
-    );
-    assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
+    assert_replay_spares_java(&rust, &lock, &id, (&java, &java_field), &server);
     // The guard whose hold went away that way reports it, and leaves Java alone.
     let dropped = rust.unlock_last::<Reentrant>();
     assert!(
@@ -514,16 +505,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         server.cmd::<bool>(&["EXISTS", &latch]),
         "the latch {latch} is gone"
     );
-    let replay = rust.run({
-        let lock = lock.clone();
-        move |_| lock.unlock_with_request_id(&id)
-    });
-    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
-    assert!(
-        java.flag("j", "isHeldByCurrentThread s8"),
-        "the replay released Java's lock"
-    );
-    assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
+    assert_replay_spares_java(&rust, &lock, &id, (&java, &java_field), &server);
     java.ok("j", "unlock s8");
 
     // 3. A guard's release retries by itself: it finds the field its first
@@ -566,6 +548,27 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
+
+/// Replays the unlock of `s8` with `id` from the Rust thread: it returns the
+/// first outcome (released) from the latch and leaves Java's hold alone.
+fn assert_replay_spares_java(
+    rust: &RustThread,
+    lock: &Lock,
+    id: &RequestId,
+    (java, java_field): (&JavaDriver, &str),
+    server: &RedisServer,
+) {
+    let replay = rust.run({
+        let (lock, id) = (lock.clone(), id.clone());
+        move |_| lock.unlock_with_request_id(&id)
+    });
+    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
+    assert!(
+        java.flag("j", "isHeldByCurrentThread s8"),
+        "the replay released Java's lock"
+    );
+    assert_eq!(hgetall(server, "s8"), state(&[(java_field, "1")]));
+}
 
 /// A TCP relay in front of redis-server that can lose replies: the request
 /// reaches Redis and runs, but the client never hears back (its connection is

@@ -62,3 +62,21 @@ impl Waiter {
         delay
     }
 }
+
+/// Waits up to `within` for a waiter that reports on `got` when it was
+/// served (`None`: it gave up), and asserts it was served less than `bound`
+/// after `since` (the release that should serve it). Returns the delay.
+pub fn served_within(
+    got: &mpsc::Receiver<Option<Instant>>,
+    since: Instant,
+    bound: Duration,
+    within: Duration,
+) -> Duration {
+    let at = got
+        .recv_timeout(within)
+        .expect("the waiter was served")
+        .expect("the waiter got the lock");
+    let took = at.saturating_duration_since(since);
+    assert!(took < bound, "served {took:?} after the release");
+    took
+}
