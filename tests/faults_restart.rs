@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LockGuard};
 use support::state::exists;
-use support::{RedisServer, eventually, logs};
+use support::{RedisServer, assert_waiting, eventually, logs};
 
 /// Long enough that one renewal period (1 s) and the lease clearly differ.
 const LEASE: Duration = Duration::from_secs(3);
@@ -87,9 +87,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 2
-    }));
+    assert_waiting(&waiter, 2, Duration::from_secs(5));
     thread::sleep(period); // a renewal or two before the wipe
 
     wipe(&mut server, how);
@@ -151,9 +149,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
             at
         })
     };
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 1
-    }));
+    assert_waiting(&waiter, 1, Duration::from_secs(5));
     thread::sleep(LEASE + LEASE / 6); // renewed meanwhile
     assert!(!guard.is_lost());
     let released = Instant::now();

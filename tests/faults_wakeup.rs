@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::Client;
 use support::proxy::{Fault, Proxy};
 use support::state::numsub;
-use support::{RedisServer, eventually};
+use support::{RedisServer, assert_waiting, eventually};
 
 const CHANNEL: &str = "redisson_lock__channel:{woken}";
 
@@ -65,9 +65,7 @@ fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(5), || {
-        waiters.diagnostics().waiters == WAITERS
-    }));
+    assert_waiting(&waiters, WAITERS, Duration::from_secs(5));
     assert_eq!(server.client_count("pubsub"), 1);
 
     // Kill the subscriber, and release while it is (probably) reconnecting.

@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Error, Lock, LockGuard, Reentrant, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::actor::{RustThread, last, take};
+use support::assert_waiting;
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_watchdog};
 use support::mutex::{Keys, java_and_rust_sections};
-use support::state::{channel, hgetall, numsub, pttl, state};
+use support::state::{assert_held_elsewhere, channel, hgetall, numsub, pttl, state};
 
 /// How soon a waiter must get a lock after its holder releases it: a
 /// functional bound (woken by the unlock message instead of sleeping out a
@@ -57,19 +58,12 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
     java.ok("j", "lock s1");
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "s1"), state(&[(&java_field, "1")]));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took a lock Java holds"
-    );
+    assert_held_elsewhere(&lock);
     assert!(lock.is_locked().expect("is_locked"));
 
     let waiter = RustThread::spawn("s1-waiter");
     let acquired = waiter.start_lock(&lock);
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never parked on the lock"
-    );
+    assert_waiting(&client, 1, Duration::from_secs(10));
     thread::sleep(Duration::from_millis(100));
     assert!(
         acquired.try_recv().is_err(),
@@ -249,11 +243,7 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     holder.lock(&lock);
     let waiter = RustThread::spawn("s5-waiter");
     let acquired = waiter.start_lock(&lock);
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust waiter never parked on the lock"
-    );
+    assert_waiting(&client, 1, Duration::from_secs(10));
 
     let forced = Instant::now();
     assert!(

@@ -9,17 +9,14 @@
 
 mod support;
 
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
 use support::mutex::{Keys, java_and_rust_sections};
 use support::state::queue;
-use support::waiter::served_within;
+use support::waiter::{fair_waiter, served_within};
 
 for_each_redisson_version!(
     java_waiter_queued_before_a_rust_waiter_is_served_first,
@@ -35,13 +32,12 @@ for_each_redisson_version!(
 /// Rust holds; a Java actor queues, then a Rust thread: the release goes to
 /// Java, and Java's release to the Rust thread.
 fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let holder = client.fair_lock("f1").lock().expect("lock");
     let java_field = java.owner_field("j");
     java.send("j", "lock fair/f1");
     queued(&server, "f1", std::slice::from_ref(&java_field));
-    let (rust_field, rust_got) = rust_waiter(&client, "f1", None);
+    let (rust_field, rust_got) = fair_waiter(&client, "f1", None, Duration::ZERO);
     queued(&server, "f1", &[java_field.clone(), rust_field.clone()]);
 
     holder.unlock().expect("unlock");
@@ -69,10 +65,9 @@ fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
 /// Java holds; a Rust thread queues, then a Java actor: the release goes to
 /// the Rust thread, and the Rust release to Java.
 fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("holder", "lock fair/f2");
-    let (rust_field, rust_got) = rust_waiter(&client, "f2", Some(Duration::from_millis(500)));
+    let (rust_field, rust_got) = fair_waiter(&client, "f2", None, Duration::from_millis(500));
     queued(&server, "f2", std::slice::from_ref(&rust_field));
     let java_field = java.owner_field("j");
     java.send("j", "lock fair/f2");
@@ -105,8 +100,7 @@ fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
 /// A Rust `try_lock_for` that runs out leaves the queue: Java's `tryLock()`
 /// (which refuses while someone else heads the queue) gets the lock at once.
 fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("holder", "lock fair/f3");
     let lock = client.fair_lock("f3");
     assert!(
@@ -128,8 +122,7 @@ fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisso
 /// A Java `tryLock(wait)` that runs out leaves the queue: a Rust
 /// `try_lock` gets the lock at once.
 fn a_java_waiter_that_gives_up_leaves_nothing_that_blocks_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let holder = client.fair_lock("f4").lock().expect("lock");
     assert!(!java.flag("j", "tryLock fair/f4 500"));
     assert!(queue(&server, "f4").is_empty());
@@ -149,8 +142,7 @@ fn a_java_waiter_that_gives_up_leaves_nothing_that_blocks_rust(redisson: Redisso
 /// read-modify-write loses no update, no two holders are inside at once.
 fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 60;
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     // Each side sees the other's hold.
     let guard = client.fair_lock("f5").lock().expect("lock");
     assert!(!java.flag("j", "tryLockNow fair/f5"));
@@ -176,25 +168,4 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
 /// Waits until the queue of `name` is `expected`.
 fn queued(server: &RedisServer, name: &str, expected: &[String]) {
     support::state::queued(server, name, expected, Duration::from_secs(10));
-}
-
-/// A Rust thread that waits for the fair lock `name` with `lock()`, holds
-/// it `hold` (`None`: releases at once), and reports its field at once,
-/// then when it got the lock.
-fn rust_waiter(
-    client: &Client,
-    name: &str,
-    hold: Option<Duration>,
-) -> (String, mpsc::Receiver<Option<Instant>>) {
-    let (field_tx, field_rx) = mpsc::channel();
-    let (got_tx, got_rx) = mpsc::channel();
-    let (client, lock) = (client.clone(), client.fair_lock(name));
-    thread::spawn(move || {
-        field_tx.send(client.owner_field()).expect("field");
-        let guard = lock.lock().expect("lock");
-        let _ = got_tx.send(Some(Instant::now()));
-        thread::sleep(hold.unwrap_or(Duration::ZERO));
-        guard.unlock().expect("unlock");
-    });
-    (field_rx.recv().expect("field"), got_rx)
 }

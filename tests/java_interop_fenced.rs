@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Fenced, LockGuard};
 
 use support::actor::{RustThread, assert_kept_out, last};
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::assert_held_elsewhere;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -26,8 +27,7 @@ for_each_redisson_version!(
 /// token is greater than the one before, and both sides read the same last
 /// token.
 fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.fenced_lock("f1");
     let mut tokens: Vec<u64> = Vec::new();
     for _ in 0..3 {
@@ -58,14 +58,10 @@ fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
 /// Java holds `fenced/f2`; Rust cannot take it, waits, is woken by Java's
 /// unlock and gets a greater token; Java then cannot take Rust's.
 fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (_server, java, client) = start_with_client(redisson);
     let lock = client.fenced_lock("f2");
     let java_token: u64 = java.ok("j", "lockToken fenced/f2").value(0);
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("f2-waiter");
     let acquired = rust.start_lock(&lock);
@@ -90,8 +86,7 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
 /// Rust holds `f3`; Java cannot take it, waits in `lockAndGetToken`, is
 /// woken by the Rust unlock and gets a greater token.
 fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (_server, java, client) = start_with_client(redisson);
     let rust = RustThread::spawn("f3-holder");
     let rust_token = rust.run({
         let lock = client.fenced_lock("f3");
@@ -114,10 +109,7 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
     let java_token: u64 = reply.value(0);
     assert!(java_token > rust_token, "{java_token} after {rust_token}");
     let lock = client.fenced_lock("f3");
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
     assert_eq!(lock.token().expect("token"), Some(java_token));
     java.ok("j", "unlock fenced/f3");
 }

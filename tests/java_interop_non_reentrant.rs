@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use redisson_lock::NonReentrant;
 
 use support::actor::{RustThread, assert_kept_out};
-use support::java::{Redisson, start};
+use support::java::{Redisson, start, start_with_client};
+use support::state::assert_held_elsewhere;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -53,17 +54,13 @@ mod redisson_3_24_3 {
 /// Java's `nonreentrant/n1` excludes Rust's `n1` and its unlock wakes the
 /// Rust waiter; then the other way round.
 fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.non_reentrant_lock("n1");
     java.ok("j", "lock nonreentrant/n1");
     let java_field = java.owner_field("j");
     let count: Option<String> = server.cmd(&["HGET", "n1", &java_field]);
     assert_eq!(count.as_deref(), Some("1"));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("n1-rust");
     let acquired = rust.start_lock(&lock);
@@ -88,8 +85,7 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
 /// it on release; Java's RLock hold excludes the Rust non-reentrant lock
 /// and wakes it on unlock.
 fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (_server, java, client) = start_with_client(redisson);
     let lock = client.non_reentrant_lock("m");
     let rust = RustThread::spawn("m-rust");
     rust.lock(&lock);
@@ -100,10 +96,7 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     rust.unlock_last::<NonReentrant>().expect("unlock");
     java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
 
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
     let acquired = rust.start_lock(&lock);
     assert_kept_out(&acquired, Duration::from_millis(300));
     let sent = Instant::now();

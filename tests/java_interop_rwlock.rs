@@ -13,7 +13,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start, start_with_client};
 use support::state::{exists, pttl};
 
 /// A waiter woken by the unlock message, not by a 30 s TTL running out.
@@ -68,8 +68,7 @@ impl Held {
 }
 
 fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let read = client.read_write_lock("rw1").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
     rust.acquired_within(Duration::from_secs(10))
@@ -106,8 +105,7 @@ fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(red
 }
 
 fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw2");
     let read = client.read_write_lock("rw2").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
@@ -140,8 +138,7 @@ fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(red
 }
 
 fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw3");
     let read = client.read_write_lock("rw3").read_lock();
     let (tx, rx) = mpsc::channel();
@@ -169,8 +166,7 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
 }
 
 fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw4");
     let read = client.read_write_lock("rw4").read_lock();
     read.lock().expect("read").unlock().expect("read unlock");
@@ -230,8 +226,7 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
 }
 
 fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     java.ok("w", "lock write/rw6");
     let readers: Vec<Held> = (0..2)
         .map(|_| {
@@ -262,8 +257,7 @@ fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
 }
 
 fn rust_write_unlock_wakes_java_readers(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let write = client.read_write_lock("rw7").write_lock();
     let writer = Held::spawn(move || write.lock().expect("write"));
     writer

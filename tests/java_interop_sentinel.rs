@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Kind, Lock};
+use support::assert_waiting;
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
 use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
@@ -91,11 +92,7 @@ fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) 
     java.ok("j", &format!("lock {key}"));
     let field = java.owner_field("j");
     let holder = Holder::start(client.lock(key));
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never waited on {key}"
-    );
+    assert_waiting(&client, 1, Duration::from_secs(10));
 
     let (old, new) = setup.failover();
     eprintln!("{}: failover {old} -> {new}", java.version);
@@ -218,12 +215,7 @@ fn java_unlock_wakes_rust<K: Kind + Send + 'static>(
     );
 
     let holder = Holder::start(rust);
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never waited on {}",
-        side.key
-    );
+    assert_waiting(&client, 1, Duration::from_secs(10));
     assert!(
         holder
             .acquired

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::Spin;
 use support::actor::{RustThread, assert_kept_out};
-use support::java::{Redisson, for_each_redisson_version, start};
-use support::state::{hgetall, state};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::{assert_held_elsewhere, hgetall, state};
 
 /// Redisson's and the crate's default spin backoff cap.
 const CAP: Duration = Duration::from_millis(128);
@@ -26,17 +26,13 @@ for_each_redisson_version!(
 /// Java holds `spin/sp1`: Rust cannot take it, polls without subscribing,
 /// and has it within the cap after Java's unlock.
 fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.spin_lock("sp1");
 
     java.ok("j", "lock spin/sp1");
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp1"), state(&[(&java_field, "1")]));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("sp1-waiter");
     let acquired = rust.start_lock(&lock);
@@ -68,8 +64,7 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
 /// Rust holds `sp2`: Java's spin lock cannot take it, and Java's poller
 /// has it within the cap after the Rust release, which publishes nothing.
 fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = server.client();
+    let (server, java, client) = start_with_client(redisson);
     let rust = RustThread::spawn("sp2-holder");
     rust.lock(&client.spin_lock("sp2"));
     let rust_field = rust.owner_field(&client);
@@ -95,10 +90,7 @@ fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: R
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp2"), state(&[(&java_field, "1")]));
     let lock = client.spin_lock("sp2");
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
     java.ok("j", "unlock spin/sp2");
     assert!(lock.try_lock().expect("try_lock").is_some());
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Error};
 use support::proxy::Proxy;
 use support::state::numsub;
-use support::{RedisServer, eventually};
+use support::{RedisServer, assert_waiting, eventually};
 
 /// The channel that locks `a` and `{a}` share.
 const SHARED_CHANNEL: &str = "redisson_lock__channel:{a}";
@@ -57,11 +57,7 @@ fn parked_waiter(
 ) -> Receiver<Option<Instant>> {
     let before = client.diagnostics().waiters;
     let rx = waiter(client, name, budget, hold);
-    assert!(
-        eventually(Duration::from_secs(5), || client.diagnostics().waiters
-            == before + 1),
-        "the waiter on `{name}` never waited"
-    );
+    assert_waiting(&client, before + 1, Duration::from_secs(5));
     thread::sleep(Duration::from_millis(200));
     rx
 }

@@ -511,6 +511,15 @@ pub fn start(redisson: Redisson) -> (super::RedisServer, JavaDriver) {
     start_with_watchdog(redisson, Duration::from_secs(30))
 }
 
+/// [`start`], and a Rust client of the same server (default settings).
+pub fn start_with_client(
+    redisson: Redisson,
+) -> (super::RedisServer, JavaDriver, redisson_lock::Client) {
+    let (server, java) = start(redisson);
+    let client = server.client();
+    (server, java, client)
+}
+
 /// [`start`] with Java's watchdog timeout set to `watchdog`.
 pub fn start_with_watchdog(
     redisson: Redisson,

@@ -331,6 +331,16 @@ pub const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
        if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
      end";
 
+/// Waits up to `within` until `client` has `count` threads waiting for a
+/// lock (parked on its subscriber, or polling), and fails otherwise.
+pub fn assert_waiting(client: &Client, count: usize, within: Duration) {
+    assert!(
+        eventually(within, || client.diagnostics().waiters == count),
+        "expected {count} waiter(s): {:?}",
+        client.diagnostics()
+    );
+}
+
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns
 /// whether it held. For functional bounds in tests, not for speed targets.
 pub fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {

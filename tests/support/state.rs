@@ -72,3 +72,12 @@ pub fn assert_no_phantom_hold<K: Kind>(lock: &Lock<K>) {
         "a phantom hold kept it"
     );
 }
+
+/// Asserts that `lock` cannot be taken now (`try_lock` gives `None`): it is
+/// held elsewhere, by Java or another client.
+pub fn assert_held_elsewhere<K: Kind>(lock: &Lock<K>) {
+    assert!(
+        lock.try_lock().expect("try_lock").is_none(),
+        "took a lock held elsewhere"
+    );
+}

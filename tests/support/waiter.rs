@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Kind, Lock, LockGuard};
+use redisson_lock::{Client, Kind, Lock, LockGuard};
 
 /// A thread waiting in `lock()` (or `try_lock_for`) for one lock.
 pub struct Waiter {
@@ -79,4 +79,31 @@ pub fn served_within(
     let took = at.saturating_duration_since(since);
     assert!(took < bound, "served {took:?} after the release");
     took
+}
+
+/// A thread of `client` that waits for the fair lock `name` with `lock()`
+/// (or `try_lock_for(wait)`), holds it `hold`, and reports its owner field
+/// at once, then when it got the lock (`None`: gave up).
+pub fn fair_waiter(
+    client: &Client,
+    name: &str,
+    wait: Option<Duration>,
+    hold: Duration,
+) -> (String, mpsc::Receiver<Option<Instant>>) {
+    let (field_tx, field_rx) = mpsc::channel();
+    let (got_tx, got_rx) = mpsc::channel();
+    let (client, lock) = (client.clone(), client.fair_lock(name));
+    thread::spawn(move || {
+        field_tx.send(client.owner_field()).expect("field");
+        let guard = match wait {
+            Some(wait) => lock.try_lock_for(wait).expect("try_lock_for"),
+            None => Some(lock.lock().expect("lock")),
+        };
+        let _ = got_tx.send(guard.as_ref().map(|_| Instant::now()));
+        if let Some(guard) = guard {
+            thread::sleep(hold);
+            guard.unlock().expect("unlock");
+        }
+    });
+    (field_rx.recv().expect("field"), got_rx)
 }
