@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, RequestId};
+use redisson_lock::{Client, ClientBuilder, Error, RequestId};
 use support::RedisServer;
 
 fn is_invalid<T: std::fmt::Debug>(result: redisson_lock::Result<T>) -> bool {
@@ -99,29 +99,25 @@ fn unusable_watchdog_timeouts_are_invalid_arguments() {
 #[test]
 fn unusable_pool_sizes_and_timeouts_are_invalid_arguments() {
     let server = RedisServer::start();
-    assert!(is_invalid(
-        Client::builder(server.url()).pool_size(0).build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .connect_timeout(Duration::ZERO)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .response_timeout(Duration::MAX)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .subscription_timeout(Duration::ZERO)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .unlock_retries(u32::MAX, Duration::from_millis(1))
-            .build()
-    ));
+    let unusable: [(&str, fn(ClientBuilder) -> ClientBuilder); 5] = [
+        ("a pool of 0", |b| b.pool_size(0)),
+        ("a zero connect timeout", |b| {
+            b.connect_timeout(Duration::ZERO)
+        }),
+        ("an endless response timeout", |b| {
+            b.response_timeout(Duration::MAX)
+        }),
+        ("a zero subscription timeout", |b| {
+            b.subscription_timeout(Duration::ZERO)
+        }),
+        ("u32::MAX unlock retries", |b| {
+            b.unlock_retries(u32::MAX, Duration::from_millis(1))
+        }),
+    ];
+    for (what, setting) in unusable {
+        let built = setting(Client::builder(server.url())).build();
+        assert!(is_invalid(built), "{what}");
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use redisson_lock::{Client, Error, LostReason, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::eventually;
 use support::proxy::{Fault, Proxy};
-use support::state::{assert_no_phantom_hold, pttl, queue};
+use support::state::{assert_free, assert_no_phantom_hold, pttl, queue};
 use support::waiter::{fair_waiter, served_within};
 
 fn client(server: &RedisServer) -> Client {
@@ -127,12 +127,7 @@ fn try_lock_never_queues() {
     ]);
     assert_eq!(exists, 0);
     holder.unlock().expect("unlock");
-    let guard = b
-        .fair_lock("once")
-        .try_lock()
-        .expect("try_lock")
-        .expect("free");
-    guard.unlock().expect("unlock");
+    assert_free(&b.fair_lock("once"));
 }
 
 #[test]

@@ -279,6 +279,18 @@ struct Settings {
     retry_delay: Duration,
 }
 
+/// 0, 1, `limit`, one past it, `u32::MAX`, or one of `usual`, equally likely.
+fn counts_around(limit: u32, usual: std::ops::Range<u32>) -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(0u32),
+        Just(1),
+        Just(limit),
+        Just(limit + 1),
+        Just(u32::MAX),
+        usual
+    ]
+}
+
 fn hostile_settings() -> impl Strategy<Value = Settings> {
     // A valid connect timeout is kept short: it bounds how long `build` may
     // keep trying when the other settings make every connection fail.
@@ -296,22 +308,8 @@ fn hostile_settings() -> impl Strategy<Value = Settings> {
         (0u64..1_000_000).prop_map(Duration::from_nanos),
         (0u64..5).prop_map(Duration::from_millis),
     ];
-    let count = prop_oneof![
-        Just(0u32),
-        Just(1),
-        Just(100),
-        Just(101),
-        Just(u32::MAX),
-        0u32..20
-    ];
-    let pool = prop_oneof![
-        Just(0u32),
-        Just(1),
-        Just(10_000),
-        Just(10_001),
-        Just(u32::MAX),
-        1u32..64
-    ];
+    let count = counts_around(100, 0..20);
+    let pool = counts_around(10_000, 1..64);
     // Mostly usable values, so that about one case in five builds a client.
     let timeout = |usable: std::ops::Range<u64>| prop_oneof![4 => usable.prop_map(Duration::from_nanos), 1 => hostile_duration()];
     (

@@ -18,7 +18,7 @@ use std::sync::{LazyLock, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{came_up, eventually, free_port, redis_server_binary};
+use super::{came_up, eventually, free_port, redis_server_binary, run_ok};
 
 /// One node of the cluster.
 pub struct Node {
@@ -66,16 +66,10 @@ impl Cluster {
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
         }
-        let output = create
+        create
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
+            .stdin(Stdio::null());
+        run_ok(&mut create, "redis-cli --cluster create");
         let ready = eventually(Duration::from_secs(30), || {
             cluster.nodes.iter().all(|node| {
                 let info: String = node.try_cmd(&["CLUSTER", "INFO"]).unwrap_or_default();

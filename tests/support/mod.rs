@@ -289,6 +289,21 @@ fn came_up(mut child: Child, port: u16) -> Option<Child> {
     None
 }
 
+/// Runs `command` to completion and asserts it succeeded (its output in
+/// the failure); `what` names it.
+fn run_ok(command: &mut Command, what: &str) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])

@@ -81,3 +81,13 @@ pub fn assert_held_elsewhere<K: Kind>(lock: &Lock<K>) {
         "took a lock held elsewhere"
     );
 }
+
+/// Asserts that `lock` is free now: `try_lock` takes it at once (it is then
+/// released again).
+pub fn assert_free<K: Kind>(lock: &Lock<K>) {
+    let guard = lock
+        .try_lock()
+        .expect("try_lock")
+        .expect("the lock is free, and nobody thinks otherwise");
+    guard.unlock().expect("unlock");
+}

@@ -17,7 +17,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::tls::Certs;
-use super::{eventually, free_port, listens_on, redis_server_binary, topology_dir};
+use super::{
+    NODE_ARGS, eventually, free_port, listens_on, redis_server_binary, run_ok, topology_dir,
+};
 
 pub const MASTER_NAME: &str = "tlsmaster";
 
@@ -67,8 +69,6 @@ fn tls_args(certs: &Certs, port: u16, dir: &Path) -> Vec<String> {
         "0",
         "--tls-port",
         &port.to_string(),
-        "--bind",
-        "127.0.0.1",
         "--tls-cert-file",
         &path("node.crt"),
         "--tls-key-file",
@@ -79,20 +79,13 @@ fn tls_args(certs: &Certs, port: u16, dir: &Path) -> Vec<String> {
         "no",
         "--tls-replication",
         "yes",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--daemonize",
-        "no",
-        "--loglevel",
-        "warning",
         "--repl-diskless-sync-delay",
         "0",
         "--dir",
         &dir.display().to_string(),
     ]
     .iter()
+    .chain(&NODE_ARGS)
     .map(|s| s.to_string())
     .collect()
 }
@@ -202,17 +195,10 @@ impl TlsCluster {
         for port in &ports {
             create.arg(format!("127.0.0.1:{port}"));
         }
-        let output = create
+        create
             .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --tls --cluster create failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .stdin(Stdio::null());
+        run_ok(&mut create, "redis-cli --tls --cluster create");
         let cluster = TlsCluster {
             certs,
             ports,
