@@ -44,22 +44,21 @@ fn restart_loses_holds_and_lets_waiters_in() {
     locks_wiped_while_held_and_awaited(Wipe::Restart);
 }
 
+/// A client with the lease [`LEASE`] that gives up on a lost server soon.
+fn client(server: &RedisServer) -> Client {
+    Client::builder(server.url())
+        .watchdog_timeout(LEASE)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .expect("client")
+}
+
 fn locks_wiped_while_held_and_awaited(how: Wipe) {
     logs::install();
     let mut server = RedisServer::start();
     let period = LEASE / 3;
-    let holder = Client::builder(server.url())
-        .watchdog_timeout(LEASE)
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("holder client");
-    let waiter = Client::builder(server.url())
-        .watchdog_timeout(LEASE)
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("waiter client");
+    let (holder, waiter) = (client(&server), client(&server));
 
     // Three locks held with a watchdog; two have waiters from another client.
     let guards: Vec<LockGuard> = ["alone", "awaited-1", "awaited-2"]

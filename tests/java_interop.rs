@@ -433,11 +433,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     let lock = client.lock("s8");
     let rust = RustThread::spawn("s8-rust");
     rust.lock(&lock);
-    java.send("j", "lock s8");
-    assert!(eventually(Duration::from_secs(10), || numsub(
-        &server,
-        &channel("s8")
-    ) == 1));
+    java_waits_for_s8(&java, &server);
     let id = RequestId::new();
     relay.cut_replies_to(id.as_str());
     let first = rust.run({
@@ -506,11 +502,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         .expect("client");
     let lock = client.lock("s8");
     rust.lock(&lock);
-    java.send("j", "lock s8");
-    assert!(eventually(Duration::from_secs(10), || numsub(
-        &server,
-        &channel("s8")
-    ) == 1));
+    java_waits_for_s8(&java, &server);
     // Replies are lost until Java has the lock; the crate's next retry
     // (1 s later) then gets through.
     // A guard's release carries the channel as a key (and no latch).
@@ -538,6 +530,18 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 
 // ---------------------------------------------------------------------------
 // Helpers
+
+/// Java's actor `j` waits in `lock s8`, subscribed to the lock's channel.
+fn java_waits_for_s8(java: &JavaDriver, server: &RedisServer) {
+    java.send("j", "lock s8");
+    let subscribed = eventually(Duration::from_secs(10), || {
+        numsub(server, &channel("s8")) == 1
+    });
+    assert!(
+        subscribed,
+        "the Java actor never subscribed to s8's channel"
+    );
+}
 
 /// Replays the unlock of `s8` with `id` from the Rust thread: it returns the
 /// first outcome (released) from the latch and leaves Java's hold alone.

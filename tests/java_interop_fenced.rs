@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Fenced, LockGuard};
 
-use support::actor::{RustThread, assert_kept_out, last};
+use support::actor::{RustThread, last};
 use support::java::{Redisson, for_each_redisson_version, start_with_client};
 use support::state::assert_held_elsewhere;
 
@@ -64,11 +64,7 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
     assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("f2-waiter");
-    let acquired = rust.start_lock(&lock);
-    assert_kept_out(&acquired, Duration::from_millis(300));
-    let sent = Instant::now();
-    java.ok("j", "unlock fenced/f2");
-    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
+    java.unlock_wakes_rust(("j", "fenced/f2"), &rust, &lock, HANDOFF);
     let rust_token = rust.run(|held| last::<LockGuard<Fenced>>(held).token());
     assert!(rust_token > java_token, "{rust_token} after {java_token}");
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::NonReentrant;
 
-use support::actor::{RustThread, assert_kept_out};
+use support::actor::RustThread;
 use support::java::{Redisson, start, start_with_client};
 use support::state::assert_held_elsewhere;
 
@@ -63,11 +63,7 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
     assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("n1-rust");
-    let acquired = rust.start_lock(&lock);
-    assert_kept_out(&acquired, Duration::from_millis(300));
-    let sent = Instant::now();
-    java.ok("j", "unlock nonreentrant/n1");
-    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
+    java.unlock_wakes_rust(("j", "nonreentrant/n1"), &rust, &lock, HANDOFF);
 
     assert!(
         !java.flag("j", "tryLockNow nonreentrant/n1"),
@@ -97,11 +93,7 @@ fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
     java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
 
     assert_held_elsewhere(&lock);
-    let acquired = rust.start_lock(&lock);
-    assert_kept_out(&acquired, Duration::from_millis(300));
-    let sent = Instant::now();
-    java.ok("j", "unlock m");
-    java.rust_woken(&acquired, sent, HANDOFF, "Java unlock -> Rust acquire");
+    java.unlock_wakes_rust(("j", "m"), &rust, &lock, HANDOFF);
     rust.unlock_last::<NonReentrant>().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redisson_lock::Client;
 use support::state::{channel, exists};
-use support::{RedisServer, eventually};
+use support::{RedisServer, assert_diagnostics, eventually};
 
 const NAMES: [&str; 5] = ["res-a", "res-b", "res-c", "res-d", "res-e"];
 
@@ -36,14 +36,9 @@ fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
         .collect();
     start.wait();
 
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            let diagnostics = client.diagnostics();
-            diagnostics.waiters == 20 && diagnostics.subscribed_channels == 5
-        }),
-        "{:?}",
-        client.diagnostics()
-    );
+    assert_diagnostics(&client, Duration::from_secs(10), |diagnostics| {
+        diagnostics.waiters == 20 && diagnostics.subscribed_channels == 5
+    });
     assert!(eventually(Duration::from_secs(5), || NAMES.iter().all(
         |name| {
             let (_, subscribers): (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", &channel(name)]);
@@ -60,14 +55,9 @@ fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
     for waiter in waiters {
         waiter.join().expect("waiter");
     }
-    assert!(
-        eventually(Duration::from_secs(2), || {
-            let diagnostics = client.diagnostics();
-            diagnostics.subscribed_channels == 0 && diagnostics.waiters == 0
-        }),
-        "{:?}",
-        client.diagnostics()
-    );
+    assert_diagnostics(&client, Duration::from_secs(2), |diagnostics| {
+        diagnostics.subscribed_channels == 0 && diagnostics.waiters == 0
+    });
     assert!(eventually(Duration::from_secs(2), || {
         let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS"]);
         channels.is_empty()

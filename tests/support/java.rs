@@ -437,6 +437,23 @@ impl JavaDriver {
         reply
     }
 
+    /// `rust` starts `lock.lock()` while Java's `actor` holds the lock
+    /// (`java_name` to the driver): the Rust thread is kept out for 300 ms,
+    /// then Java's unlock wakes it within `bound`. It keeps the guard.
+    pub fn unlock_wakes_rust<K: redisson_lock::Kind>(
+        &self,
+        (actor, java_name): (&str, &str),
+        rust: &super::actor::RustThread,
+        lock: &redisson_lock::Lock<K>,
+        bound: Duration,
+    ) -> Duration {
+        let acquired = rust.start_lock(lock);
+        super::actor::assert_kept_out(&acquired, Duration::from_millis(300));
+        let sent = Instant::now();
+        self.ok(actor, &format!("unlock {java_name}"));
+        self.rust_woken(&acquired, sent, bound, "Java unlock -> Rust acquire")
+    }
+
     /// Waits `window` and asserts that `actor` has not answered: its lock
     /// command is kept waiting while the Rust side holds.
     pub fn assert_kept_out(&self, actor: &str, window: Duration) {

@@ -356,6 +356,20 @@ pub fn assert_waiting(client: &Client, count: usize, within: Duration) {
     );
 }
 
+/// Waits up to `within` until `client`'s diagnostics satisfy `expected`,
+/// and fails with them otherwise.
+pub fn assert_diagnostics(
+    client: &Client,
+    within: Duration,
+    expected: impl Fn(&redisson_lock::Diagnostics) -> bool,
+) {
+    assert!(
+        eventually(within, || expected(&client.diagnostics())),
+        "{:?}",
+        client.diagnostics()
+    );
+}
+
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns
 /// whether it held. For functional bounds in tests, not for speed targets.
 pub fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
