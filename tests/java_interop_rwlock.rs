@@ -129,10 +129,7 @@ fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(red
         took < HANDOFF,
         "the Rust writer got it {took:?} after Java's unlock"
     );
-    assert!(
-        !java.flag("r", "tryLockNow read/rw2"),
-        "Java read past a Rust writer"
-    );
+    java.assert_cannot_take("r", "read/rw2");
     writer.release();
     assert!(!exists(&server, "rw2"));
 }
@@ -155,10 +152,7 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
     );
     let pttl = pttl(&server, "rw3");
     assert!(pttl > 20_000, "the Rust reader's marker keeps it: {pttl}");
-    assert!(
-        !java.flag("w", "tryLockNow write/rw3"),
-        "Java wrote while Rust reads"
-    );
+    java.assert_cannot_take("w", "write/rw3");
     rust.release();
     assert!(!exists(&server, "rw3"));
     assert!(java.flag("w", "tryLockNow write/rw3"));
@@ -215,10 +209,7 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
         exists(&server, "rw5"),
         "the lock was lost despite the watchdog"
     );
-    assert!(
-        !java.flag("w", "tryLockNow write/rw5"),
-        "Java wrote while Rust reads"
-    );
+    java.assert_cannot_take("w", "write/rw5");
     rust.release();
     assert!(eventually(Duration::from_secs(2), || !exists(
         &server, "rw5"

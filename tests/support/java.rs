@@ -454,6 +454,15 @@ impl JavaDriver {
         self.rust_woken(&acquired, sent, bound, "Java unlock -> Rust acquire")
     }
 
+    /// Asserts that `actor` cannot take `java_name` now (`tryLockNow`): the
+    /// Rust side holds it.
+    pub fn assert_cannot_take(&self, actor: &str, java_name: &str) {
+        assert!(
+            !self.flag(actor, &format!("tryLockNow {java_name}")),
+            "Java took {java_name} while the Rust side holds it"
+        );
+    }
+
     /// Waits `window` and asserts that `actor` has not answered: its lock
     /// command is kept waiting while the Rust side holds.
     pub fn assert_kept_out(&self, actor: &str, window: Duration) {
