@@ -60,6 +60,19 @@ impl Held {
         self.acquired.recv_timeout(within).ok()
     }
 
+    /// Asserts that the hold was taken within [`HANDOFF`] of `since` (the
+    /// Java release that should wake it; `what` names it).
+    fn woken_within_handoff(&self, since: Instant, what: &str) {
+        let at = self
+            .acquired_within(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{what}: the Rust side never got the lock"));
+        let took = at.saturating_duration_since(since);
+        assert!(
+            took < HANDOFF,
+            "{what}: the Rust side got it {took:?} after"
+        );
+    }
+
     /// Releases the hold; the instant just before the unlock was sent.
     fn release(self) -> Instant {
         self.release.send(()).expect("release");
@@ -121,14 +134,7 @@ fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(red
     );
     let unlocked = Instant::now();
     java.ok("r", "unlock read/rw2");
-    let at = writer
-        .acquired_within(Duration::from_secs(10))
-        .expect("the Rust writer got it");
-    let took = at.saturating_duration_since(unlocked);
-    assert!(
-        took < HANDOFF,
-        "the Rust writer got it {took:?} after Java's unlock"
-    );
+    writer.woken_within_handoff(unlocked, "Java's read unlock -> Rust writer");
     java.assert_cannot_take("r", "read/rw2");
     writer.release();
     assert!(!exists(&server, "rw2"));
@@ -232,14 +238,7 @@ fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
     let unlocked = Instant::now();
     java.ok("w", "unlock write/rw6");
     for reader in &readers {
-        let at = reader
-            .acquired_within(Duration::from_secs(10))
-            .expect("a reader woke");
-        let took = at.saturating_duration_since(unlocked);
-        assert!(
-            took < HANDOFF,
-            "a Rust reader got in {took:?} after Java's write unlock"
-        );
+        reader.woken_within_handoff(unlocked, "Java's write unlock -> Rust reader");
     }
     for reader in readers {
         reader.release();
