@@ -99,7 +99,8 @@ fn unusable_watchdog_timeouts_are_invalid_arguments() {
 #[test]
 fn unusable_pool_sizes_and_timeouts_are_invalid_arguments() {
     let server = RedisServer::start();
-    let unusable: [(&str, fn(ClientBuilder) -> ClientBuilder); 5] = [
+    type Setting = fn(ClientBuilder) -> ClientBuilder;
+    let unusable: [(&str, Setting); 5] = [
         ("a pool of 0", |b| b.pool_size(0)),
         ("a zero connect timeout", |b| {
             b.connect_timeout(Duration::ZERO)

@@ -52,7 +52,7 @@ fn start_waiters(client: &Client, name: &str, waits: &[Wait]) -> Outcomes {
             let _ = tx.send((wait, outcome, Instant::now()));
         });
     }
-    assert_waiting(&client, waits.len(), Duration::from_secs(5));
+    assert_waiting(client, waits.len(), Duration::from_secs(5));
     rx
 }
 
@@ -98,7 +98,7 @@ fn assert_woken_by_release(waiter: &Client, name: &str, release: impl FnOnce()) 
                 })
         })
     };
-    assert_waiting(&waiter, 1, Duration::from_secs(5));
+    assert_waiting(waiter, 1, Duration::from_secs(5));
     thread::sleep(Duration::from_millis(100));
     let released = Instant::now();
     release();

@@ -215,7 +215,7 @@ fn java_unlock_wakes_rust<K: Kind + Send + 'static>(
     );
 
     let holder = Holder::start(rust);
-    assert_waiting(&client, 1, Duration::from_secs(10));
+    assert_waiting(client, 1, Duration::from_secs(10));
     assert!(
         holder
             .acquired

@@ -364,7 +364,7 @@ fn a_lease_with_a_wait_leaves_every_member_with_the_lease() {
         .expect("try_lock_for")
         .expect("acquired");
     for server in &masters.servers {
-        let ttl = pttl(&server, "leased");
+        let ttl = pttl(server, "leased");
         assert!(ttl > 15_000 && ttl <= 20_000, "PTTL {ttl}");
     }
     let validity = guard.validity();

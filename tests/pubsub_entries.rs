@@ -57,7 +57,7 @@ fn parked_waiter(
 ) -> Receiver<Option<Instant>> {
     let before = client.diagnostics().waiters;
     let rx = waiter(client, name, budget, hold);
-    assert_waiting(&client, before + 1, Duration::from_secs(5));
+    assert_waiting(client, before + 1, Duration::from_secs(5));
     thread::sleep(Duration::from_millis(200));
     rx
 }

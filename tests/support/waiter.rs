@@ -42,7 +42,7 @@ impl Waiter {
 
     /// Whether the waiter has got the lock by now.
     pub fn has_acquired(&self) -> bool {
-        matches!(self.acquired.try_recv(), Ok(_))
+        self.acquired.try_recv().is_ok()
     }
 
     /// Waits up to `within` for the acquisition and asserts it came less
