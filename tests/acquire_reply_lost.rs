@@ -13,15 +13,11 @@ use std::time::Duration;
 
 use redisson_lock::Client;
 use support::RedisServer;
-
-fn fields(server: &RedisServer, name: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", name])
-}
+use support::state::hgetall;
 
 #[test]
 fn stale_count_under_own_field_does_not_turn_a_fresh_acquire_into_a_reentry() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("phantom");
     // What a lost acquire reply leaves behind: our field, count 1, a lease.
     let field = client.owner_field();
@@ -30,7 +26,7 @@ fn stale_count_under_own_field_does_not_turn_a_fresh_acquire_into_a_reentry() {
 
     let guard = lock.lock().expect("lock");
     assert_eq!(
-        fields(&server, "phantom"),
+        hgetall(&server, "phantom"),
         HashMap::from([(field.clone(), "1".into())])
     );
     assert_eq!(lock.hold_count().expect("count"), 1);
@@ -42,7 +38,7 @@ fn stale_count_under_own_field_does_not_turn_a_fresh_acquire_into_a_reentry() {
     assert!(
         !lock.is_locked().expect("is_locked"),
         "the last unlock must free the lock: {:?}",
-        fields(&server, "phantom")
+        hgetall(&server, "phantom")
     );
 }
 
@@ -75,7 +71,7 @@ fn acquire_timed_out_while_redis_was_frozen_does_not_keep_the_lock_after_the_nex
     // The server ran the acquire once it thawed: we hold it without knowing.
     let field = client.owner_field();
     assert!(
-        support::eventually(Duration::from_secs(5), || fields(&server, "frozen")
+        support::eventually(Duration::from_secs(5), || hgetall(&server, "frozen")
             .contains_key(&field)),
         "the frozen acquire should have run after the thaw"
     );
@@ -85,7 +81,7 @@ fn acquire_timed_out_while_redis_was_frozen_does_not_keep_the_lock_after_the_nex
     assert!(
         !lock.is_locked().expect("is_locked"),
         "a phantom count survived the unlock: {:?}",
-        fields(&server, "frozen")
+        hgetall(&server, "frozen")
     );
     assert!(
         other.lock("frozen").try_lock().expect("try_lock").is_some(),

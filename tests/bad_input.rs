@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, RequestId};
+use redisson_lock::{Client, ClientBuilder, Error, RequestId};
 use support::RedisServer;
 
 fn is_invalid<T: std::fmt::Debug>(result: redisson_lock::Result<T>) -> bool {
@@ -27,8 +27,7 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 
 #[test]
 fn every_operation_on_an_empty_lock_name_is_an_invalid_argument() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("");
     assert_eq!(lock.name(), "");
     assert!(is_invalid(lock.lock()));
@@ -51,8 +50,7 @@ fn every_operation_on_an_empty_lock_name_is_an_invalid_argument() {
 
 #[test]
 fn unusable_leases_are_invalid_arguments_and_write_nothing() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("leases");
     for lease in [
         Duration::ZERO,
@@ -101,29 +99,26 @@ fn unusable_watchdog_timeouts_are_invalid_arguments() {
 #[test]
 fn unusable_pool_sizes_and_timeouts_are_invalid_arguments() {
     let server = RedisServer::start();
-    assert!(is_invalid(
-        Client::builder(server.url()).pool_size(0).build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .connect_timeout(Duration::ZERO)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .response_timeout(Duration::MAX)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .subscription_timeout(Duration::ZERO)
-            .build()
-    ));
-    assert!(is_invalid(
-        Client::builder(server.url())
-            .unlock_retries(u32::MAX, Duration::from_millis(1))
-            .build()
-    ));
+    type Setting = fn(ClientBuilder) -> ClientBuilder;
+    let unusable: [(&str, Setting); 5] = [
+        ("a pool of 0", |b| b.pool_size(0)),
+        ("a zero connect timeout", |b| {
+            b.connect_timeout(Duration::ZERO)
+        }),
+        ("an endless response timeout", |b| {
+            b.response_timeout(Duration::MAX)
+        }),
+        ("a zero subscription timeout", |b| {
+            b.subscription_timeout(Duration::ZERO)
+        }),
+        ("u32::MAX unlock retries", |b| {
+            b.unlock_retries(u32::MAX, Duration::from_millis(1))
+        }),
+    ];
+    for (what, setting) in unusable {
+        let built = setting(Client::builder(server.url())).build();
+        assert!(is_invalid(built), "{what}");
+    }
 }
 
 #[test]
@@ -179,8 +174,7 @@ fn server_that_goes_away_fails_lock_calls_with_a_transient_error_in_time() {
 
 #[test]
 fn try_lock_for_the_longest_duration_takes_a_free_lock() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("forever-wait");
     let guard = lock
         .try_lock_for(Duration::MAX)
@@ -195,7 +189,7 @@ fn try_lock_until_a_past_instant_makes_exactly_one_attempt() {
     let server = RedisServer::start();
     let _: () = server.cmd(&["HSET", "past", "someone-else:1", "1"]);
     let _: () = server.cmd(&["PEXPIRE", "past", "30000"]);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     // Load the acquire script first so NOSCRIPT does not count as an attempt.
     drop(client.lock("warm-up").try_lock().expect("warm-up"));
     let past = Instant::now();
@@ -228,7 +222,7 @@ fn try_lock_until_a_past_instant_makes_exactly_one_attempt() {
 fn a_lock_key_that_is_not_a_hash_is_a_wrongtype_error() {
     let server = RedisServer::start();
     let _: () = server.cmd(&["SET", "stringly", "x"]);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("stringly");
     for result in [
         lock.lock().map(|_| ()),

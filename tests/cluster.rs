@@ -6,13 +6,13 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, ShardedSubscription};
 use support::cluster::Cluster;
 use support::eventually;
+use support::waiter::Waiter;
 
 fn cluster() -> &'static Cluster {
     Cluster::shared()
@@ -194,15 +194,7 @@ fn wake_up(mode: ShardedSubscription, sharded: bool, prefix: &str) {
     for name in cluster.names_on_different_masters(prefix, 3) {
         let channel = format!("redisson_lock__channel:{{{name}}}");
         let held = a.lock(&name).lock().expect("lock");
-        let (tx, rx) = mpsc::channel();
-        let waiter = {
-            let (b, name) = (b.clone(), name.clone());
-            thread::spawn(move || {
-                let guard = b.lock(&name).lock().expect("waiter's lock");
-                tx.send(Instant::now()).expect("send");
-                drop(guard);
-            })
-        };
+        let waiter = Waiter::lock(b.lock(&name));
         let owner = cluster.owner(&name);
         assert!(eventually(Duration::from_secs(5), || {
             b.diagnostics().waiters == 1 && subscribers(owner, &channel, sharded) == 1
@@ -215,13 +207,9 @@ fn wake_up(mode: ShardedSubscription, sharded: bool, prefix: &str) {
         thread::sleep(Duration::from_millis(50));
         let released = Instant::now();
         held.unlock().expect("unlock");
-        let woke = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
-        waiter.join().expect("waiter");
-        let after = woke.duration_since(released);
-        assert!(
-            after < Duration::from_millis(200),
-            "{name}: woke {after:?} after the unlock"
-        );
+        let after =
+            waiter.woken_within(released, Duration::from_millis(200), Duration::from_secs(5));
+        eprintln!("{name}: woke {after:?} after the unlock");
     }
 }
 
@@ -244,15 +232,7 @@ fn a_sharded_waiter_follows_its_slot_to_the_new_master() {
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let (a, b) = (client(), client());
     let held = a.lock(name).lock().expect("lock");
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
-        let b = b.clone();
-        thread::spawn(move || {
-            let guard = b.lock(name).lock().expect("waiter's lock");
-            tx.send(Instant::now()).expect("send");
-            drop(guard);
-        })
-    };
+    let waiter = Waiter::lock(b.lock(name));
     let from = cluster.owner(name);
     let to = other_master(from.port);
     assert!(eventually(Duration::from_secs(5), || subscribers(
@@ -267,16 +247,10 @@ fn a_sharded_waiter_follows_its_slot_to_the_new_master() {
         "resubscribed at the new master"
     );
     assert_eq!(subscribers(from, &channel, true), 0);
-    assert!(rx.try_recv().is_err(), "still waiting: the lock is held");
+    assert!(!waiter.has_acquired(), "still waiting: the lock is held");
     let released = Instant::now();
     held.unlock().expect("unlock");
-    let woke = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
-    waiter.join().expect("waiter");
-    let after = woke.duration_since(released);
-    assert!(
-        after < Duration::from_millis(200),
-        "woke {after:?} after the unlock"
-    );
+    waiter.woken_within(released, Duration::from_millis(200), Duration::from_secs(5));
 }
 
 #[test]

@@ -400,14 +400,6 @@ fn a_frozen_master_does_not_stall_the_slot_table_refresh() {
     );
 }
 
-/// Keeps the node running it busy for `ARGV[1]` ms of wall-clock time.
-const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
-     local start = t[1] * 1000000 + t[2] \
-     while true do \
-       local now = redis.call('TIME') \
-       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
-     end";
-
 /// An acquire that the master refused while a failover or a long script
 /// made it unable to serve (here `BUSY`, as `CLUSTERDOWN` or a refused
 /// connection during a failover) is sent again by the router, and the lock
@@ -433,7 +425,7 @@ fn a_lock_taken_by_a_retried_acquire_is_not_born_lost() {
         .expect("read timeout");
     let busy = thread::spawn(move || {
         redis::cmd("EVAL")
-            .arg(BUSY_SCRIPT)
+            .arg(support::BUSY_SCRIPT)
             .arg(0)
             .arg(1500)
             .query::<i64>(&mut con)

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, Kind, Lock, LostReason, Read};
 use support::RedisServer;
-use support::proxy::{Fault, Proxy};
+use support::proxy::Proxy;
+use support::state::assert_no_phantom_hold;
+use support::waiter::Waiter;
 
 /// How a type's waiters are woken: by a message, or by a spin backoff that
 /// may sleep up to its cap before it notices a release.
@@ -35,7 +37,7 @@ pub struct Spec<K: Kind> {
 }
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 /// Threads of two clients increment a counter in a critical section that is
@@ -112,23 +114,16 @@ pub fn waiter_woken_promptly_by_a_release<K: Kind>(spec: Spec<K>) {
     let waiter = client(&server);
     let guard = (spec.make)(&holder, "woken").lock().expect("lock");
     let lock = (spec.make)(&waiter, "woken");
-    let waiting = thread::spawn(move || {
-        let got = lock.try_lock_for(Duration::from_secs(20)).expect("wait");
-        let at = Instant::now();
-        (got.map(|guard| guard.unlock()), at)
-    });
+    let waiter = Waiter::try_lock_for(lock, Duration::from_secs(20));
     // Long enough for the waiter to park (or to back off to its cap).
     thread::sleep(Duration::from_millis(600));
-    let released = Instant::now();
-    guard.unlock().expect("unlock");
-    let (got, at) = waiting.join().expect("waiter");
-    assert!(matches!(got, Some(Ok(()))), "{got:?}");
     let bound = match spec.wake {
         Wake::Message => Duration::from_millis(200),
         Wake::Spin { cap } => cap + Duration::from_millis(100),
     };
-    let took = at.saturating_duration_since(released);
-    assert!(took < bound, "woken {took:?} after the release");
+    let released = Instant::now();
+    guard.unlock().expect("unlock");
+    waiter.woken_within(released, bound, Duration::from_secs(30));
 }
 
 /// `lock`'s `try_lock_for` on a lock held elsewhere gives up when its 400 ms
@@ -162,10 +157,7 @@ pub fn try_lock_for_keeps_to_its_budget<K: Kind>(spec: Spec<K>) {
 pub fn watchdog_keeps_a_short_lease_alive<K: Kind>(spec: Spec<K>) {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let lock = (spec.make)(&client, "renewed");
     let guard = lock.lock().expect("lock");
     thread::sleep(lease * 4);
@@ -191,24 +183,18 @@ pub fn force_unlock_marks_the_holder_lost<K: Kind>(spec: Spec<K>) {
 /// An acquire whose reply is lost with its connection is sent again and
 /// counts once: the last unlock frees the lock.
 pub fn a_lost_acquire_reply_counts_once<K: Kind>(spec: Spec<K>) {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = (spec.make)(&client, "lost-reply");
     // Load the scripts first, so that the dropped reply is the acquire's.
     lock.lock()
         .expect("warm-up")
         .unlock()
         .expect("warm-up unlock");
-    proxy.arm("lost-reply", Fault::DropReplyAndClose);
-    let guard = lock.lock().expect("lock");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let guard = proxy.losing_the_reply_to("lost-reply", || lock.lock().expect("lock"));
     assert_eq!(lock.hold_count().expect("count"), 1);
     guard.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
 }
 
 /// Bad input is a typed error, never a panic.
@@ -296,18 +282,15 @@ pub fn reader_woken_promptly_by_a_write_release(spec: Spec<Read>) {
         .lock()
         .expect("write lock");
     let lock = (spec.make)(&waiter, "woken");
-    let waiting = thread::spawn(move || {
-        let got = lock.try_lock_for(Duration::from_secs(20)).expect("wait");
-        let at = Instant::now();
-        (got.map(|guard| guard.unlock()), at)
-    });
+    let waiter = Waiter::try_lock_for(lock, Duration::from_secs(20));
     thread::sleep(Duration::from_millis(600));
     let released = Instant::now();
     guard.unlock().expect("unlock");
-    let (got, at) = waiting.join().expect("waiter");
-    assert!(matches!(got, Some(Ok(()))), "{got:?}");
-    let took = at.saturating_duration_since(released);
-    assert!(took < Duration::from_millis(200), "woken {took:?} after");
+    waiter.woken_within(
+        released,
+        Duration::from_millis(200),
+        Duration::from_secs(30),
+    );
 }
 
 /// A reader's `try_lock_for` against a writer gives up when its budget is

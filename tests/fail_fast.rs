@@ -60,10 +60,7 @@ fn a_wrong_password_is_permanent_and_prompt() {
 #[test]
 fn guards_dropped_while_redis_refuses_connections_return_promptly() {
     let mut server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(30))
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(Duration::from_secs(30));
     let guards: Vec<_> = ["a", "b", "c"]
         .iter()
         .map(|name| client.lock(*name).lock().expect("lock"))
@@ -91,10 +88,7 @@ fn guards_dropped_while_redis_refuses_connections_return_promptly() {
 fn the_watchdog_renews_when_the_server_refuses_new_clients() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     // From now on the server takes no new client: the watchdog must already
     // have its connection.
     let mut admin = server.con();
@@ -124,7 +118,7 @@ fn the_watchdog_renews_when_the_server_refuses_new_clients() {
 fn dropped_clients_leave_no_thread_behind() {
     let server = RedisServer::start();
     for _ in 0..300 {
-        let client = Client::open(server.url()).expect("client");
+        let client = server.client();
         // One wait, so that the subscriber thread starts too.
         let lock = client.lock("threads");
         let held = lock.lock().expect("lock");

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,18 +13,11 @@ use redisson_lock::{Client, Error, LostReason, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::eventually;
 use support::proxy::{Fault, Proxy};
+use support::state::{assert_free, assert_no_phantom_hold, pttl, queue};
+use support::waiter::{fair_waiter, served_within};
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
-}
-
-fn queue(server: &RedisServer, name: &str) -> Vec<String> {
-    server.cmd(&[
-        "LRANGE",
-        &format!("redisson_lock_queue:{{{name}}}"),
-        "0",
-        "-1",
-    ])
+    server.client()
 }
 
 fn zset_len(server: &RedisServer, name: &str) -> i64 {
@@ -46,40 +39,9 @@ fn epoch_ms() -> f64 {
         .as_millis() as f64
 }
 
-/// A thread of `client` that waits for the fair lock `name` with `lock()`
-/// (or `try_lock_for(wait)`), holds it `hold`, and reports its owner field
-/// at once, then when it got the lock (`None`: gave up).
-fn waiter(
-    client: &Client,
-    name: &str,
-    wait: Option<Duration>,
-    hold: Duration,
-) -> (String, mpsc::Receiver<Option<Instant>>) {
-    let (field_tx, field_rx) = mpsc::channel();
-    let (got_tx, got_rx) = mpsc::channel();
-    let (client, lock) = (client.clone(), client.fair_lock(name));
-    thread::spawn(move || {
-        field_tx.send(client.owner_field()).expect("field");
-        let guard = match wait {
-            Some(wait) => lock.try_lock_for(wait).expect("try_lock_for"),
-            None => Some(lock.lock().expect("lock")),
-        };
-        let _ = got_tx.send(guard.as_ref().map(|_| Instant::now()));
-        if let Some(guard) = guard {
-            thread::sleep(hold);
-            guard.unlock().expect("unlock");
-        }
-    });
-    (field_rx.recv().expect("field"), got_rx)
-}
-
 /// Waits until the queue of `name` is `expected`.
 fn queued(server: &RedisServer, name: &str, expected: &[String]) {
-    assert!(
-        eventually(Duration::from_secs(5), || queue(server, name) == expected),
-        "queue {:?}, expected {expected:?}",
-        queue(server, name)
-    );
+    support::state::queued(server, name, expected, Duration::from_secs(5));
 }
 
 #[test]
@@ -92,7 +54,7 @@ fn waiters_of_two_clients_are_served_in_arrival_order() {
     let mut done = Vec::new();
     for i in 0..6 {
         let served = Arc::clone(&served);
-        let (field, got) = waiter(&clients[i % 2], "order", None, Duration::from_millis(20));
+        let (field, got) = fair_waiter(&clients[i % 2], "order", None, Duration::from_millis(20));
         fields.push(field.clone());
         queued(&server, "order", &fields);
         done.push(thread::spawn(move || {
@@ -120,14 +82,14 @@ fn a_timed_out_waiter_leaves_the_queue_and_moves_those_behind_it_up() {
     let server = RedisServer::start();
     let (a, b) = (client(&server), client(&server));
     let holder = a.fair_lock("give-up").lock().expect("lock");
-    let (quitter, quitter_got) = waiter(
+    let (quitter, quitter_got) = fair_waiter(
         &b,
         "give-up",
         Some(Duration::from_millis(700)),
         Duration::ZERO,
     );
     queued(&server, "give-up", std::slice::from_ref(&quitter));
-    let (patient, _patient_got) = waiter(&a, "give-up", None, Duration::ZERO);
+    let (patient, _patient_got) = fair_waiter(&a, "give-up", None, Duration::ZERO);
     queued(&server, "give-up", &[quitter.clone(), patient.clone()]);
     let before = score(&server, "give-up", &patient).expect("patient's deadline");
     assert_eq!(
@@ -165,12 +127,7 @@ fn try_lock_never_queues() {
     ]);
     assert_eq!(exists, 0);
     holder.unlock().expect("unlock");
-    let guard = b
-        .fair_lock("once")
-        .try_lock()
-        .expect("try_lock")
-        .expect("free");
-    guard.unlock().expect("unlock");
+    assert_free(&b.fair_lock("once"));
 }
 
 #[test]
@@ -178,9 +135,9 @@ fn a_release_wakes_only_the_head_on_its_own_channel() {
     let server = RedisServer::start();
     let (a, b) = (client(&server), client(&server));
     let holder = a.fair_lock("head").lock().expect("lock");
-    let (first, first_got) = waiter(&b, "head", None, Duration::from_millis(600));
+    let (first, first_got) = fair_waiter(&b, "head", None, Duration::from_millis(600));
     queued(&server, "head", std::slice::from_ref(&first));
-    let (second, second_got) = waiter(&a, "head", None, Duration::ZERO);
+    let (second, second_got) = fair_waiter(&a, "head", None, Duration::ZERO);
     queued(&server, "head", &[first.clone(), second.clone()]);
     let mut watch = server.psubscriber(&["redisson_lock__channel*"]);
     // Both waiters parked on their own channels.
@@ -196,14 +153,12 @@ fn a_release_wakes_only_the_head_on_its_own_channel() {
     thread::sleep(Duration::from_millis(100));
     let released = Instant::now();
     holder.unlock().expect("unlock");
-    let at = first_got
-        .recv_timeout(Duration::from_secs(5))
-        .expect("head")
-        .expect("got it");
-    let took = at.saturating_duration_since(released);
-    assert!(
-        took < Duration::from_millis(200),
-        "head woken after {took:?}"
+    // The head is woken, by its own message.
+    served_within(
+        &first_got,
+        released,
+        Duration::from_millis(200),
+        Duration::from_secs(5),
     );
     let messages = watch.messages_within(Duration::from_millis(300));
     assert_eq!(messages.len(), 1, "{messages:?}");
@@ -269,14 +224,13 @@ fn a_stale_head_is_purged_and_does_not_block_the_next_waiter() {
 
 #[test]
 fn a_lost_reply_to_a_queueing_acquire_queues_the_thread_once() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let direct = client(&server);
-    let proxied = Client::open(proxy.url()).expect("client");
+    let proxied = proxy.client();
     // Loads the acquire script, so that the dropped reply is the acquire's.
     let holder = direct.fair_lock("lost-queued").lock().expect("lock");
     proxy.arm("lost-queued", Fault::DropReplyAndClose);
-    let (field, got) = waiter(
+    let (field, got) = fair_waiter(
         &proxied,
         "lost-queued",
         Some(Duration::from_secs(10)),
@@ -304,9 +258,8 @@ fn a_lost_reply_to_a_queueing_acquire_queues_the_thread_once() {
 
 #[test]
 fn a_lost_reply_to_a_reentry_after_the_hold_was_gone_reports_it_replaced() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.fair_lock("replaced");
     let first = lock.lock().expect("lock");
     lock.lock()
@@ -314,16 +267,11 @@ fn a_lost_reply_to_a_reentry_after_the_hold_was_gone_reports_it_replaced() {
         .unlock()
         .expect("unlock");
     let _: () = server.cmd(&["DEL", "replaced"]);
-    proxy.arm("replaced", Fault::DropReplyAndClose);
-    let second = lock.lock().expect("lock again");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let second = proxy.losing_the_reply_to("replaced", || lock.lock().expect("lock again"));
     assert_eq!(first.lost_reason(), Some(LostReason::Replaced));
     assert_eq!(lock.hold_count().expect("count"), 1);
     second.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
 }
 
 #[test]
@@ -334,12 +282,12 @@ fn keys_values_and_deadlines_are_redissons() {
     let holder_field = a.owner_field();
     let hash: std::collections::HashMap<String, String> = server.cmd(&["HGETALL", "wire"]);
     assert_eq!(hash, [(holder_field, "1".to_owned())].into());
-    let pttl: i64 = server.cmd(&["PTTL", "wire"]);
+    let pttl = pttl(&server, "wire");
     assert!(pttl > 29_000, "PTTL {pttl}");
     // lock(): waitMs is fairLockWaitTimeout (300 s); the deadline is
     // now + PTTL + waitMs.
     let joined = epoch_ms();
-    let (w1, w1_got) = waiter(&b, "wire", None, Duration::from_millis(500));
+    let (w1, w1_got) = fair_waiter(&b, "wire", None, Duration::from_millis(500));
     queued(&server, "wire", std::slice::from_ref(&w1));
     let s1 = score(&server, "wire", &w1).expect("deadline");
     let expected = joined + 30_000.0 + 300_000.0;
@@ -349,7 +297,7 @@ fn keys_values_and_deadlines_are_redissons() {
     );
     // try_lock_for(10 s) behind it: base = the tail's deadline - now, so its
     // deadline is the tail's + its own wait.
-    let (w2, w2_got) = waiter(&a, "wire", Some(Duration::from_secs(10)), Duration::ZERO);
+    let (w2, w2_got) = fair_waiter(&a, "wire", Some(Duration::from_secs(10)), Duration::ZERO);
     queued(&server, "wire", &[w1.clone(), w2.clone()]);
     let s2 = score(&server, "wire", &w2).expect("deadline");
     assert!((9_900.0..=10_000.0).contains(&(s2 - s1)), "{s2} - {s1}");
@@ -374,7 +322,7 @@ fn keys_values_and_deadlines_are_redissons() {
     );
     // Names with a brace are used verbatim, as for every Redisson key.
     let braced = a.fair_lock("{user}:1").lock().expect("lock");
-    let (w3, _w3_got) = waiter(&b, "{user}:1", Some(Duration::from_secs(1)), Duration::ZERO);
+    let (w3, _w3_got) = fair_waiter(&b, "{user}:1", Some(Duration::from_secs(1)), Duration::ZERO);
     assert!(eventually(Duration::from_secs(5), || {
         server.cmd::<Vec<String>>(&["LRANGE", "redisson_lock_queue:{user}:1", "0", "-1"])
             == vec![w3.clone()]
@@ -398,7 +346,7 @@ fn the_wait_timeout_setting_is_the_queued_deadline() {
         .lock()
         .expect("lock");
     let joined = epoch_ms();
-    let (w, _got) = waiter(&short, "setting", None, Duration::ZERO);
+    let (w, _got) = fair_waiter(&short, "setting", None, Duration::ZERO);
     queued(&server, "setting", std::slice::from_ref(&w));
     let s = score(&server, "setting", &w).expect("deadline");
     let expected = joined + 20_000.0 + 2_000.0;

@@ -11,16 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
+use support::state::{exists, pttl};
 use support::{RedisServer, eventually};
-
-/// Keeps the server busy for `ms` of wall-clock time (the script reads the
-/// clock with TIME, which advances inside a script).
-const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
-     local start = t[1] * 1000000 + t[2] \
-     while true do \
-       local now = redis.call('TIME') \
-       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
-     end";
 
 fn busy_server() -> RedisServer {
     RedisServer::start_with(&["--busy-reply-threshold", "100"])
@@ -34,7 +26,7 @@ fn keep_busy(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
     let ms = busy.as_millis().to_string();
     thread::spawn(move || {
         let done: i64 = redis::cmd("EVAL")
-            .arg(BUSY_SCRIPT)
+            .arg(support::BUSY_SCRIPT)
             .arg(0)
             .arg(ms)
             .query(&mut con)
@@ -94,7 +86,7 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
             .expect("busy thread");
         // Renewed once the server answers again, before the lease ran out.
         let renewed = eventually(lease, || {
-            let ttl: i64 = server.cmd(&["PTTL", name]);
+            let ttl = pttl(&server, name);
             ttl > 1200 || guard.is_lost()
         });
         assert!(
@@ -108,8 +100,7 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
     eprintln!("{busy_replies} BUSY replies");
     assert!(busy_replies >= 3, "the busy spells never met a renewal");
     guard.unlock().expect("unlock");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }
 
 #[test]
@@ -144,8 +135,10 @@ fn busy_spell_longer_than_the_lease_loses_the_lock() {
     // Never silently kept: the key expired during the spell, nothing renews
     // it, and the guard stays lost.
     thread::sleep(lease / 3 * 2);
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists, "the lock outlived its lease by the busy spell");
+    assert!(
+        !exists(&server, name),
+        "the lock outlived its lease by the busy spell"
+    );
     assert!(guard.is_lost());
     match guard.unlock() {
         Err(Error::Lost { .. }) => {}

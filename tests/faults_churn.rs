@@ -14,8 +14,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
-use support::{RedisServer, eventually, threads_named};
+use redisson_lock::Error;
+use support::{RedisServer, assert_diagnostics, eventually, threads_named};
 
 const CYCLES: u64 = 100_000;
 const THREADS: u64 = 4;
@@ -31,10 +31,7 @@ struct Tally {
 fn a_hundred_thousand_cycles_against_a_30_ms_watchdog_leave_nothing_behind() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(30);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let tally = Arc::new(Tally::default());
     let start = Arc::new(Barrier::new(THREADS as usize));
     let began = Instant::now();
@@ -91,14 +88,9 @@ fn a_hundred_thousand_cycles_against_a_30_ms_watchdog_leave_nothing_behind() {
     );
     let diagnostics = client.diagnostics();
     assert_eq!(diagnostics.registered_holds, 0, "{diagnostics:?}");
-    assert!(
-        eventually(Duration::from_secs(2), || {
-            let d = client.diagnostics();
-            d.subscribed_channels == 0 && d.waiters == 0
-        }),
-        "{:?}",
-        client.diagnostics()
-    );
+    assert_diagnostics(&client, Duration::from_secs(2), |d| {
+        d.subscribed_channels == 0 && d.waiters == 0
+    });
     assert_eq!(threads_named("rlock-watchdog"), 1);
 
     // The watchdog survived the churn: a hold is renewed over many leases.

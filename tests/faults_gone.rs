@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, LockGuard};
-use support::{RedisServer, eventually};
+use support::{RedisServer, assert_waiting};
 
 const TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -52,12 +52,7 @@ fn start_waiters(client: &Client, name: &str, waits: &[Wait]) -> Outcomes {
             let _ = tx.send((wait, outcome, Instant::now()));
         });
     }
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            client.diagnostics().waiters == waits.len()
-        }),
-        "the waiters never parked"
-    );
+    assert_waiting(client, waits.len(), Duration::from_secs(5));
     rx
 }
 
@@ -103,9 +98,7 @@ fn assert_woken_by_release(waiter: &Client, name: &str, release: impl FnOnce()) 
                 })
         })
     };
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 1
-    }));
+    assert_waiting(waiter, 1, Duration::from_secs(5));
     thread::sleep(Duration::from_millis(100));
     let released = Instant::now();
     release();
@@ -134,9 +127,7 @@ fn waiters_fail_promptly_when_the_server_dies() {
     let stopped = Instant::now();
     let bound = TIMEOUT * 2 + Duration::from_secs(2);
     assert_all_fail_promptly(&outcomes, &waits, stopped, bound, "the server died");
-    assert!(eventually(Duration::from_secs(2), || {
-        waiter.diagnostics().waiters == 0
-    }));
+    assert_waiting(&waiter, 0, Duration::from_secs(2));
     drop(guard); // its unlock fails, and is logged
 }
 

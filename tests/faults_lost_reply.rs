@@ -16,6 +16,7 @@ use std::time::Duration;
 use redisson_lock::Client;
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
+use support::state::{channel, exists, pttl};
 
 /// What identifies a guard's release on the wire: its script's SHA1.
 fn release() -> String {
@@ -43,18 +44,13 @@ fn proxied_client(proxy: &Proxy) -> Client {
     client
 }
 
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 fn latch_keys(server: &RedisServer) -> Vec<String> {
     server.cmd(&["KEYS", "redisson_unlock_latch:*"])
 }
 
 #[test]
 fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let client = proxied_client(&proxy);
     for (round, fault) in FAULTS.into_iter().enumerate() {
         let name = format!("lost-reply-{round}");
@@ -77,8 +73,10 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
             "{fault:?}: the unlock was not retried ({sent} sent)"
         );
 
-        let exists: bool = server.cmd(&["EXISTS", &name]);
-        assert!(!exists, "{fault:?}: the lock is still there");
+        assert!(
+            !exists(&server, &name),
+            "{fault:?}: the lock is still there"
+        );
         let messages = watcher.messages_within(Duration::from_millis(800));
         assert_eq!(
             messages.len(),
@@ -94,8 +92,7 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
 
 #[test]
 fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let client = proxied_client(&proxy);
     for (round, fault) in FAULTS.into_iter().enumerate() {
         let name = format!("lost-reentrant-{round}");
@@ -122,7 +119,7 @@ fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
             "{fault:?}: one lost-reply unlock must release exactly one hold"
         );
         assert_eq!(lock.hold_count().expect("hold_count"), 1);
-        let ttl: i64 = server.cmd(&["PTTL", &name]);
+        let ttl = pttl(&server, &name);
         assert!(
             ttl > 25_000,
             "{fault:?}: lease reset on the partial release, PTTL {ttl}"
@@ -135,8 +132,7 @@ fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
         assert!(!outer.is_lost());
 
         outer.unlock().expect("the last hold unlocks");
-        let exists: bool = server.cmd(&["EXISTS", &name]);
-        assert!(!exists);
+        assert!(!exists(&server, &name));
         let messages = watcher.messages_within(Duration::from_millis(500));
         assert_eq!(messages.len(), 1, "{fault:?}: {messages:?}");
     }
@@ -144,8 +140,7 @@ fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
 
 #[test]
 fn acquire_with_a_lost_reply_is_not_counted_twice() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let client = proxied_client(&proxy);
     for (round, fault) in [Fault::DropReplyAndClose, Fault::DropRequestAndClose]
         .into_iter()
@@ -168,8 +163,10 @@ fn acquire_with_a_lost_reply_is_not_counted_twice() {
             "{fault:?}: one lock() must be one hold"
         );
         guard.unlock().expect("unlock");
-        let exists: bool = server.cmd(&["EXISTS", &name]);
-        assert!(!exists, "{fault:?}: the lock outlived its only guard");
+        assert!(
+            !exists(&server, &name),
+            "{fault:?}: the lock outlived its only guard"
+        );
         assert_eq!(client.diagnostics().registered_holds, 0);
     }
 }

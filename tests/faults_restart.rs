@@ -13,7 +13,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LockGuard};
-use support::{RedisServer, eventually, logs};
+use support::state::exists;
+use support::{RedisServer, assert_waiting, eventually, logs};
 
 /// Long enough that one renewal period (1 s) and the lease clearly differ.
 const LEASE: Duration = Duration::from_secs(3);
@@ -43,22 +44,21 @@ fn restart_loses_holds_and_lets_waiters_in() {
     locks_wiped_while_held_and_awaited(Wipe::Restart);
 }
 
+/// A client with the lease [`LEASE`] that gives up on a lost server soon.
+fn client(server: &RedisServer) -> Client {
+    Client::builder(server.url())
+        .watchdog_timeout(LEASE)
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .expect("client")
+}
+
 fn locks_wiped_while_held_and_awaited(how: Wipe) {
     logs::install();
     let mut server = RedisServer::start();
     let period = LEASE / 3;
-    let holder = Client::builder(server.url())
-        .watchdog_timeout(LEASE)
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("holder client");
-    let waiter = Client::builder(server.url())
-        .watchdog_timeout(LEASE)
-        .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("waiter client");
+    let (holder, waiter) = (client(&server), client(&server));
 
     // Three locks held with a watchdog; two have waiters from another client.
     let guards: Vec<LockGuard> = ["alone", "awaited-1", "awaited-2"]
@@ -86,9 +86,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 2
-    }));
+    assert_waiting(&waiter, 2, Duration::from_secs(5));
     thread::sleep(period); // a renewal or two before the wipe
 
     wipe(&mut server, how);
@@ -122,8 +120,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
 
     // No renewal brings a lost lock back.
     thread::sleep(period * 3);
-    let exists: bool = server.cmd(&["EXISTS", "alone"]);
-    assert!(!exists, "{how:?}: a lost lock came back");
+    assert!(!exists(&server, "alone"), "{how:?}: a lost lock came back");
     for guard in guards {
         let name = guard.lock().name().to_owned();
         match guard.unlock() {
@@ -151,9 +148,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
             at
         })
     };
-    assert!(eventually(Duration::from_secs(5), || {
-        waiter.diagnostics().waiters == 1
-    }));
+    assert_waiting(&waiter, 1, Duration::from_secs(5));
     thread::sleep(LEASE + LEASE / 6); // renewed meanwhile
     assert!(!guard.is_lost());
     let released = Instant::now();
@@ -166,6 +161,5 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
         handoff < Duration::from_millis(200),
         "{how:?}: woken {handoff:?} after the release"
     );
-    let exists: bool = server.cmd(&["EXISTS", "after"]);
-    assert!(!exists);
+    assert!(!exists(&server, "after"));
 }

@@ -16,52 +16,15 @@ use std::sync::mpsc::{Receiver, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
 use support::RedisServer;
+use support::state::{exists, hgetall, pttl};
 
-/// The `hold_lock` example, built for this test's profile and target dir.
-/// `cargo test` builds examples, but `cargo test --test faults_stall` does not,
-/// and a stale binary would test old code: ask cargo (a no-op when up to date).
+/// The `hold_lock` example, built for this test's profile and target dir
+/// (once per binary).
 fn hold_lock_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            // <target>/<profile>/deps/faults_stall-<hash>
-            let profile_dir = exe
-                .parent()
-                .and_then(|deps| deps.parent())
-                .expect("test executable in <target>/<profile>/deps");
-            let binary = profile_dir
-                .join("examples")
-                .join(format!("hold_lock{}", std::env::consts::EXE_SUFFIX));
-            if let Ok(cargo) = std::env::var("CARGO") {
-                let target_dir = profile_dir.parent().expect("target dir");
-                let mut build = Command::new(cargo);
-                build
-                    .current_dir(env!("CARGO_MANIFEST_DIR"))
-                    .args(["build", "--quiet", "--example", "hold_lock", "--target-dir"])
-                    .arg(target_dir);
-                match profile_dir.file_name().and_then(|name| name.to_str()) {
-                    Some("debug") => {}
-                    Some("release") => {
-                        build.arg("--release");
-                    }
-                    Some(profile) => {
-                        build.args(["--profile", profile]);
-                    }
-                    None => {}
-                }
-                let status = build.status().expect("run cargo build --example hold_lock");
-                assert!(status.success(), "cargo build --example hold_lock failed");
-            }
-            assert!(
-                binary.exists(),
-                "{} is missing: run `cargo build --example hold_lock`",
-                binary.display()
-            );
-            binary
-        })
+        .get_or_init(|| support::example_binary("hold_lock"))
         .clone()
 }
 
@@ -131,10 +94,6 @@ impl Drop for Holder {
     }
 }
 
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
 #[test]
 fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone() {
     let server = RedisServer::start();
@@ -151,7 +110,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // Alive, its watchdog keeps the lock well past one lease.
     thread::sleep(Duration::from_millis(2 * lease_ms));
     assert_eq!(holder.ask("lost"), "LOST false");
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(
         ttl > 0 && ttl <= 600,
         "renewed to the 600 ms lease, PTTL {ttl}"
@@ -160,7 +119,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // Freeze it: nothing renews, the lease runs out, another client gets in.
     holder.signal("STOP");
     let frozen = Instant::now();
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock(name);
     let guard = lock
         .try_lock_for(Duration::from_secs(5))
@@ -184,7 +143,7 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
     // key down to its 600 ms lease, nor touch the hash.
     thread::sleep(Duration::from_millis(3 * lease_ms / 3 + 200));
     assert_eq!(hgetall(&server, name), ours);
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
 
     // Its unlock fails as lost and does not touch our lock.
@@ -194,13 +153,12 @@ fn holder_frozen_past_its_lease_loses_the_lock_and_leaves_the_new_holder_alone()
         "stalled holder's unlock: {reply}"
     );
     assert_eq!(hgetall(&server, name), ours);
-    let ttl: i64 = server.cmd(&["PTTL", name]);
+    let ttl = pttl(&server, name);
     assert!(ttl > 25_000, "our 30 s lease is untouched, PTTL {ttl}");
     assert!(holder.child.wait().expect("hold_lock exits").success());
 
     guard.unlock().expect("the new holder unlocks normally");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }
 
 #[test]
@@ -214,7 +172,7 @@ fn holder_frozen_within_its_lease_keeps_the_lock() {
     let holder_field = held.strip_prefix("HELD ").expect("HELD <field>").to_owned();
 
     holder.signal("STOP");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock(name);
     assert!(
         lock.try_lock_for(Duration::from_millis(800))
@@ -231,6 +189,5 @@ fn holder_frozen_within_its_lease_keeps_the_lock() {
         HashMap::from([(holder_field, "1".to_owned())])
     );
     assert_eq!(holder.ask("unlock"), "UNLOCK lost=false ok");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }

@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
+use support::state::exists;
 use support::{RedisServer, eventually, logs};
 
 #[test]
@@ -56,9 +57,8 @@ fn lease_runs_out_while_redis_is_frozen_then_locking_works_again() {
     // After the freeze the key has expired, and no renewal brings it back: the
     // renewals queued in the frozen server's sockets run late and find nothing.
     thread::sleep(period * 3);
-    let exists: bool = server.cmd(&["EXISTS", name]);
     assert!(
-        !exists,
+        !exists(&server, name),
         "the lock key outlived its lease by {:?} after the freeze",
         resumed.elapsed()
     );
@@ -87,8 +87,7 @@ fn lease_runs_out_while_redis_is_frozen_then_locking_works_again() {
         "renewals fail after resume"
     );
     guard.unlock().expect("unlock");
-    let exists: bool = server.cmd(&["EXISTS", name]);
-    assert!(!exists);
+    assert!(!exists(&server, name));
 }
 
 /// Failed renewal runs logged so far ("can't renew ... will retry").

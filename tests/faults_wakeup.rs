@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
 use support::proxy::{Fault, Proxy};
-use support::{RedisServer, eventually};
+use support::state::numsub;
+use support::{RedisServer, assert_waiting, eventually};
 
 const CHANNEL: &str = "redisson_lock__channel:{woken}";
 
@@ -30,10 +31,7 @@ fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
     let server = RedisServer::start();
     // The holder's lease is 1 s (renewed): a lost message costs a waiter at
     // most one such TTL slice.
-    let holder = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(1))
-        .build()
-        .expect("holder client");
+    let holder = server.watchdog_client(Duration::from_secs(1));
     let waiters = Client::open(server.url()).expect("waiter client");
     let name = "woken";
     let (held_tx, held_rx) = channel();
@@ -67,9 +65,7 @@ fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
             })
         })
         .collect();
-    assert!(eventually(Duration::from_secs(5), || {
-        waiters.diagnostics().waiters == WAITERS
-    }));
+    assert_waiting(&waiters, WAITERS, Duration::from_secs(5));
     assert_eq!(server.client_count("pubsub"), 1);
 
     // Kill the subscriber, and release while it is (probably) reconnecting.
@@ -168,11 +164,6 @@ fn assert_woken_promptly(
         handoff < Duration::from_millis(200),
         "woken {handoff:?} after the release (holder TTL 30 s)"
     );
-}
-
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
 }
 
 #[test]
@@ -361,8 +352,7 @@ fn wait_in_thread(lock: redisson_lock::Lock) -> thread::JoinHandle<Duration> {
 
 #[test]
 fn release_between_a_failed_attempt_and_the_subscription_is_not_missed() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let waiters = Client::open(proxy.url()).expect("waiter client");
     let name = "gap-before-subscribe";
     let holder = ForeignHolder::take(&server, name);
@@ -391,8 +381,7 @@ fn release_between_a_failed_attempt_and_the_subscription_is_not_missed() {
 
 #[test]
 fn release_between_the_second_attempt_and_the_wait_is_not_missed() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let waiters = Client::open(proxy.url()).expect("waiter client");
     let name = "gap-before-wait";
     let holder = ForeignHolder::take(&server, name);

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use redisson_lock::{Client, FencedLock};
 use support::RedisServer;
-use support::proxy::{Fault, Proxy};
+use support::proxy::Proxy;
+use support::state::{assert_no_phantom_hold, pttl};
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn stored_token(server: &RedisServer, name: &str) -> Option<u64> {
@@ -83,7 +84,7 @@ fn force_unlock_leaves_the_token() {
     assert!(!lock.is_locked().expect("is_locked"));
     assert_eq!(lock.token().expect("token"), Some(before));
     assert_eq!(stored_token(&server, "forced"), Some(before));
-    let ttl: i64 = server.cmd(&["PTTL", "redisson_lock_token:{forced}"]);
+    let ttl = pttl(&server, "redisson_lock_token:{forced}");
     assert_eq!(ttl, -1, "the token counter never expires");
     let next = lock.lock().expect("lock");
     assert!(next.token() > before);
@@ -93,7 +94,7 @@ fn force_unlock_leaves_the_token() {
 
 fn through_proxy(server: &RedisServer, name: &str) -> (Proxy, Client, FencedLock) {
     let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let client = proxy.client();
     let lock = client.fenced_lock(name);
     // Load the scripts first, so that the dropped reply is the acquire's.
     lock.lock().expect("warm-up").unlock().expect("warm-up");
@@ -108,18 +109,13 @@ fn a_lost_acquire_reply_still_yields_increasing_tokens_and_count_one() {
     let server = RedisServer::start();
     let (proxy, _client, lock) = through_proxy(&server, "lost");
     let warm = lock.token().expect("token").expect("a token after warm-up");
-    proxy.arm("lost", Fault::DropReplyAndClose);
-    let guard = lock.lock().expect("lock");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let guard = proxy.losing_the_reply_to("lost", || lock.lock().expect("lock"));
     assert!(guard.token() > warm);
     assert_eq!(lock.token().expect("token"), Some(guard.token()));
     assert_eq!(lock.hold_count().expect("count"), 1);
     let token = guard.token();
     guard.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
     let next = lock.lock().expect("lock");
     assert!(next.token() > token);
 }
@@ -130,16 +126,11 @@ fn a_lost_reentry_reply_still_yields_increasing_tokens_and_counts_once() {
     let server = RedisServer::start();
     let (proxy, _client, lock) = through_proxy(&server, "lost-again");
     let outer = lock.lock().expect("lock");
-    proxy.arm("lost-again", Fault::DropReplyAndClose);
-    let inner = lock.lock().expect("reentry");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let inner = proxy.losing_the_reply_to("lost-again", || lock.lock().expect("reentry"));
     assert!(inner.token() > outer.token());
     assert_eq!(lock.token().expect("token"), Some(inner.token()));
     assert_eq!(lock.hold_count().expect("count"), 2);
     inner.unlock().expect("unlock");
     outer.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
 }

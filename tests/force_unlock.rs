@@ -8,6 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
+use support::state::exists;
+use support::waiter::Waiter;
 use support::{RedisServer, eventually};
 
 const JAVA_FIELD: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d:77";
@@ -18,17 +20,9 @@ fn force_unlock_deletes_another_owners_lock_publishes_zero_and_wakes_a_waiter() 
     let _: () = server.cmd(&["HSET", "stuck", JAVA_FIELD, "3"]);
     let _: () = server.cmd(&["PEXPIRE", "stuck", "30000"]);
     let channel = "redisson_lock__channel:{stuck}";
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
 
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = client.lock("stuck");
-        thread::spawn(move || {
-            let guard = lock.lock().expect("lock");
-            acquired_tx.send(Instant::now()).expect("report");
-            guard.unlock().expect("unlock");
-        })
-    };
+    let waiter = Waiter::lock(client.lock("stuck"));
     assert!(eventually(Duration::from_secs(5), || {
         let (_, subscribers): (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
         subscribers == 1 && client.diagnostics().waiters == 1
@@ -37,15 +31,8 @@ fn force_unlock_deletes_another_owners_lock_publishes_zero_and_wakes_a_waiter() 
 
     let forced = Instant::now();
     assert!(client.lock("stuck").force_unlock().expect("force_unlock"));
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    let delay = acquired.saturating_duration_since(forced);
-    assert!(
-        delay < Duration::from_millis(500),
-        "woken {delay:?} after force_unlock, not at the 30 s TTL"
-    );
-    waiter.join().expect("waiter");
+    // Woken by the force unlock's message, not at the 30 s TTL.
+    waiter.woken_within(forced, Duration::from_millis(500), Duration::from_secs(10));
 
     let messages = watcher.messages_within(Duration::from_millis(300));
     let payloads: Vec<&str> = messages.iter().map(|m| m.payload.as_str()).collect();
@@ -54,14 +41,12 @@ fn force_unlock_deletes_another_owners_lock_publishes_zero_and_wakes_a_waiter() 
         vec!["0", "0"],
         "one \"0\" from force_unlock, one from the waiter's own release"
     );
-    let exists: bool = server.cmd(&["EXISTS", "stuck"]);
-    assert!(!exists);
+    assert!(!exists(&server, "stuck"));
 }
 
 #[test]
 fn force_unlock_of_a_free_lock_returns_false_and_publishes_nothing() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let mut watcher = server.subscriber(&["redisson_lock__channel:{nothing}"]);
     assert!(!client.lock("nothing").force_unlock().expect("force_unlock"));
     assert_eq!(watcher.next_message(Duration::from_millis(300)), None);
@@ -71,8 +56,7 @@ fn force_unlock_of_a_free_lock_returns_false_and_publishes_nothing() {
 
 #[test]
 fn force_unlock_makes_this_clients_guards_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("mine");
     let first = lock.lock().expect("lock");
     let second = lock.lock().expect("reentry");
@@ -104,8 +88,7 @@ fn force_unlock_makes_this_clients_guards_lost() {
 
 #[test]
 fn force_unlock_from_another_thread_makes_the_holders_guard_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("crossthread");
     let (held_tx, held_rx) = mpsc::channel();
     let (forced_tx, forced_rx) = mpsc::channel::<()>();

@@ -5,7 +5,7 @@
 
 mod support;
 
-use redisson_lock::{Client, Error};
+use redisson_lock::Error;
 use support::RedisServer;
 
 /// Runs `child` in a forked child process and returns its exit code.
@@ -30,8 +30,7 @@ fn in_child(child: impl FnOnce() -> i32) -> i32 {
 
 #[test]
 fn a_forked_child_cannot_reenter_or_release_the_parents_lock() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("forked");
     let guard = lock.lock().expect("lock");
     let parent = std::process::id();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redisson_lock::{Client, RequestId, UnlockOutcome};
 use support::RedisServer;
-use support::proxy::{Fault, Proxy};
+use support::proxy::Proxy;
 
 /// An old guard whose Redis hold is already gone merges with this
 /// thread's *newer* hold (the registry still thinks the old hold is live, so
@@ -19,8 +19,7 @@ use support::proxy::{Fault, Proxy};
 /// while it believes it holds it, untold until the next watchdog tick.
 #[test]
 fn old_guard_unlock_must_not_release_this_threads_newer_hold_untold() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client"); // tick every 10 s
+    let (server, client) = RedisServer::start_with_client(); // tick every 10 s
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("review-newer-hold");
 
@@ -57,10 +56,7 @@ fn old_guard_unlock_must_not_release_this_threads_newer_hold_untold() {
 #[test]
 fn explicit_lease_is_not_renewed_forever_after_a_watchdog_reentry_is_released() {
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_millis(300))
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(Duration::from_millis(300));
     let lock = client.lock("review-lease");
     let outer = lock
         .with_lease(Duration::from_millis(800))
@@ -89,16 +85,15 @@ fn explicit_lease_is_not_renewed_forever_after_a_watchdog_reentry_is_released() 
 /// for 30 s. (The code comment says "the lease then expires" it.)
 #[test]
 fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("review-dup-reentry");
 
     let outer = lock.lock().expect("lock");
-    proxy.arm("review-dup-reentry", Fault::DropReplyAndClose);
-    let inner = lock.lock().expect("reentry (sent twice)");
-    assert_eq!(proxy.injected(), 1, "the fault must have hit the reentry");
+    let inner = proxy.losing_the_reply_to("review-dup-reentry", || {
+        lock.lock().expect("reentry (sent twice)")
+    });
     drop(inner);
     outer.unlock().expect("unlock");
 
@@ -123,8 +118,7 @@ fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
 /// there that the outer guard holds nothing, but does not mark it lost.
 #[test]
 fn released_reply_with_guards_still_alive_marks_them_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client"); // tick every 10 s
+    let (server, client) = RedisServer::start_with_client(); // tick every 10 s
     let admin = Client::open(server.url()).expect("admin client");
     let lock = client.lock("review-force-reenter");
 

@@ -130,14 +130,8 @@ fn is_invalid<T>(result: &redisson_lock::Result<T>) -> bool {
 fn any_lock_name_works_or_is_refused_and_touches_only_its_own_keys() {
     count_background_panics();
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .build()
-        .expect("client");
-    let rival = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(2))
-        .build()
-        .expect("rival client");
+    let client = server.watchdog_client(Duration::from_secs(2));
+    let rival = server.watchdog_client(Duration::from_secs(2));
     let started = Instant::now();
     proptest!(config(96), |(name in hostile_name())| {
         flushall(&server);
@@ -236,8 +230,7 @@ fn valid_lease(lease: Duration) -> bool {
 #[test]
 fn any_duration_is_a_valid_lease_or_an_invalid_argument_and_waits_stay_bounded() {
     count_background_panics();
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let rival = Client::open(server.url()).expect("rival");
     proptest!(config(128), |(lease in hostile_duration(), wait in hostile_duration())| {
         flushall(&server);
@@ -286,6 +279,18 @@ struct Settings {
     retry_delay: Duration,
 }
 
+/// 0, 1, `limit`, one past it, `u32::MAX`, or one of `usual`, equally likely.
+fn counts_around(limit: u32, usual: std::ops::Range<u32>) -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(0u32),
+        Just(1),
+        Just(limit),
+        Just(limit + 1),
+        Just(u32::MAX),
+        usual
+    ]
+}
+
 fn hostile_settings() -> impl Strategy<Value = Settings> {
     // A valid connect timeout is kept short: it bounds how long `build` may
     // keep trying when the other settings make every connection fail.
@@ -303,22 +308,8 @@ fn hostile_settings() -> impl Strategy<Value = Settings> {
         (0u64..1_000_000).prop_map(Duration::from_nanos),
         (0u64..5).prop_map(Duration::from_millis),
     ];
-    let count = prop_oneof![
-        Just(0u32),
-        Just(1),
-        Just(100),
-        Just(101),
-        Just(u32::MAX),
-        0u32..20
-    ];
-    let pool = prop_oneof![
-        Just(0u32),
-        Just(1),
-        Just(10_000),
-        Just(10_001),
-        Just(u32::MAX),
-        1u32..64
-    ];
+    let count = counts_around(100, 0..20);
+    let pool = counts_around(10_000, 1..64);
     // Mostly usable values, so that about one case in five builds a client.
     let timeout = |usable: std::ops::Range<u64>| prop_oneof![4 => usable.prop_map(Duration::from_nanos), 1 => hostile_duration()];
     (

@@ -10,18 +10,21 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
+use redisson_lock::{Client, Error, Lock, LockGuard, Reentrant, RequestId, UnlockOutcome};
 use support::RedisServer;
+use support::actor::{RustThread, last, take};
+use support::assert_waiting;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start_with_watchdog};
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_watchdog};
+use support::mutex::{Keys, java_and_rust_sections};
+use support::state::{assert_held_elsewhere, channel, hgetall, numsub, pttl, state};
 
 /// How soon a waiter must get a lock after its holder releases it: a
 /// functional bound (woken by the unlock message instead of sleeping out a
@@ -49,37 +52,24 @@ for_each_redisson_version!(
 /// thread parked in `lock()` although the TTL still had ~30 s to run.
 fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("s1");
 
     java.ok("j", "lock s1");
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "s1"), state(&[(&java_field, "1")]));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took a lock Java holds"
-    );
+    assert_held_elsewhere(&lock);
     assert!(lock.is_locked().expect("is_locked"));
 
     let waiter = RustThread::spawn("s1-waiter");
-    let acquired = {
-        let lock = lock.clone();
-        waiter.start(move |held| {
-            held.push(lock.lock().expect("lock"));
-            Instant::now()
-        })
-    };
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never parked on the lock"
-    );
+    let acquired = waiter.start_lock(&lock);
+    assert_waiting(&client, 1, Duration::from_secs(10));
     thread::sleep(Duration::from_millis(100));
     assert!(
         acquired.try_recv().is_err(),
         "Rust acquired while Java held the lock"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "s1"]);
+    let pttl = pttl(&server, "s1");
     assert!(
         pttl > 20_000,
         "Java's lease should still run ~30 s, PTTL {pttl}"
@@ -87,25 +77,11 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
 
     let unlocked = Instant::now();
     java.ok("j", "unlock s1");
-    let acquired_at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = acquired_at.saturating_duration_since(unlocked);
-    eprintln!("{}: Java unlock -> Rust acquire {handoff:?}", java.version);
-    assert!(
-        handoff < HANDOFF,
-        "Rust waiter woke {handoff:?} after Java's unlock (PTTL was {pttl} ms)"
-    );
+    java.rust_woken(&acquired, unlocked, HANDOFF, "Java unlock -> Rust acquire");
 
-    let rust_field = waiter.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let rust_field = waiter.owner_field(&client);
     assert_eq!(hgetall(&server, "s1"), state(&[(&rust_field, "1")]));
-    assert!(
-        !java.flag("j", "tryLockNow s1"),
-        "Java took a lock Rust holds"
-    );
+    java.assert_cannot_take("j", "s1");
     waiter.run(|held| held.clear());
     assert!(
         java.flag("j", "tryLockNow s1"),
@@ -118,15 +94,10 @@ fn java_hold_excludes_rust_and_java_unlock_wakes_rust_waiter(redisson: Redisson)
 /// parked in `lock()`.
 fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = RustThread::spawn("s2-holder");
-    let rust_field = holder.run({
-        let (client, lock) = (client.clone(), client.lock("s2"));
-        move |held| {
-            held.push(lock.lock().expect("lock"));
-            client.owner_field()
-        }
-    });
+    holder.lock(&client.lock("s2"));
+    let rust_field = holder.owner_field(&client);
     assert_eq!(hgetall(&server, "s2"), state(&[(&rust_field, "1")]));
 
     let reply = java.ok("j1", "tryLock s2 0");
@@ -135,29 +106,20 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
     assert!(!java.flag("j1", "isHeldByCurrentThread s2"));
 
     java.send("j2", "lock s2");
-    let channel = "redisson_lock__channel:{s2}";
     assert!(
-        eventually(Duration::from_secs(10), || numsub(&server, channel) == 1),
-        "the Java actor never subscribed to {channel}"
+        eventually(Duration::from_secs(10), || numsub(&server, &channel("s2"))
+            == 1),
+        "the Java actor never subscribed to {}",
+        channel("s2")
     );
     assert!(
         java.try_recv("j2", Duration::from_millis(100)).is_none(),
         "Java acquired while Rust held the lock"
     );
 
-    let released = holder.run(|held| {
-        let at = Instant::now();
-        held.pop().expect("guard").unlock().expect("unlock");
-        at
-    });
-    let reply = java.recv("j2");
-    assert!(reply.ok, "Java lock failed: `{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    eprintln!("{}: Rust unlock -> Java reply {handoff:?}", java.version);
-    assert!(
-        handoff < HANDOFF,
-        "Java waiter answered {handoff:?} after the Rust unlock"
-    );
+    let released = Instant::now();
+    holder.unlock_last::<Reentrant>().expect("unlock");
+    java.java_woken("j2", released, HANDOFF, "Rust unlock -> Java reply");
 
     let java_field = java.owner_field("j2");
     assert_eq!(hgetall(&server, "s2"), state(&[(&java_field, "1")]));
@@ -169,14 +131,14 @@ fn rust_hold_excludes_java_and_rust_unlock_wakes_java_waiter(redisson: Redisson)
 /// 30 s lease, free only after the third release.
 fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let holder = RustThread::spawn("s3-holder");
     let lock = client.lock("s3");
     let (rust_field, count) = holder.run({
         let (client, lock) = (client.clone(), lock.clone());
         move |held| {
             for _ in 0..3 {
-                held.push(lock.lock().expect("lock"));
+                held.push(Box::new(lock.lock().expect("lock")));
             }
             (client.owner_field(), lock.hold_count().expect("hold_count"))
         }
@@ -200,10 +162,7 @@ fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisso
             }
         });
         assert_eq!(count, left);
-        assert!(
-            !java.flag("j", "tryLockNow s3"),
-            "Java took the lock while Rust still held it {left} time(s)"
-        );
+        java.assert_cannot_take("j", "s3");
         assert_eq!(
             hgetall(&server, "s3"),
             state(&[(&rust_field, &left.to_string())])
@@ -223,7 +182,7 @@ fn rust_reentrant_hold_is_one_lock_for_java_until_last_release(redisson: Redisso
 /// the full lease, and cannot release it.
 fn java_reentrant_hold_is_visible_to_rust(redisson: Redisson) {
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("s4");
     java.ok("j", "lock s4");
     java.ok("j", "lock s4");
@@ -272,50 +231,28 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
     // Renewal every second: the field check finds the hold gone within ~1 s,
     // while the lease alone would only run out 2-3 s after the force unlock.
     let watchdog = Duration::from_secs(3);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let lock = client.lock("s5");
     let holder = RustThread::spawn("s5-holder");
-    holder.run({
-        let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
-    });
+    holder.lock(&lock);
     let waiter = RustThread::spawn("s5-waiter");
-    let acquired = waiter.start({
-        let lock = lock.clone();
-        move |held| {
-            held.push(lock.lock().expect("lock"));
-            Instant::now()
-        }
-    });
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust waiter never parked on the lock"
-    );
+    let acquired = waiter.start_lock(&lock);
+    assert_waiting(&client, 1, Duration::from_secs(10));
 
     let forced = Instant::now();
     assert!(
         java.flag("j", "forceUnlock s5"),
         "Java found no lock to force-unlock"
     );
-    let acquired_at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = acquired_at.saturating_duration_since(forced);
-    eprintln!(
-        "{}: Java forceUnlock -> Rust acquire {handoff:?}",
-        java.version
-    );
-    assert!(
-        handoff < HANDOFF,
-        "Rust waiter woke {handoff:?} after Java's forceUnlock"
+    java.rust_woken(
+        &acquired,
+        forced,
+        HANDOFF,
+        "Java forceUnlock -> Rust acquire",
     );
 
     let lost_after = holder.run(move |held| {
-        let guard = held.last().expect("guard");
+        let guard = last::<LockGuard>(held);
         let lost = eventually(Duration::from_secs(10), || guard.is_lost());
         assert!(lost, "the guard never noticed the force unlock");
         forced.elapsed()
@@ -329,20 +266,17 @@ fn java_force_unlock_marks_rust_guard_lost_and_wakes_rust_waiter(redisson: Redis
         lost_after < renewal_period + Duration::from_millis(500),
         "the guard was marked lost {lost_after:?} after the force unlock, not within one renewal period"
     );
-    let unlocked = holder.run(|held| held.pop().expect("guard").unlock());
+    let unlocked = holder.unlock_last::<Reentrant>();
     assert!(
         matches!(unlocked, Err(Error::Lost { .. } | Error::NotHeld { .. })),
         "unlocking a force-unlocked guard gave {unlocked:?}"
     );
 
-    let waiter_field = waiter.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let waiter_field = waiter.owner_field(&client);
     assert_eq!(hgetall(&server, "s5"), state(&[(&waiter_field, "1")]));
     assert!(!java.flag("j", "tryLockNow s5"));
     waiter
-        .run(|held| held.pop().expect("guard").unlock())
+        .unlock_last::<Reentrant>()
         .expect("the waiter's unlock");
     assert!(java.flag("j", "tryLockNow s5"));
     java.ok("j", "unlock s5");
@@ -355,21 +289,13 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
     let lease = Duration::from_secs(2);
     let hold_for = lease * 5 + Duration::from_millis(500);
     let (server, java) = start_with_watchdog(redisson, lease);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
 
     java.ok("jh", "lock s6j");
     let java_field = java.owner_field("jh");
     let holder = RustThread::spawn("s6-holder");
-    let rust_field = holder.run({
-        let (client, lock) = (client.clone(), client.lock("s6r"));
-        move |held| {
-            held.push(lock.lock().expect("lock"));
-            client.owner_field()
-        }
-    });
+    holder.lock(&client.lock("s6r"));
+    let rust_field = holder.owner_field(&client);
     let started = Instant::now();
     let lease_ms = i64::try_from(lease.as_millis()).expect("ms");
 
@@ -412,7 +338,7 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
             "Java took s6r from Rust after {:?}",
             started.elapsed()
         );
-        let pttl: i64 = server.cmd(&["PTTL", "s6r"]);
+        let pttl = pttl(&server, "s6r");
         assert!(
             pttl > 0 && pttl <= lease_ms,
             "s6r PTTL {pttl} after {:?}",
@@ -457,83 +383,19 @@ fn watchdogs_of_both_sides_keep_short_leases_alive(redisson: Redisson) {
 fn java_and_rust_threads_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 250;
     let (server, java) = start_with_watchdog(redisson, WATCHDOG_30S);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let started = Instant::now();
-    for actor in 0..4 {
-        let sleep_ms = actor % 2; // 0 or 1 ms between GET and SET
-        java.send(
-            &format!("m{actor}"),
-            &format!("mutex s7 s7:counter s7:occ {ITERATIONS} {sleep_ms}"),
-        );
-    }
-    let rust_threads: Vec<_> = (0..4u64)
-        .map(|n| {
-            let lock = client.lock("s7");
-            let url = server.url();
-            thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("url")
-                    .get_connection()
-                    .expect("con");
-                let mut max_occupancy = 0;
-                for i in 0..ITERATIONS {
-                    let guard = lock.lock().expect("lock");
-                    let occupancy: i64 = redis::cmd("INCR")
-                        .arg("s7:occ")
-                        .query(&mut con)
-                        .expect("INCR");
-                    max_occupancy = max_occupancy.max(occupancy);
-                    let value: Option<i64> = redis::cmd("GET")
-                        .arg("s7:counter")
-                        .query(&mut con)
-                        .expect("GET");
-                    thread::sleep(Duration::from_millis((n + i) % 2));
-                    let () = redis::cmd("SET")
-                        .arg("s7:counter")
-                        .arg(value.unwrap_or(0) + 1)
-                        .query(&mut con)
-                        .expect("SET");
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("s7:occ")
-                        .query(&mut con)
-                        .expect("DECR");
-                    guard.unlock().expect("unlock");
-                }
-                max_occupancy
-            })
-        })
-        .collect();
-    for thread in rust_threads {
-        let max_occupancy = thread.join().expect("a Rust thread failed");
-        assert_eq!(
-            max_occupancy, 1,
-            "a Rust thread saw {max_occupancy} holders inside"
-        );
-    }
-    for actor in 0..4 {
-        let reply = java.recv(&format!("m{actor}"));
-        assert!(reply.ok, "Java mutex failed: `{}`", reply.line);
-        assert_eq!(reply.value::<u64>(0), ITERATIONS, "`{}`", reply.line);
-        assert_eq!(
-            reply.value::<i64>(1),
-            1,
-            "a Java actor saw several holders inside: `{}`",
-            reply.line
-        );
-    }
+    let keys = Keys {
+        counter: "s7:counter",
+        occupancy: "s7:occ",
+    };
+    let locks = (0..4).map(|_| client.lock("s7")).collect();
+    java_and_rust_sections(&server, &java, ("s7", 4), locks, keys, ITERATIONS);
     eprintln!(
         "{}: 2000 mixed critical sections in {:?}",
         java.version,
         started.elapsed()
     );
-    let counter: i64 = server.cmd(&["GET", "s7:counter"]);
-    assert_eq!(
-        counter,
-        8 * ITERATIONS as i64,
-        "lost updates: the lock let two holders in"
-    );
-    let occupancy: i64 = server.cmd(&["GET", "s7:occ"]);
-    assert_eq!(occupancy, 0);
     assert!(!client.lock("s7").is_locked().expect("is_locked"));
 }
 
@@ -564,15 +426,8 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
     let _: String = server.cmd(&["SCRIPT", "LOAD", include_str!("../lua/rlock_unlock.lua")]);
     let lock = client.lock("s8");
     let rust = RustThread::spawn("s8-rust");
-    rust.run({
-        let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
-    });
-    java.send("j", "lock s8");
-    assert!(eventually(Duration::from_secs(10), || numsub(
-        &server,
-        "redisson_lock__channel:{s8}"
-    ) == 1));
+    rust.lock(&lock);
+    java_waits_for_s8(&java, &server);
     let id = RequestId::new();
     relay.cut_replies_to(id.as_str());
     let first = rust.run({
@@ -592,19 +447,9 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         reply.line
     );
     assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
-    let replay = rust.run({
-        let lock = lock.clone();
-        let id = id.clone();
-        move |_| lock.unlock_with_request_id(&id)
-    });
-    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
-    assert!(
-        java.flag("j", "isHeldByCurrentThread s8"),
-        "the replay released Java's lock"
-    );
-    assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
+    assert_replay_spares_java(&rust, &lock, &id, (&java, &java_field), &server);
     // The guard whose hold went away that way reports it, and leaves Java alone.
-    let dropped = rust.run(|held| held.pop().expect("guard").unlock());
+    let dropped = rust.unlock_last::<Reentrant>();
     assert!(
         matches!(dropped, Err(Error::NotHeld { .. } | Error::Lost { .. })),
         "{dropped:?}"
@@ -640,16 +485,7 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         server.cmd::<bool>(&["EXISTS", &latch]),
         "the latch {latch} is gone"
     );
-    let replay = rust.run({
-        let lock = lock.clone();
-        move |_| lock.unlock_with_request_id(&id)
-    });
-    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
-    assert!(
-        java.flag("j", "isHeldByCurrentThread s8"),
-        "the replay released Java's lock"
-    );
-    assert_eq!(hgetall(&server, "s8"), state(&[(&java_field, "1")]));
+    assert_replay_spares_java(&rust, &lock, &id, (&java, &java_field), &server);
     java.ok("j", "unlock s8");
 
     // 3. A guard's release retries by itself: it finds the field its first
@@ -659,21 +495,14 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
         .build()
         .expect("client");
     let lock = client.lock("s8");
-    rust.run({
-        let lock = lock.clone();
-        move |held| held.push(lock.lock().expect("lock"))
-    });
-    java.send("j", "lock s8");
-    assert!(eventually(Duration::from_secs(10), || numsub(
-        &server,
-        "redisson_lock__channel:{s8}"
-    ) == 1));
+    rust.lock(&lock);
+    java_waits_for_s8(&java, &server);
     // Replies are lost until Java has the lock; the crate's next retry
     // (1 s later) then gets through.
     // A guard's release carries the channel as a key (and no latch).
     relay.cut_replies_to("redisson_lock__channel:{s8}");
     let unlocked = rust.start(|held| {
-        let unlocked = held.pop().expect("guard").unlock();
+        let unlocked = take::<LockGuard>(held).unlock();
         (unlocked, Instant::now())
     });
     let reply = java.recv("j");
@@ -696,69 +525,37 @@ fn unlock_replayed_with_same_request_id_spares_java_lock(redisson: Redisson) {
 // ---------------------------------------------------------------------------
 // Helpers
 
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
+/// Java's actor `j` waits in `lock s8`, subscribed to the lock's channel.
+fn java_waits_for_s8(java: &JavaDriver, server: &RedisServer) {
+    java.send("j", "lock s8");
+    let subscribed = eventually(Duration::from_secs(10), || {
+        numsub(server, &channel("s8")) == 1
+    });
+    assert!(
+        subscribed,
+        "the Java actor never subscribed to s8's channel"
+    );
 }
 
-fn state(fields: &[(&str, &str)]) -> HashMap<String, String> {
-    fields
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// Subscribers of `channel` (all clients of the server).
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
-
-type Job = Box<dyn FnOnce(&mut Vec<LockGuard>) + Send>;
-
-/// A Rust thread that keeps its guards (which cannot leave it) between
-/// steps of a test: the Rust counterpart of a driver actor.
-struct RustThread {
-    jobs: mpsc::Sender<Job>,
-}
-
-impl RustThread {
-    fn spawn(name: &str) -> RustThread {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(move || {
-                let mut held = Vec::new();
-                for job in queue {
-                    job(&mut held);
-                }
-            })
-            .expect("spawn");
-        RustThread { jobs }
-    }
-
-    /// Runs `f` on the thread; its result arrives on the returned channel.
-    fn start<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Vec<LockGuard>) -> R + Send + 'static,
-    ) -> mpsc::Receiver<R> {
-        let (tx, rx) = mpsc::channel();
-        self.jobs
-            .send(Box::new(move |held| {
-                let _ = tx.send(f(held));
-            }))
-            .expect("the Rust thread is gone");
-        rx
-    }
-
-    /// Runs `f` on the thread and waits for its result.
-    fn run<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Vec<LockGuard>) -> R + Send + 'static,
-    ) -> R {
-        self.start(f)
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the Rust thread panicked or hung")
-    }
+/// Replays the unlock of `s8` with `id` from the Rust thread: it returns the
+/// first outcome (released) from the latch and leaves Java's hold alone.
+fn assert_replay_spares_java(
+    rust: &RustThread,
+    lock: &Lock,
+    id: &RequestId,
+    (java, java_field): (&JavaDriver, &str),
+    server: &RedisServer,
+) {
+    let replay = rust.run({
+        let (lock, id) = (lock.clone(), id.clone());
+        move |_| lock.unlock_with_request_id(&id)
+    });
+    assert_eq!(replay.expect("replayed unlock"), UnlockOutcome::Released);
+    assert!(
+        java.flag("j", "isHeldByCurrentThread s8"),
+        "the replay released Java's lock"
+    );
+    assert_eq!(hgetall(server, "s8"), state(&[(java_field, "1")]));
 }
 
 /// A TCP relay in front of redis-server that can lose replies: the request
@@ -837,51 +634,49 @@ fn relay(
     cuts: Arc<Mutex<u32>>,
 ) {
     let cut = Arc::new(AtomicBool::new(false));
-    let (mut client_in, mut server_out) = (
+    let (client_in, server_out) = (
         client.try_clone().expect("clone"),
         server.try_clone().expect("clone"),
     );
-    let (mut server_in, mut client_out) = (server, client);
+    let (server_in, client_out) = (server, client);
     {
         let cut = cut.clone();
         thread::spawn(move || {
-            let mut buf = [0u8; 16 * 1024];
-            loop {
-                let n = match client_in.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
+            pump(client_in, &server_out, |request| {
+                let armed = armed.lock().expect("relay");
+                if let Some(marker) = armed.as_deref()
+                    && String::from_utf8_lossy(request).contains(marker)
                 {
-                    let armed = armed.lock().expect("relay");
-                    if let Some(marker) = armed.as_deref()
-                        && String::from_utf8_lossy(&buf[..n]).contains(marker)
-                    {
-                        cut.store(true, Ordering::Release);
-                    }
+                    cut.store(true, Ordering::Release);
                 }
-                if server_out.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            let _ = server_out.shutdown(Shutdown::Both);
+                true
+            });
         });
     }
     thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let n = match server_in.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if cut.load(Ordering::Acquire) {
+        pump(server_in.try_clone().expect("clone"), &client_out, |_| {
+            let cutting = cut.load(Ordering::Acquire);
+            if cutting {
                 *cuts.lock().expect("relay") += 1;
-                break;
             }
-            if client_out.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-        let _ = client_out.shutdown(Shutdown::Both);
+            !cutting
+        });
         let _ = server_in.shutdown(Shutdown::Both);
     });
+}
+
+/// Copies `from` to `to` chunk by chunk until either side closes or
+/// `pass(chunk)` says not to pass a chunk on; then shuts `to` down.
+fn pump(mut from: TcpStream, mut to: &TcpStream, mut pass: impl FnMut(&[u8]) -> bool) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !pass(&buf[..n]) || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
 }

@@ -15,9 +15,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
+use support::assert_waiting;
 use support::cluster::{Cluster, Node};
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
+use support::state::channel;
+use support::waiter::Waiter;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by a 30 s TTL.
@@ -45,10 +48,6 @@ fn shard_subscribers(node: &Node, channel: &str) -> i64 {
     reply.1
 }
 
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 fn prefix(redisson: Redisson, scenario: &str) -> String {
     format!("{scenario}-{}-", redisson.version())
 }
@@ -68,17 +67,10 @@ fn rust_unlock_wakes_java_waiters_on_every_master(redisson: Redisson) {
             ) == 1),
             "the Java waiter never SSUBSCRIBEd on the slot's master"
         );
-        assert!(java.try_recv("j2", Duration::from_millis(100)).is_none());
+        java.assert_kept_out("j2", Duration::from_millis(100));
         let released = Instant::now();
         guard.unlock().expect("unlock");
-        let reply = java.recv("j2");
-        assert!(reply.ok, "Java lock failed: `{}`", reply.line);
-        let handoff = reply.at.saturating_duration_since(released);
-        eprintln!("{}: Rust unlock -> Java reply {handoff:?}", java.version);
-        assert!(
-            handoff < HANDOFF,
-            "Java answered {handoff:?} after the unlock"
-        );
+        java.java_woken("j2", released, HANDOFF, "Rust unlock -> Java reply");
         let field = java.owner_field("j2");
         let count: Option<String> = owner.cmd(&["HGET", &name, &field]);
         assert_eq!(count.as_deref(), Some("1"));
@@ -92,15 +84,7 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
         let owner = cluster.owner(&name);
         java.ok("j", &format!("lock {name}"));
         assert!(client.lock(&name).try_lock().expect("try_lock").is_none());
-        let (tx, rx) = mpsc::channel();
-        let waiter = {
-            let (client, name) = (client.clone(), name.clone());
-            thread::spawn(move || {
-                let guard = client.lock(&name).lock().expect("lock");
-                tx.send(Instant::now()).expect("send");
-                guard.unlock().expect("unlock");
-            })
-        };
+        let waiter = Waiter::lock(client.lock(&name));
         assert!(
             eventually(Duration::from_secs(10), || client.diagnostics().waiters
                 == 1
@@ -109,14 +93,8 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
         );
         let released = Instant::now();
         java.ok("j", &format!("unlock {name}"));
-        let woke = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        waiter.join().expect("waiter");
-        let handoff = woke.saturating_duration_since(released);
+        let handoff = waiter.woken_within(released, HANDOFF, Duration::from_secs(10));
         eprintln!("{}: Java unlock -> Rust lock {handoff:?}", java.version);
-        assert!(
-            handoff < HANDOFF,
-            "Rust got it {handoff:?} after the unlock"
-        );
     }
 }
 
@@ -147,20 +125,11 @@ fn fair_write_and_fenced_locks_wake_across_languages(redisson: Redisson) {
                     >= 1),
                 "the Java waiter never SSUBSCRIBEd on the slot's master"
             );
-            assert!(java.try_recv("jw", Duration::from_millis(100)).is_none());
+            java.assert_kept_out("jw", Duration::from_millis(100));
             let released = Instant::now();
             guard.unlock().expect("unlock");
-            let reply = java.recv("jw");
-            assert!(reply.ok, "Java lock failed: `{}`", reply.line);
-            let handoff = reply.at.saturating_duration_since(released);
-            eprintln!(
-                "{} {java_name}: Rust unlock -> Java {handoff:?}",
-                java.version
-            );
-            assert!(
-                handoff < HANDOFF,
-                "{java_name}: Java answered {handoff:?} after"
-            );
+            let what = format!("{java_name}: Rust unlock -> Java");
+            java.java_woken("jw", released, HANDOFF, &what);
 
             // Java holds (the same actor), Rust waits.
             let (tx, rx) = mpsc::channel();
@@ -173,11 +142,7 @@ fn fair_write_and_fenced_locks_wake_across_languages(redisson: Redisson) {
                     drop(client);
                 })
             };
-            assert!(
-                eventually(Duration::from_secs(10), || client.diagnostics().waiters
-                    == 1),
-                "the Rust thread never waited"
-            );
+            assert_waiting(&client, 1, Duration::from_secs(10));
             thread::sleep(Duration::from_millis(50));
             let released = Instant::now();
             java.ok("jw", &format!("unlock {java_name}"));

@@ -9,14 +9,14 @@
 
 mod support;
 
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
 use support::RedisServer;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::mutex::{Keys, java_and_rust_sections};
+use support::state::{assert_free, queue};
+use support::waiter::{fair_waiter, served_within};
 
 for_each_redisson_version!(
     java_waiter_queued_before_a_rust_waiter_is_served_first,
@@ -32,13 +32,12 @@ for_each_redisson_version!(
 /// Rust holds; a Java actor queues, then a Rust thread: the release goes to
 /// Java, and Java's release to the Rust thread.
 fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = client.fair_lock("f1").lock().expect("lock");
     let java_field = java.owner_field("j");
     java.send("j", "lock fair/f1");
     queued(&server, "f1", std::slice::from_ref(&java_field));
-    let (rust_field, rust_got) = rust_waiter(&client, "f1", None);
+    let (rust_field, rust_got) = fair_waiter(&client, "f1", None, Duration::ZERO);
     queued(&server, "f1", &[java_field.clone(), rust_field.clone()]);
 
     holder.unlock().expect("unlock");
@@ -51,14 +50,12 @@ fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
     assert_eq!(queue(&server, "f1"), vec![rust_field]);
     let released = Instant::now();
     java.ok("j", "unlock fair/f1");
-    let at = rust_got
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the Rust waiter was not served")
-        .expect("got it");
-    let took = at.saturating_duration_since(released);
-    assert!(
-        took < Duration::from_millis(500),
-        "served {took:?} after Java's unlock"
+    // Served by Java's unlock.
+    served_within(
+        &rust_got,
+        released,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
     );
     assert!(eventually(Duration::from_secs(5), || !java
         .flag("j", "isLocked fair/f1")));
@@ -68,10 +65,9 @@ fn java_waiter_queued_before_a_rust_waiter_is_served_first(redisson: Redisson) {
 /// Java holds; a Rust thread queues, then a Java actor: the release goes to
 /// the Rust thread, and the Rust release to Java.
 fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("holder", "lock fair/f2");
-    let (rust_field, rust_got) = rust_waiter(&client, "f2", Some(Duration::from_millis(500)));
+    let (rust_field, rust_got) = fair_waiter(&client, "f2", None, Duration::from_millis(500));
     queued(&server, "f2", std::slice::from_ref(&rust_field));
     let java_field = java.owner_field("j");
     java.send("j", "lock fair/f2");
@@ -104,8 +100,7 @@ fn rust_waiter_queued_before_a_java_waiter_is_served_first(redisson: Redisson) {
 /// A Rust `try_lock_for` that runs out leaves the queue: Java's `tryLock()`
 /// (which refuses while someone else heads the queue) gets the lock at once.
 fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("holder", "lock fair/f3");
     let lock = client.fair_lock("f3");
     assert!(
@@ -127,29 +122,22 @@ fn a_rust_waiter_that_gives_up_leaves_nothing_that_blocks_java(redisson: Redisso
 /// A Java `tryLock(wait)` that runs out leaves the queue: a Rust
 /// `try_lock` gets the lock at once.
 fn a_java_waiter_that_gives_up_leaves_nothing_that_blocks_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = client.fair_lock("f4").lock().expect("lock");
     assert!(!java.flag("j", "tryLock fair/f4 500"));
     assert!(queue(&server, "f4").is_empty());
     let zcard: i64 = server.cmd(&["ZCARD", "redisson_lock_timeout:{f4}"]);
     assert_eq!(zcard, 0);
     holder.unlock().expect("unlock");
-    let other = Client::open(server.url()).expect("client");
-    let guard = other
-        .fair_lock("f4")
-        .try_lock()
-        .expect("try_lock")
-        .expect("a Java leftover blocked Rust");
-    guard.unlock().expect("unlock");
+    // No Java leftover blocks Rust.
+    assert_free(&server.client().fair_lock("f4"));
 }
 
 /// Java and Rust threads take turns on one fair lock: a non-atomic
 /// read-modify-write loses no update, no two holders are inside at once.
 fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
     const ITERATIONS: u64 = 60;
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     // Each side sees the other's hold.
     let guard = client.fair_lock("f5").lock().expect("lock");
     assert!(!java.flag("j", "tryLockNow fair/f5"));
@@ -159,69 +147,12 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
     assert!(client.fair_lock("f5").try_lock().expect("try").is_none());
     java.ok("j", "unlock fair/f5");
 
-    for actor in 0..2 {
-        java.send(
-            &format!("m{actor}"),
-            &format!("mutex fair/f5 f5:counter f5:occ {ITERATIONS} {actor}"),
-        );
-    }
-    let rust_threads: Vec<_> = (0..2u64)
-        .map(|n| {
-            let lock = client.fair_lock("f5");
-            let url = server.url();
-            thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("url")
-                    .get_connection()
-                    .expect("con");
-                let mut max_occupancy = 0;
-                for i in 0..ITERATIONS {
-                    let guard = lock.lock().expect("lock");
-                    let occupancy: i64 = redis::cmd("INCR")
-                        .arg("f5:occ")
-                        .query(&mut con)
-                        .expect("INCR");
-                    max_occupancy = max_occupancy.max(occupancy);
-                    let value: Option<i64> = redis::cmd("GET")
-                        .arg("f5:counter")
-                        .query(&mut con)
-                        .expect("GET");
-                    thread::sleep(Duration::from_millis((n + i) % 2));
-                    let () = redis::cmd("SET")
-                        .arg("f5:counter")
-                        .arg(value.unwrap_or(0) + 1)
-                        .query(&mut con)
-                        .expect("SET");
-                    let _: i64 = redis::cmd("DECR")
-                        .arg("f5:occ")
-                        .query(&mut con)
-                        .expect("DECR");
-                    guard.unlock().expect("unlock");
-                }
-                max_occupancy
-            })
-        })
-        .collect();
-    for thread in rust_threads {
-        assert_eq!(
-            thread.join().expect("a Rust thread failed"),
-            1,
-            "two holders inside"
-        );
-    }
-    for actor in 0..2 {
-        let reply = java.recv(&format!("m{actor}"));
-        assert!(reply.ok, "Java mutex failed: `{}`", reply.line);
-        assert_eq!(reply.value::<u64>(0), ITERATIONS, "`{}`", reply.line);
-        assert_eq!(
-            reply.value::<i64>(1),
-            1,
-            "Java saw two holders: `{}`",
-            reply.line
-        );
-    }
-    let counter: i64 = server.cmd(&["GET", "f5:counter"]);
-    assert_eq!(counter, 4 * ITERATIONS as i64, "lost updates");
+    let keys = Keys {
+        counter: "f5:counter",
+        occupancy: "f5:occ",
+    };
+    let locks = (0..2).map(|_| client.fair_lock("f5")).collect();
+    java_and_rust_sections(&server, &java, ("fair/f5", 2), locks, keys, ITERATIONS);
     assert!(!client.fair_lock("f5").is_locked().expect("is_locked"));
     assert!(queue(&server, "f5").is_empty());
 }
@@ -229,41 +160,7 @@ fn java_and_rust_fair_locks_exclude_each_other(redisson: Redisson) {
 // ---------------------------------------------------------------------------
 // Helpers
 
-fn queue(server: &RedisServer, name: &str) -> Vec<String> {
-    server.cmd(&[
-        "LRANGE",
-        &format!("redisson_lock_queue:{{{name}}}"),
-        "0",
-        "-1",
-    ])
-}
-
 /// Waits until the queue of `name` is `expected`.
 fn queued(server: &RedisServer, name: &str, expected: &[String]) {
-    assert!(
-        eventually(Duration::from_secs(10), || queue(server, name) == expected),
-        "queue {:?}, expected {expected:?}",
-        queue(server, name)
-    );
-}
-
-/// A Rust thread that waits for the fair lock `name` with `lock()`, holds
-/// it `hold` (`None`: releases at once), and reports its field at once,
-/// then when it got the lock.
-fn rust_waiter(
-    client: &Client,
-    name: &str,
-    hold: Option<Duration>,
-) -> (String, mpsc::Receiver<Option<Instant>>) {
-    let (field_tx, field_rx) = mpsc::channel();
-    let (got_tx, got_rx) = mpsc::channel();
-    let (client, lock) = (client.clone(), client.fair_lock(name));
-    thread::spawn(move || {
-        field_tx.send(client.owner_field()).expect("field");
-        let guard = lock.lock().expect("lock");
-        let _ = got_tx.send(Some(Instant::now()));
-        thread::sleep(hold.unwrap_or(Duration::ZERO));
-        guard.unlock().expect("unlock");
-    });
-    (field_rx.recv().expect("field"), got_rx)
+    support::state::queued(server, name, expected, Duration::from_secs(10));
 }

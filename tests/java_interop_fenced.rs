@@ -5,13 +5,13 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Fenced, LockGuard};
+use redisson_lock::{Fenced, LockGuard};
 
-use support::actor::RustThread;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::actor::{RustThread, last};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::assert_held_elsewhere;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -27,8 +27,7 @@ for_each_redisson_version!(
 /// token is greater than the one before, and both sides read the same last
 /// token.
 fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.fenced_lock("f1");
     let mut tokens: Vec<u64> = Vec::new();
     for _ in 0..3 {
@@ -59,46 +58,17 @@ fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
 /// Java holds `fenced/f2`; Rust cannot take it, waits, is woken by Java's
 /// unlock and gets a greater token; Java then cannot take Rust's.
 fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let lock = client.fenced_lock("f2");
     let java_token: u64 = java.ok("j", "lockToken fenced/f2").value(0);
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("f2-waiter");
-    let acquired = {
-        let lock = lock.clone();
-        rust.start(move |held| {
-            let guard = lock.lock().expect("lock");
-            let token = guard.token();
-            held.push(Box::new(guard));
-            (token, Instant::now())
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
-    let sent = Instant::now();
-    java.ok("j", "unlock fenced/f2");
-    let (rust_token, at) = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
+    java.unlock_wakes_rust(("j", "fenced/f2"), &rust, &lock, HANDOFF);
+    let rust_token = rust.run(|held| last::<LockGuard<Fenced>>(held).token());
     assert!(rust_token > java_token, "{rust_token} after {java_token}");
 
-    assert!(
-        !java.flag("j", "tryLockNow fenced/f2"),
-        "Java took Rust's lock"
-    );
+    java.assert_cannot_take("j", "fenced/f2");
     rust.run(|held| held.clear());
     let after: String = java.ok("j", "tryLockToken fenced/f2 1000").value(0);
     let after: u64 = after.parse().expect("Java got a token");
@@ -109,8 +79,7 @@ fn java_fenced_hold_excludes_rust_and_java_unlock_wakes_rust(redisson: Redisson)
 /// Rust holds `f3`; Java cannot take it, waits in `lockAndGetToken`, is
 /// woken by the Rust unlock and gets a greater token.
 fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let rust = RustThread::spawn("f3-holder");
     let rust_token = rust.run({
         let lock = client.fenced_lock("f3");
@@ -121,37 +90,16 @@ fn rust_fenced_hold_excludes_java_and_rust_unlock_wakes_java(redisson: Redisson)
             token
         }
     });
-    assert!(
-        !java.flag("j", "tryLockNow fenced/f3"),
-        "Java took Rust's lock"
-    );
+    java.assert_cannot_take("j", "fenced/f3");
     java.send("j", "lockToken fenced/f3");
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        java.try_recv("j", Duration::ZERO).is_none(),
-        "Java acquired while Rust held it"
-    );
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(|held| {
-        let guard = held.pop().expect("guard");
-        let guard = guard
-            .downcast::<LockGuard<Fenced>>()
-            .expect("a fenced guard");
-        guard.unlock().expect("unlock");
-    });
-    let reply = java.recv("j");
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<Fenced>().expect("unlock");
+    let reply = java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
     let java_token: u64 = reply.value(0);
     assert!(java_token > rust_token, "{java_token} after {rust_token}");
     let lock = client.fenced_lock("f3");
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
     assert_eq!(lock.token().expect("token"), Some(java_token));
     java.ok("j", "unlock fenced/f3");
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, MultiLock};
 
 use support::actor::RustThread;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::exists;
 
 const NAMES: [&str; 3] = ["m-a", "m-b", "m-c"];
 
@@ -27,8 +28,7 @@ fn rust_multi(client: &Client) -> MultiLock {
 /// Java holds the multi-lock; a Rust multi-lock cannot take it (and leaves
 /// none of its members behind), then gets it after Java's unlock.
 fn java_multilock_excludes_rust_and_its_unlock_lets_rust_in(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("j", &format!("multiLock {}", NAMES.join(",")));
     let multi = rust_multi(&client);
     assert!(multi.try_lock().expect("try_lock").is_none(), "Rust got in");
@@ -65,8 +65,7 @@ fn java_multilock_excludes_rust_and_its_unlock_lets_rust_in(redisson: Redisson) 
 /// Rust holds the multi-lock; Java's cannot take it within 300 ms, then
 /// gets it after the Rust unlock.
 fn rust_multilock_excludes_java_and_its_unlock_lets_java_in(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let rust = RustThread::spawn("multi-holder");
     rust.run({
         let multi = rust_multi(&client);
@@ -81,7 +80,6 @@ fn rust_multilock_excludes_java_and_its_unlock_lets_java_in(redisson: Redisson) 
     assert!(reply.ok && reply.value::<bool>(0), "`{}`", reply.line);
     java.ok("j", &format!("multiUnlock {}", NAMES.join(",")));
     for name in NAMES {
-        let exists: bool = server.cmd(&["EXISTS", name]);
-        assert!(!exists, "{name} left held");
+        assert!(!exists(&server, name), "{name} left held");
     }
 }

@@ -8,13 +8,13 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, LockGuard, NonReentrant};
+use redisson_lock::NonReentrant;
 
 use support::actor::RustThread;
-use support::java::{Redisson, start};
+use support::java::{Redisson, start, start_with_client};
+use support::state::assert_held_elsewhere;
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -54,58 +54,23 @@ mod redisson_3_24_3 {
 /// Java's `nonreentrant/n1` excludes Rust's `n1` and its unlock wakes the
 /// Rust waiter; then the other way round.
 fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.non_reentrant_lock("n1");
     java.ok("j", "lock nonreentrant/n1");
     let java_field = java.owner_field("j");
     let count: Option<String> = server.cmd(&["HGET", "n1", &java_field]);
     assert_eq!(count.as_deref(), Some("1"));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("n1-rust");
-    let acquired = {
-        let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
-    let sent = Instant::now();
-    java.ok("j", "unlock nonreentrant/n1");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
+    java.unlock_wakes_rust(("j", "nonreentrant/n1"), &rust, &lock, HANDOFF);
 
-    assert!(
-        !java.flag("j", "tryLockNow nonreentrant/n1"),
-        "Java took Rust's lock"
-    );
+    java.assert_cannot_take("j", "nonreentrant/n1");
     java.send("j", "lock nonreentrant/n1");
-    thread::sleep(Duration::from_millis(300));
-    assert!(java.try_recv("j", Duration::ZERO).is_none());
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(release);
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<NonReentrant>().expect("unlock");
+    java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
     java.ok("j", "unlock nonreentrant/n1");
 }
 
@@ -113,63 +78,19 @@ fn java_non_reentrant_lock_and_rust_exclude_and_wake_each_other(redisson: Rediss
 /// it on release; Java's RLock hold excludes the Rust non-reentrant lock
 /// and wakes it on unlock.
 fn rust_non_reentrant_lock_excludes_a_java_rlock_both_ways(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let lock = client.non_reentrant_lock("m");
     let rust = RustThread::spawn("m-rust");
-    rust.run({
-        let lock = lock.clone();
-        move |held| held.push(Box::new(lock.lock().expect("lock")))
-    });
+    rust.lock(&lock);
     assert!(!java.flag("j", "tryLockNow m"), "Java took Rust's lock");
     java.send("j", "lock m");
-    thread::sleep(Duration::from_millis(300));
-    assert!(java.try_recv("j", Duration::ZERO).is_none());
+    java.assert_kept_out("j", Duration::from_millis(300));
     let released = Instant::now();
-    rust.run(release);
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    assert!(
-        handoff < HANDOFF,
-        "Java woke {handoff:?} after the Rust unlock"
-    );
+    rust.unlock_last::<NonReentrant>().expect("unlock");
+    java.java_woken("j", released, HANDOFF, "Rust unlock -> Java acquire");
 
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
-    let acquired = {
-        let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
-    let sent = Instant::now();
-    java.ok("j", "unlock m");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = at.saturating_duration_since(sent);
-    assert!(
-        handoff < HANDOFF,
-        "Rust woke {handoff:?} after Java's unlock"
-    );
-    rust.run(release);
+    assert_held_elsewhere(&lock);
+    java.unlock_wakes_rust(("j", "m"), &rust, &lock, HANDOFF);
+    rust.unlock_last::<NonReentrant>().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));
-}
-
-/// Unlocks the Rust thread's last guard, checking the outcome.
-fn release(held: &mut support::actor::Held) {
-    let guard = held.pop().expect("guard");
-    let guard = guard
-        .downcast::<LockGuard<NonReentrant>>()
-        .expect("a non-reentrant guard");
-    guard.unlock().expect("unlock");
 }

@@ -12,10 +12,9 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
-use support::RedisServer;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start, start_with_client};
+use support::state::{exists, pttl};
 
 /// A waiter woken by the unlock message, not by a 30 s TTL running out.
 const HANDOFF: Duration = Duration::from_millis(200);
@@ -29,10 +28,6 @@ for_each_redisson_version!(
     java_write_unlock_wakes_rust_readers,
     rust_write_unlock_wakes_java_readers,
 );
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cmd::<i64>(&["EXISTS", key]) == 1
-}
 
 /// A Rust hold on its own thread, released on request; reports when it was
 /// acquired and when its release was sent.
@@ -65,6 +60,19 @@ impl Held {
         self.acquired.recv_timeout(within).ok()
     }
 
+    /// Asserts that the hold was taken within [`HANDOFF`] of `since` (the
+    /// Java release that should wake it; `what` names it).
+    fn woken_within_handoff(&self, since: Instant, what: &str) {
+        let at = self
+            .acquired_within(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{what}: the Rust side never got the lock"));
+        let took = at.saturating_duration_since(since);
+        assert!(
+            took < HANDOFF,
+            "{what}: the Rust side got it {took:?} after"
+        );
+    }
+
     /// Releases the hold; the instant just before the unlock was sent.
     fn release(self) -> Instant {
         self.release.send(()).expect("release");
@@ -73,8 +81,7 @@ impl Held {
 }
 
 fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let read = client.read_write_lock("rw1").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
     rust.acquired_within(Duration::from_secs(10))
@@ -111,8 +118,7 @@ fn rust_and_java_readers_share_and_a_java_writer_is_woken_by_the_rust_reader(red
 }
 
 fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw2");
     let read = client.read_write_lock("rw2").read_lock();
     let rust = Held::spawn(move || read.lock().expect("read"));
@@ -128,25 +134,14 @@ fn java_and_rust_readers_share_and_a_rust_writer_is_woken_by_the_java_reader(red
     );
     let unlocked = Instant::now();
     java.ok("r", "unlock read/rw2");
-    let at = writer
-        .acquired_within(Duration::from_secs(10))
-        .expect("the Rust writer got it");
-    let took = at.saturating_duration_since(unlocked);
-    assert!(
-        took < HANDOFF,
-        "the Rust writer got it {took:?} after Java's unlock"
-    );
-    assert!(
-        !java.flag("r", "tryLockNow read/rw2"),
-        "Java read past a Rust writer"
-    );
+    writer.woken_within_handoff(unlocked, "Java's read unlock -> Rust writer");
+    java.assert_cannot_take("r", "read/rw2");
     writer.release();
     assert!(!exists(&server, "rw2"));
 }
 
 fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw3");
     let read = client.read_write_lock("rw3").read_lock();
     let (tx, rx) = mpsc::channel();
@@ -161,12 +156,9 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
         exists(&server, "rw3"),
         "Java's unlock deleted a lock a Rust reader holds"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "rw3"]);
+    let pttl = pttl(&server, "rw3");
     assert!(pttl > 20_000, "the Rust reader's marker keeps it: {pttl}");
-    assert!(
-        !java.flag("w", "tryLockNow write/rw3"),
-        "Java wrote while Rust reads"
-    );
+    java.assert_cannot_take("w", "write/rw3");
     rust.release();
     assert!(!exists(&server, "rw3"));
     assert!(java.flag("w", "tryLockNow write/rw3"));
@@ -174,8 +166,7 @@ fn java_read_unlock_keeps_the_hash_while_a_rust_reader_holds(redisson: Redisson)
 }
 
 fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("r", "lock read/rw4");
     let read = client.read_write_lock("rw4").read_lock();
     read.lock().expect("read").unlock().expect("read unlock");
@@ -183,7 +174,7 @@ fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson)
         exists(&server, "rw4"),
         "a Rust unlock deleted a lock Java reads"
     );
-    let pttl: i64 = server.cmd(&["PTTL", "rw4"]);
+    let pttl = pttl(&server, "rw4");
     assert!(pttl > 20_000, "the Java reader's marker keeps it: {pttl}");
     assert!(java.flag("r", "isHeldByCurrentThread read/rw4"));
     let write = client.read_write_lock("rw4").write_lock();
@@ -198,10 +189,7 @@ fn rust_read_unlock_keeps_the_hash_while_a_java_reader_holds(redisson: Redisson)
 fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(redisson: Redisson) {
     let (server, java) = start(redisson);
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let read = client.read_write_lock("rw5").read_lock();
     let (tx, rx) = mpsc::channel();
     let rust = Held::spawn(move || {
@@ -221,16 +209,13 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
         round += 1;
     }
     let marker = format!("{{rw5}}:{field}:rwlock_timeout:1");
-    let pttl: i64 = server.cmd(&["PTTL", &marker]);
+    let pttl = pttl(&server, &marker);
     assert!(pttl > 0, "the Rust reader's marker was not renewed: {pttl}");
     assert!(
         exists(&server, "rw5"),
         "the lock was lost despite the watchdog"
     );
-    assert!(
-        !java.flag("w", "tryLockNow write/rw5"),
-        "Java wrote while Rust reads"
-    );
+    java.assert_cannot_take("w", "write/rw5");
     rust.release();
     assert!(eventually(Duration::from_secs(2), || !exists(
         &server, "rw5"
@@ -238,8 +223,7 @@ fn rust_watchdog_keeps_a_rust_reader_alive_while_java_readers_come_and_go(rediss
 }
 
 fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     java.ok("w", "lock write/rw6");
     let readers: Vec<Held> = (0..2)
         .map(|_| {
@@ -254,14 +238,7 @@ fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
     let unlocked = Instant::now();
     java.ok("w", "unlock write/rw6");
     for reader in &readers {
-        let at = reader
-            .acquired_within(Duration::from_secs(10))
-            .expect("a reader woke");
-        let took = at.saturating_duration_since(unlocked);
-        assert!(
-            took < HANDOFF,
-            "a Rust reader got in {took:?} after Java's write unlock"
-        );
+        reader.woken_within_handoff(unlocked, "Java's write unlock -> Rust reader");
     }
     for reader in readers {
         reader.release();
@@ -270,8 +247,7 @@ fn java_write_unlock_wakes_rust_readers(redisson: Redisson) {
 }
 
 fn rust_write_unlock_wakes_java_readers(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let write = client.read_write_lock("rw7").write_lock();
     let writer = Held::spawn(move || write.lock().expect("write"));
     writer

@@ -15,9 +15,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Kind, Lock};
+use support::assert_waiting;
 use support::eventually;
 use support::java::{JavaDriver, Redisson, for_each_redisson_version};
 use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
+use support::state::channel;
 
 /// How soon a waiter must get a lock after the other side releases it: a
 /// functional bound (woken by the unlock message, not by a lease running
@@ -38,50 +40,24 @@ for_each_redisson_version!(
 /// thread; a Rust hold (replicated before `lock` returns) excludes Java and
 /// the Rust unlock wakes a parked Java thread.
 fn reentrant_lock_both_ways(redisson: Redisson) {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
-    let java = start_java(setup, redisson);
-    let client = rust_client(setup);
-
-    java_unlock_wakes_rust(
-        setup,
-        &java,
-        &client,
-        Side::new("sj-r1", "sj-r1"),
-        client.lock("sj-r1"),
-        || could_take(&client.lock("sj-r1")),
-    );
-    rust_unlock_wakes_java(
-        setup,
-        &java,
-        Side::new("sj-r2", "sj-r2"),
-        client.lock("sj-r2"),
-        || could_take(&client.lock("sj-r2")),
+    both_ways(
+        redisson,
+        (Side::new("sj-r1", "sj-r1"), |client| client.lock("sj-r1")),
+        (Side::new("sj-r2", "sj-r2"), |client| client.lock("sj-r2")),
     );
 }
 
 /// `getFairLock`: the same hand-offs through the fair lock's queue and its
 /// per-waiter channels.
 fn fair_lock_both_ways(redisson: Redisson) {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
-    let java = start_java(setup, redisson);
-    let client = rust_client(setup);
-
-    java_unlock_wakes_rust(
-        setup,
-        &java,
-        &client,
-        Side::new("sj-f1", "fair/sj-f1"),
-        client.fair_lock("sj-f1"),
-        || could_take(&client.fair_lock("sj-f1")),
-    );
-    rust_unlock_wakes_java(
-        setup,
-        &java,
-        Side::new("sj-f2", "fair/sj-f2"),
-        client.fair_lock("sj-f2"),
-        || could_take(&client.fair_lock("sj-f2")),
+    both_ways(
+        redisson,
+        (Side::new("sj-f1", "fair/sj-f1"), |client| {
+            client.fair_lock("sj-f1")
+        }),
+        (Side::new("sj-f2", "fair/sj-f2"), |client| {
+            client.fair_lock("sj-f2")
+        }),
     );
 }
 
@@ -89,26 +65,16 @@ fn fair_lock_both_ways(redisson: Redisson) {
 /// unlock wakes it; a Rust write hold excludes a Java reader and the Rust
 /// unlock wakes it.
 fn read_write_lock_both_ways(redisson: Redisson) {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
-    let java = start_java(setup, redisson);
-    let client = rust_client(setup);
-
-    java_unlock_wakes_rust(
-        setup,
-        &java,
-        &client,
+    both_ways(
+        redisson,
         // Java probes with the write lock: a Rust read hold excludes it.
-        Side::new("sj-rw1", "write/sj-rw1").probe("write/sj-rw1"),
-        client.read_write_lock("sj-rw1").read_lock(),
-        || could_take(&client.read_write_lock("sj-rw1").read_lock()),
-    );
-    rust_unlock_wakes_java(
-        setup,
-        &java,
-        Side::new("sj-rw2", "read/sj-rw2"),
-        client.read_write_lock("sj-rw2").write_lock(),
-        || could_take(&client.read_write_lock("sj-rw2").write_lock()),
+        (
+            Side::new("sj-rw1", "write/sj-rw1").probe("write/sj-rw1"),
+            |client| client.read_write_lock("sj-rw1").read_lock(),
+        ),
+        (Side::new("sj-rw2", "read/sj-rw2"), |client| {
+            client.read_write_lock("sj-rw2").write_lock()
+        }),
     );
 }
 
@@ -126,11 +92,7 @@ fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) 
     java.ok("j", &format!("lock {key}"));
     let field = java.owner_field("j");
     let holder = Holder::start(client.lock(key));
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never waited on {key}"
-    );
+    assert_waiting(&client, 1, Duration::from_secs(10));
 
     let (old, new) = setup.failover();
     eprintln!("{}: failover {old} -> {new}", java.version);
@@ -147,7 +109,7 @@ fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) 
             == Some("slave")),
         "the sentinels demote the former master"
     );
-    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let channel = channel(key);
     assert!(
         eventually(Duration::from_secs(10), || {
             let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
@@ -167,19 +129,8 @@ fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) 
 
     let unlocked = Instant::now();
     java.ok("j", &format!("unlock {key}"));
-    let acquired = holder
-        .acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken after the failover");
-    let handoff = acquired.saturating_duration_since(unlocked);
-    eprintln!(
-        "{}: Java unlock -> Rust acquire after the failover {handoff:?}",
-        java.version
-    );
-    assert!(
-        handoff < HANDOFF,
-        "the Rust waiter got {key} {handoff:?} after Java's unlock on the new master"
-    );
+    let what = format!("{key}: Java unlock -> Rust acquire after the failover");
+    java.rust_woken(&holder.acquired, unlocked, HANDOFF, &what);
     let java_left: Option<i64> = redis::cmd("HGET")
         .arg(key)
         .arg(&field)
@@ -196,6 +147,31 @@ fn java_hold_across_a_failover_wakes_rust_on_the_new_master(redisson: Redisson) 
 
 // ---------------------------------------------------------------------------
 // The two hand-offs
+
+/// Both hand-offs of one lock type, on a fresh JVM and Rust client: the
+/// first lock is held by Java and waited for by Rust ([`java_unlock_wakes_rust`]),
+/// the second held by Rust and waited for by Java ([`rust_unlock_wakes_java`]).
+fn both_ways<A: Kind + Send + 'static, B: Kind + Send + 'static>(
+    redisson: Redisson,
+    (java_holds, rust_waits): (Side<'_>, fn(&Client) -> Lock<A>),
+    (rust_holds, its_rust_lock): (Side<'_>, fn(&Client) -> Lock<B>),
+) {
+    let (setup, _serial) = SentinelSetup::shared();
+    setup.flush();
+    let java = start_java(setup, redisson);
+    let client = rust_client(setup);
+    java_unlock_wakes_rust(
+        setup,
+        &java,
+        &client,
+        java_holds,
+        rust_waits(&client),
+        || could_take(&rust_waits(&client)),
+    );
+    rust_unlock_wakes_java(setup, &java, rust_holds, its_rust_lock(&client), || {
+        could_take(&its_rust_lock(&client))
+    });
+}
 
 /// One lock seen from Java: its Redis key, the driver's name for it (with
 /// its type prefix) and the name Java probes exclusion with.
@@ -239,12 +215,7 @@ fn java_unlock_wakes_rust<K: Kind + Send + 'static>(
     );
 
     let holder = Holder::start(rust);
-    assert!(
-        eventually(Duration::from_secs(10), || client.diagnostics().waiters
-            == 1),
-        "the Rust thread never waited on {}",
-        side.key
-    );
+    assert_waiting(client, 1, Duration::from_secs(10));
     assert!(
         holder
             .acquired
@@ -255,20 +226,8 @@ fn java_unlock_wakes_rust<K: Kind + Send + 'static>(
     );
     let unlocked = Instant::now();
     java.ok("j", &format!("unlock {}", side.java));
-    let acquired = holder
-        .acquired
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the Rust waiter was not woken");
-    let handoff = acquired.saturating_duration_since(unlocked);
-    eprintln!(
-        "{} {}: Java unlock -> Rust acquire {handoff:?}",
-        java.version, side.java
-    );
-    assert!(
-        handoff < HANDOFF,
-        "the Rust waiter got {} {handoff:?} after Java's unlock",
-        side.key
-    );
+    let what = format!("{}: Java unlock -> Rust acquire", side.java);
+    java.rust_woken(&holder.acquired, unlocked, HANDOFF, &what);
     assert_replicated(setup, side.key);
 
     assert!(
@@ -331,18 +290,8 @@ fn rust_unlock_wakes_java<K: Kind + Send + 'static>(
     );
 
     let released = holder.release();
-    let reply = java.recv("j2");
-    assert!(reply.ok, "Java lock failed: `{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    eprintln!(
-        "{} {}: Rust unlock -> Java reply {handoff:?}",
-        java.version, side.java
-    );
-    assert!(
-        handoff < HANDOFF,
-        "the Java waiter answered {handoff:?} after the Rust unlock of {}",
-        side.key
-    );
+    let what = format!("{}: Rust unlock -> Java reply", side.java);
+    java.java_woken("j2", released, HANDOFF, &what);
     assert!(
         !rust_can_take(),
         "Rust took {} while Java holds it",

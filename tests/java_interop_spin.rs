@@ -6,14 +6,12 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Spin};
-use support::RedisServer;
-use support::actor::RustThread;
-use support::java::{Redisson, for_each_redisson_version, start};
+use redisson_lock::Spin;
+use support::actor::{RustThread, assert_kept_out};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::{assert_held_elsewhere, hgetall, state};
 
 /// Redisson's and the crate's default spin backoff cap.
 const CAP: Duration = Duration::from_millis(128);
@@ -28,56 +26,33 @@ for_each_redisson_version!(
 /// Java holds `spin/sp1`: Rust cannot take it, polls without subscribing,
 /// and has it within the cap after Java's unlock.
 fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let lock = client.spin_lock("sp1");
 
     java.ok("j", "lock spin/sp1");
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp1"), state(&[(&java_field, "1")]));
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
 
     let rust = RustThread::spawn("sp1-waiter");
-    let acquired = {
-        let lock = lock.clone();
-        rust.start(move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            Instant::now()
-        })
-    };
-    thread::sleep(Duration::from_millis(500));
-    assert!(
-        acquired.try_recv().is_err(),
-        "Rust acquired while Java held it"
-    );
+    let acquired = rust.start_lock(&lock);
+    assert_kept_out(&acquired, Duration::from_millis(500));
     assert_eq!(client.diagnostics().subscribed_channels, 0);
 
     let publishes = server.command_calls("publish");
     let sent = Instant::now();
     java.ok("j", "unlock spin/sp1");
-    let at = acquired
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the Rust spinner never got the lock");
-    let handoff = at.saturating_duration_since(sent);
-    eprintln!(
-        "{}: Java spin unlock -> Rust acquire {handoff:?}",
-        java.version
+    java.rust_woken(
+        &acquired,
+        sent,
+        CAP + SLACK,
+        "Java spin unlock -> Rust acquire",
     );
-    assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Java published");
 
-    let rust_field = rust.run({
-        let client = client.clone();
-        move |_| client.owner_field()
-    });
+    let rust_field = rust.owner_field(&client);
     assert_eq!(hgetall(&server, "sp1"), state(&[(&rust_field, "1")]));
-    assert!(
-        !java.flag("j", "tryLockNow spin/sp1"),
-        "Java took Rust's lock"
-    );
+    java.assert_cannot_take("j", "spin/sp1");
     rust.run(|held| held.clear());
     assert!(java.flag("j", "tryLockNow spin/sp1"));
     java.ok("j", "unlock spin/sp1");
@@ -86,65 +61,30 @@ fn java_spin_hold_excludes_rust_and_rust_acquires_after_java_release(redisson: R
 /// Rust holds `sp2`: Java's spin lock cannot take it, and Java's poller
 /// has it within the cap after the Rust release, which publishes nothing.
 fn rust_spin_hold_excludes_java_and_java_acquires_after_rust_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let rust = RustThread::spawn("sp2-holder");
-    let rust_field = rust.run({
-        let (client, lock) = (client.clone(), client.spin_lock("sp2"));
-        move |held| {
-            held.push(Box::new(lock.lock().expect("lock")));
-            client.owner_field()
-        }
-    });
+    rust.lock(&client.spin_lock("sp2"));
+    let rust_field = rust.owner_field(&client);
     assert_eq!(hgetall(&server, "sp2"), state(&[(&rust_field, "1")]));
-    assert!(
-        !java.flag("j", "tryLockNow spin/sp2"),
-        "Java took Rust's lock"
-    );
+    java.assert_cannot_take("j", "spin/sp2");
 
     java.send("j", "lock spin/sp2");
-    thread::sleep(Duration::from_millis(500));
-    assert!(
-        java.try_recv("j", Duration::ZERO).is_none(),
-        "Java acquired while Rust held it"
-    );
+    java.assert_kept_out("j", Duration::from_millis(500));
     let publishes = server.command_calls("publish");
     let released = Instant::now();
-    rust.run(|held| {
-        let guard = held.pop().expect("guard");
-        let guard = guard
-            .downcast::<redisson_lock::LockGuard<Spin>>()
-            .expect("a spin guard");
-        guard.unlock().expect("unlock");
-    });
-    let reply = java.recv("j");
-    assert!(reply.ok, "`{}`", reply.line);
-    let handoff = reply.at.saturating_duration_since(released);
-    eprintln!(
-        "{}: Rust spin unlock -> Java acquire {handoff:?}",
-        java.version
+    rust.unlock_last::<Spin>().expect("unlock");
+    java.java_woken(
+        "j",
+        released,
+        CAP + SLACK,
+        "Rust spin unlock -> Java acquire",
     );
-    assert!(handoff < CAP + SLACK, "took {handoff:?}");
     assert_eq!(server.command_calls("publish"), publishes, "Rust published");
 
     let java_field = java.owner_field("j");
     assert_eq!(hgetall(&server, "sp2"), state(&[(&java_field, "1")]));
     let lock = client.spin_lock("sp2");
-    assert!(
-        lock.try_lock().expect("try_lock").is_none(),
-        "Rust took Java's lock"
-    );
+    assert_held_elsewhere(&lock);
     java.ok("j", "unlock spin/sp2");
     assert!(lock.try_lock().expect("try_lock").is_some());
-}
-
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
-fn state(fields: &[(&str, &str)]) -> HashMap<String, String> {
-    fields
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }

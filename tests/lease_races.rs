@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, LostReason};
 use support::proxy::{Fault, Proxy};
+use support::state::pttl;
 use support::{RedisServer, eventually};
 
 const WATCHDOG: Duration = Duration::from_secs(3);
@@ -61,17 +62,14 @@ fn a_late_renewal_reply_does_not_hide_a_shorter_reentry_lease() {
     let server = RedisServer::start();
     let sha = renewal_script_sha(&server);
     let proxy = Proxy::start(server.port());
-    let client = Client::builder(proxy.url())
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .expect("client");
+    let client = support::watchdog_client(&proxy.url(), WATCHDOG);
     let lock = client.lock("renewal-vs-reentry");
     let watched = lock.lock().expect("lock");
 
     wait_for_a_slow_renewal(&proxy, &sha);
     // Redis ran the renewal; the reentry runs after it: PTTL 500 ms.
     let reentry = lock.with_lease(SHORT).lock().expect("reentry");
-    let ttl: i64 = server.cmd(&["PTTL", "renewal-vs-reentry"]);
+    let ttl = pttl(&server, "renewal-vs-reentry");
     assert!(ttl <= 500, "the reentry set the lease last, PTTL {ttl}");
 
     let taken = rival_takes(&server, "renewal-vs-reentry");
@@ -88,10 +86,7 @@ fn a_late_renewal_reply_does_not_hide_a_partial_unlock_with_a_shorter_lease() {
     let server = RedisServer::start();
     let sha = renewal_script_sha(&server);
     let proxy = Proxy::start(server.port());
-    let client = Client::builder(proxy.url())
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .expect("client");
+    let client = support::watchdog_client(&proxy.url(), WATCHDOG);
     let lock = client.lock("renewal-vs-partial-unlock");
     // The explicit-lease hold first, then a watchdog-mode reentry keeps the
     // whole hold renewed.
@@ -102,7 +97,7 @@ fn a_late_renewal_reply_does_not_hide_a_partial_unlock_with_a_shorter_lease() {
     // The partial unlock resets the TTL to its own handle's lease (Redisson's
     // internalLockLeaseTime), after the renewal ran.
     short.unlock().expect("partial unlock");
-    let ttl: i64 = server.cmd(&["PTTL", "renewal-vs-partial-unlock"]);
+    let ttl = pttl(&server, "renewal-vs-partial-unlock");
     assert!(
         ttl <= 500,
         "the partial unlock set the lease last, PTTL {ttl}"
@@ -123,10 +118,7 @@ fn renewals_that_race_nothing_keep_the_lock_alive() {
     let server = RedisServer::start();
     let sha = renewal_script_sha(&server);
     let proxy = Proxy::start(server.port());
-    let client = Client::builder(proxy.url())
-        .watchdog_timeout(Duration::from_millis(900))
-        .build()
-        .expect("client");
+    let client = support::watchdog_client(&proxy.url(), Duration::from_millis(900));
     let lock = client.lock("renewed-with-slow-replies");
     let guard = lock.lock().expect("lock");
     let again = lock

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use redisson_lock::{Client, Error, LostReason};
 use support::proxy::{Fault, Proxy};
+use support::state::exists;
 use support::{RedisServer, eventually, logs};
 
 #[test]
 fn unlock_of_a_key_overwritten_by_another_type_is_lost_not_a_raw_wrongtype() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("overwritten");
     let guard = lock
         .with_lease(Duration::from_secs(30))
@@ -33,10 +33,7 @@ fn unlock_of_a_key_overwritten_by_another_type_is_lost_not_a_raw_wrongtype() {
 #[test]
 fn a_renewal_that_finds_another_type_says_overwritten() {
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_millis(300))
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(Duration::from_millis(300));
     let guard = client.lock("retyped").lock().expect("lock");
     let _: () = server.cmd(&["SET", "retyped", "x"]);
     assert!(eventually(Duration::from_secs(2), || guard.is_lost()));
@@ -77,9 +74,8 @@ fn a_lease_that_runs_out_while_redis_is_frozen_is_logged_with_its_reason() {
 
 #[test]
 fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.lock("replaced");
     let first = lock
         .with_lease(Duration::from_secs(30))
@@ -89,9 +85,7 @@ fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
     let _: () = server.cmd(&["DEL", "replaced"]);
     // The reentry finds it gone and takes it afresh (-3); that reply is lost
     // with its connection, and the acquire is sent again.
-    proxy.arm("replaced", Fault::DropReplyAndClose);
-    let second = lock.lock().expect("lock again");
-    assert_eq!(proxy.injected(), 1, "the reply was dropped");
+    let second = proxy.losing_the_reply_to("replaced", || lock.lock().expect("lock again"));
     assert_eq!(
         first.lost_reason(),
         Some(LostReason::Replaced),
@@ -108,14 +102,12 @@ fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
         })
     ));
     second.unlock().expect("unlock");
-    let exists: bool = server.cmd(&["EXISTS", "replaced"]);
-    assert!(!exists);
+    assert!(!exists(&server, "replaced"));
 }
 
 #[test]
 fn a_response_timeout_is_a_timeout_error() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (_server, proxy) = Proxy::with_server();
     let client = Client::builder(proxy.url())
         .response_timeout(Duration::from_millis(200))
         .build()

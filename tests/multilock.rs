@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Lock, MultiLock, RedLock};
+use support::state::pttl;
 use support::{RedisServer, eventually};
 
 struct Masters {
@@ -363,7 +364,7 @@ fn a_lease_with_a_wait_leaves_every_member_with_the_lease() {
         .expect("try_lock_for")
         .expect("acquired");
     for server in &masters.servers {
-        let ttl: i64 = server.cmd(&["PTTL", "leased"]);
+        let ttl = pttl(server, "leased");
         assert!(ttl > 15_000 && ttl <= 20_000, "PTTL {ttl}");
     }
     let validity = guard.validity();

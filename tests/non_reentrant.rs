@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
 use support::RedisServer;
-use support::proxy::{Fault, Proxy};
+use support::proxy::Proxy;
 
 const AT_ONCE: Duration = Duration::from_millis(100);
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn refused<T: std::fmt::Debug>(result: redisson_lock::Result<T>, name: &str) {
@@ -104,14 +104,11 @@ fn another_thread_of_the_same_client_waits_and_is_woken() {
 /// the lock afresh (count 1) instead of refusing the thread its own lock.
 #[test]
 fn a_lost_acquire_reply_is_not_refused_as_a_reentry() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.non_reentrant_lock("phantom");
     lock.lock().expect("warm-up").unlock().expect("warm-up");
-    proxy.arm("phantom", Fault::DropReplyAndClose);
-    let guard = lock.lock().expect("the resent acquire");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let guard = proxy.losing_the_reply_to("phantom", || lock.lock().expect("the resent acquire"));
     assert_eq!(lock.hold_count().expect("count"), 1);
     guard.unlock().expect("unlock");
     assert!(!lock.is_locked().expect("is_locked"));

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
+use support::state::pttl;
 use support::{RedisServer, threads_named};
 
 /// One `EVALSHA` as `MONITOR` reported it.
@@ -101,10 +101,7 @@ fn three_hundred_locks_are_renewed_by_one_thread_in_three_round_trips_per_tick()
     let period = watchdog / 3;
     let before_client = threads_named("rlock-watchdog");
     assert_eq!(before_client, 0, "no client in this process yet");
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     // A new thread names itself as it starts: give it a moment.
     assert!(
         support::eventually(Duration::from_secs(2), || threads_named("rlock-watchdog")
@@ -168,7 +165,7 @@ fn three_hundred_locks_are_renewed_by_one_thread_in_three_round_trips_per_tick()
 
     // Every lock is alive and every hold is intact.
     for name in names.iter().step_by(37) {
-        let ttl: i64 = server.cmd(&["PTTL", name]);
+        let ttl = pttl(&server, name);
         assert!(ttl > 0 && ttl <= 600, "{name}: PTTL {ttl}");
     }
     assert!(guards.iter().all(|guard| !guard.is_lost()));

@@ -21,15 +21,11 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
 use support::proxy::Proxy;
-use support::{RedisServer, eventually};
+use support::state::numsub;
+use support::{RedisServer, assert_waiting, eventually};
 
 /// The channel that locks `a` and `{a}` share.
 const SHARED_CHANNEL: &str = "redisson_lock__channel:{a}";
-
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
 
 /// A thread waiting up to `budget` for `name`; it reports when it got the
 /// lock, or `None` if it did not, and keeps the lock for `hold`.
@@ -61,11 +57,7 @@ fn parked_waiter(
 ) -> Receiver<Option<Instant>> {
     let before = client.diagnostics().waiters;
     let rx = waiter(client, name, budget, hold);
-    assert!(
-        eventually(Duration::from_secs(5), || client.diagnostics().waiters
-            == before + 1),
-        "the waiter on `{name}` never waited"
-    );
+    assert_waiting(client, before + 1, Duration::from_secs(5));
     thread::sleep(Duration::from_millis(200));
     rx
 }
@@ -277,8 +269,7 @@ fn a_refused_subscription_fails_every_waiter_at_once_and_spares_other_channels()
 
 #[test]
 fn a_stalled_subscriber_write_does_not_block_unlocks_of_other_locks() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
+    let (server, proxy) = Proxy::with_server();
     let holder = Client::open(server.url()).expect("holder client");
     // Through the proxy: its command connections keep working while its
     // subscriber connection is frozen. The old write timeout was the connect

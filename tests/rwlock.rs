@@ -6,13 +6,13 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, ReadLock};
 use support::proxy::{Fault, Proxy};
+use support::state::{hgetall, pttl};
 use support::{RedisServer, eventually};
 
 /// A waiter woken by a message gets the lock well within this; a poll would
@@ -20,15 +20,7 @@ use support::{RedisServer, eventually};
 const HANDOFF: Duration = Duration::from_millis(200);
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
-}
-
-fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
-    server.cmd(&["HGETALL", key])
-}
-
-fn pttl(server: &RedisServer, key: &str) -> i64 {
-    server.cmd(&["PTTL", key])
+    server.client()
 }
 
 /// A reader holding `lock` on its own thread until told to release.
@@ -269,9 +261,8 @@ fn a_read_unlock_keeps_the_hash_while_another_readers_marker_lives() {
 
 #[test]
 fn a_lost_reentry_reply_counts_once_for_readers_and_writers() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let rw = client.read_write_lock("lost-reply");
     let write = rw.write_lock().with_lease(Duration::from_secs(10));
     let first = write.lock().expect("write");
@@ -303,10 +294,7 @@ fn a_lost_reentry_reply_counts_once_for_readers_and_writers() {
 fn the_watchdog_renews_only_its_own_read_markers_while_others_come_and_go() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let watched = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let watched = server.watchdog_client(lease);
     let other = client(&server);
     let read = watched.read_write_lock("rw").read_lock();
     let guard = read.lock().expect("read");
@@ -344,8 +332,7 @@ fn a_partial_read_release_brings_the_deadline_down_to_the_remaining_markers() {
     // Releasing hold 2 deletes its marker and the hash now lives as long as
     // marker 1, 700 ms: the remaining guard must say it is lost no later than
     // a writer of another client gets in.
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("other");
     let rw = client.read_write_lock("shrinking");
     let short = rw
@@ -359,7 +346,7 @@ fn a_partial_read_release_brings_the_deadline_down_to_the_remaining_markers() {
         .lock()
         .expect("read 2");
     long.unlock().expect("partial release");
-    let ttl: i64 = server.cmd(&["PTTL", "shrinking"]);
+    let ttl = pttl(&server, "shrinking");
     assert!(ttl > 0 && ttl <= 700, "PTTL {ttl}");
     let writer = other.read_write_lock("shrinking").write_lock();
     let deadline = Instant::now() + Duration::from_secs(5);

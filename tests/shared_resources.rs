@@ -8,18 +8,14 @@ use std::thread;
 use std::time::Duration;
 
 use redisson_lock::Client;
-use support::{RedisServer, eventually};
+use support::state::{channel, exists};
+use support::{RedisServer, assert_diagnostics, eventually};
 
 const NAMES: [&str; 5] = ["res-a", "res-b", "res-c", "res-d", "res-e"];
 
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
 #[test]
 fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let guards: Vec<_> = NAMES
         .iter()
         .map(|name| client.lock(*name).lock().expect("lock"))
@@ -40,14 +36,9 @@ fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
         .collect();
     start.wait();
 
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            let diagnostics = client.diagnostics();
-            diagnostics.waiters == 20 && diagnostics.subscribed_channels == 5
-        }),
-        "{:?}",
-        client.diagnostics()
-    );
+    assert_diagnostics(&client, Duration::from_secs(10), |diagnostics| {
+        diagnostics.waiters == 20 && diagnostics.subscribed_channels == 5
+    });
     assert!(eventually(Duration::from_secs(5), || NAMES.iter().all(
         |name| {
             let (_, subscribers): (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", &channel(name)]);
@@ -64,29 +55,22 @@ fn twenty_waiters_on_five_names_share_one_subscriber_connection() {
     for waiter in waiters {
         waiter.join().expect("waiter");
     }
-    assert!(
-        eventually(Duration::from_secs(2), || {
-            let diagnostics = client.diagnostics();
-            diagnostics.subscribed_channels == 0 && diagnostics.waiters == 0
-        }),
-        "{:?}",
-        client.diagnostics()
-    );
+    assert_diagnostics(&client, Duration::from_secs(2), |diagnostics| {
+        diagnostics.subscribed_channels == 0 && diagnostics.waiters == 0
+    });
     assert!(eventually(Duration::from_secs(2), || {
         let channels: Vec<String> = server.cmd(&["PUBSUB", "CHANNELS"]);
         channels.is_empty()
     }));
     assert_eq!(client.diagnostics().registered_holds, 0);
     for name in NAMES {
-        let exists: bool = server.cmd(&["EXISTS", name]);
-        assert!(!exists, "{name}");
+        assert!(!exists(&server, name), "{name}");
     }
 }
 
 #[test]
 fn later_waits_reuse_the_subscriber_connection() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("holder");
     let wait_once = |round: usize| {
         let name = format!("round-{round}");
@@ -126,8 +110,7 @@ fn subscriber_connections(server: &RedisServer) -> Vec<String> {
 
 #[test]
 fn the_command_pool_stays_as_small_as_the_concurrency() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     assert_eq!(
         client.diagnostics().pooled_connections,
         1,

@@ -11,18 +11,15 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
+use support::state::{assert_no_phantom_hold, numsub};
+use support::waiter::Waiter;
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).expect("client")
+    server.client()
 }
 
 fn active_channels(server: &RedisServer) -> Vec<String> {
     server.cmd(&["PUBSUB", "CHANNELS"])
-}
-
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
 }
 
 /// A waiter polls; neither the client nor the server sees a subscription.
@@ -114,18 +111,12 @@ fn excludes_an_rlock_of_the_same_name_in_both_directions() {
     );
     // A spin waiter behind an RLock holder polls and notices the release.
     let lock = a.spin_lock("shared");
-    let waiting = thread::spawn(move || {
-        let got = lock.try_lock_for(Duration::from_secs(10)).expect("wait");
-        let at = Instant::now();
-        (got.map(|guard| guard.unlock()), at)
-    });
+    let waiter = Waiter::try_lock_for(lock, Duration::from_secs(10));
     thread::sleep(Duration::from_millis(500));
     let released = Instant::now();
     rlock.unlock().expect("unlock");
-    let (got, at) = waiting.join().expect("waiter");
-    assert!(matches!(got, Some(Ok(()))), "{got:?}");
-    let took = at.saturating_duration_since(released);
-    assert!(took < Duration::from_millis(128 + 100), "took {took:?}");
+    let bound = Duration::from_millis(128 + 100);
+    waiter.woken_within(released, bound, Duration::from_secs(30));
 }
 
 /// `with_backoff` sets the sleeps between attempts: a constant 200 ms
@@ -166,30 +157,23 @@ fn the_backoff_is_configurable_and_bounds_the_polling() {
 /// A reentry whose reply is lost is sent again and counts once.
 #[test]
 fn a_lost_reentry_reply_counts_once() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (_server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let lock = client.spin_lock("lost-reentry");
     let outer = lock.lock().expect("lock");
-    proxy.arm("lost-reentry", Fault::DropReplyAndClose);
-    let inner = lock.lock().expect("reentry");
-    assert_eq!(proxy.injected(), 1, "the reply was not dropped");
+    let inner = proxy.losing_the_reply_to("lost-reentry", || lock.lock().expect("reentry"));
     assert_eq!(lock.hold_count().expect("count"), 2);
     inner.unlock().expect("unlock");
     outer.unlock().expect("unlock");
-    assert!(
-        !lock.is_locked().expect("is_locked"),
-        "a phantom hold kept it"
-    );
+    assert_no_phantom_hold(&lock);
 }
 
 /// A guard's release whose reply is lost is sent again, reports the
 /// release, frees the lock and still publishes nothing.
 #[test]
 fn a_lost_release_reply_is_resent_and_frees_the_lock() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::open(proxy.url()).expect("client");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client();
     let mut all = server.psubscriber(&["*"]);
     let lock = client.spin_lock("lost-release");
     let guard = lock.lock().expect("lock");

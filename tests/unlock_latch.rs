@@ -6,8 +6,9 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::{Client, RequestId, UnlockOutcome};
+use redisson_lock::{RequestId, UnlockOutcome};
 use support::RedisServer;
+use support::state::{exists, pttl};
 
 const FOREIGN_FIELD: &str = "5d0b8f7e-1111-4222-8333-444455556666:1";
 
@@ -32,8 +33,7 @@ fn request_ids_are_32_lowercase_hex_digits_and_unique() {
 
 #[test]
 fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("latched");
     let first = lock.lock().expect("lock");
     let second = lock.lock().expect("reentry");
@@ -50,7 +50,7 @@ fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
     let latch = latch_key("latched", &id);
     let value: Option<String> = server.cmd(&["GET", &latch]);
     assert_eq!(value.as_deref(), Some("0"), "latch {latch}");
-    let ttl: i64 = server.cmd(&["PTTL", &latch]);
+    let ttl = pttl(&server, &latch);
     assert!(ttl > 0, "the latch carries a PX TTL, got {ttl}");
 
     assert_eq!(
@@ -75,14 +75,12 @@ fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
     let count: String = server.cmd(&["HGET", "latched", &client.owner_field()]);
     assert_eq!(count, "1");
     first.unlock().expect("last guard");
-    let exists: bool = server.cmd(&["EXISTS", "latched"]);
-    assert!(!exists);
+    assert!(!exists(&server, "latched"));
 }
 
 #[test]
 fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("handover");
     let guard = lock.lock().expect("lock");
     let id = RequestId::new();
@@ -109,7 +107,7 @@ fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone()
         HashMap::from([(FOREIGN_FIELD.to_string(), "1".to_string())]),
         "the new holder's field is intact"
     );
-    let ttl: i64 = server.cmd(&["PTTL", "handover"]);
+    let ttl = pttl(&server, "handover");
     assert!(ttl > 29_000, "the new holder's TTL is untouched: {ttl}");
     assert_eq!(
         subscriber.next_message(Duration::from_millis(300)),
@@ -127,8 +125,7 @@ fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone()
 
 #[test]
 fn a_request_id_latch_is_kept_for_its_whole_ttl() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("kept");
     let _first = lock.lock().expect("lock");
     let _second = lock.lock().expect("reentry");
@@ -140,7 +137,7 @@ fn a_request_id_latch_is_kept_for_its_whole_ttl() {
     // Well after the reply: a caller
     // that replays its request id later still gets the first outcome.
     std::thread::sleep(Duration::from_millis(600));
-    let ttl: i64 = server.cmd(&["PTTL", &latch_key("kept", &id)]);
+    let ttl = pttl(&server, &latch_key("kept", &id));
     assert!(
         ttl > 0,
         "the caller's latch is kept for its TTL, PTTL {ttl}"
@@ -158,7 +155,7 @@ fn guard_releases_write_no_latch() {
     // Watch for any latch through keyspace events rather than racing reads.
     let _: () = server.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Kg$"]);
     let mut events = server.psubscriber(&["__keyspace@0__:redisson_unlock_latch:*"]);
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("spent");
     let first = lock.lock().expect("lock");
     let second = lock.lock().expect("reentry");

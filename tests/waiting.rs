@@ -10,6 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
+use support::state::{numsub, pttl};
+use support::waiter::Waiter;
 use support::{RedisServer, eventually};
 
 /// A Java client's owner field: its own UUID and thread id.
@@ -36,16 +38,11 @@ fn java_style_release(server: &RedisServer, name: &str, channel: &str) {
     assert_eq!(receivers, 1, "exactly one subscriber: the client's");
 }
 
-fn numsub(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
-
 #[test]
 fn java_style_holder_makes_try_lock_return_none() {
     let server = RedisServer::start();
     java_style_hold(&server, "shared");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let lock = client.lock("shared");
     assert!(lock.try_lock().expect("try_lock").is_none());
     assert!(lock.is_locked().expect("is_locked"));
@@ -60,7 +57,7 @@ fn java_style_holder_makes_try_lock_return_none() {
 fn try_lock_for_gives_up_after_its_wait_while_a_java_style_holder_keeps_the_lock() {
     let server = RedisServer::start();
     java_style_hold(&server, "busy");
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let start = Instant::now();
     let got = client
         .lock("busy")
@@ -72,7 +69,7 @@ fn try_lock_for_gives_up_after_its_wait_while_a_java_style_holder_keeps_the_lock
         waited >= Duration::from_millis(300) && waited < Duration::from_millis(1_300),
         "waited {waited:?}"
     );
-    let ttl: i64 = server.cmd(&["PTTL", "busy"]);
+    let ttl = pttl(&server, "busy");
     assert!(ttl > 28_000, "the holder's TTL is untouched: {ttl}");
 }
 
@@ -108,7 +105,7 @@ fn waiter_wakes_on_java_style_del_and_publish_long_before_the_ttl() {
     let server = RedisServer::start();
     java_style_hold(&server, "handoff");
     let channel = "redisson_lock__channel:{handoff}";
-    let client = Client::open(server.url()).expect("client");
+    let client = server.client();
     let (acquired_tx, acquired_rx) = mpsc::channel();
     let waiter = {
         let lock = client.lock("handoff");
@@ -125,7 +122,7 @@ fn waiter_wakes_on_java_style_del_and_publish_long_before_the_ttl() {
             && client.diagnostics().waiters == 1),
         "the waiter subscribes to {channel}"
     );
-    let ttl: i64 = server.cmd(&["PTTL", "handoff"]);
+    let ttl = pttl(&server, "handoff");
     assert!(ttl > 25_000, "the holder's lease is still long: {ttl}");
 
     java_style_release(&server, "handoff", channel);
@@ -151,16 +148,8 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
     let name = "{tenant-7}:invoices";
     let channel = "redisson_lock__channel:{tenant-7}:invoices";
     java_style_hold(&server, name);
-    let client = Client::open(server.url()).expect("client");
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = client.lock(name);
-        thread::spawn(move || {
-            let guard = lock.lock().expect("lock");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let client = server.client();
+    let waiter = Waiter::lock(client.lock(name));
     assert!(
         eventually(Duration::from_secs(5), || numsub(&server, channel) == 1),
         "the waiter subscribes to {channel}"
@@ -170,43 +159,29 @@ fn a_name_with_a_brace_waits_on_the_verbatim_channel() {
 
     java_style_release(&server, name, channel);
     let published = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    let delay = acquired.saturating_duration_since(published);
-    assert!(delay < Duration::from_millis(200), "woken after {delay:?}");
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        published,
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    );
 }
 
 #[test]
 fn waiter_in_the_same_client_wakes_on_release() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("w");
     let guard = lock.lock().expect("lock");
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = lock.clone();
-        thread::spawn(move || {
-            let guard = lock
-                .try_lock_for(Duration::from_secs(20))
-                .expect("wait")
-                .expect("acquired");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let waiter = Waiter::try_lock_for(lock.clone(), Duration::from_secs(20));
     assert!(eventually(Duration::from_secs(5), || {
         client.diagnostics().waiters == 1 && numsub(&server, "redisson_lock__channel:{w}") == 1
     }));
     drop(guard);
     let released = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    let delay = acquired.saturating_duration_since(released);
-    assert!(delay < Duration::from_millis(500), "woken after {delay:?}");
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        released,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    );
     assert!(eventually(Duration::from_secs(2), || client
         .diagnostics()
         .subscribed_channels
@@ -220,16 +195,8 @@ fn holder_without_ttl_is_waited_for_by_message() {
     // the unlock message (with a slow poll as a fallback).
     let server = RedisServer::start();
     let _: () = server.cmd(&["HSET", "forever", JAVA_FIELD, "1"]);
-    let client = Client::open(server.url()).expect("client");
-    let (acquired_tx, acquired_rx) = mpsc::channel();
-    let waiter = {
-        let lock = client.lock("forever");
-        thread::spawn(move || {
-            let guard = lock.lock().expect("lock");
-            acquired_tx.send(Instant::now()).expect("report");
-            drop(guard);
-        })
-    };
+    let client = server.client();
+    let waiter = Waiter::lock(client.lock("forever"));
     let channel = "redisson_lock__channel:{forever}";
     assert!(eventually(Duration::from_secs(5), || numsub(
         &server, channel
@@ -240,9 +207,9 @@ fn holder_without_ttl_is_waited_for_by_message() {
     assert!(attempts <= 2, "{attempts} acquire attempts in 500 ms");
     java_style_release(&server, "forever", channel);
     let published = Instant::now();
-    let acquired = acquired_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the waiter acquires");
-    assert!(acquired.saturating_duration_since(published) < Duration::from_millis(200));
-    waiter.join().expect("waiter");
+    waiter.woken_within(
+        published,
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    );
 }

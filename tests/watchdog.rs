@@ -10,23 +10,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
+use support::state::{exists, pttl};
 use support::{RedisServer, eventually, logs};
 
 const FOREIGN_FIELD: &str = "c0ffee00-1234-4567-89ab-cdef01234567:5";
 
 fn client(server: &RedisServer, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client")
-}
-
-fn pttl(server: &RedisServer, name: &str) -> i64 {
-    server.cmd(&["PTTL", name])
-}
-
-fn exists(server: &RedisServer, name: &str) -> bool {
-    server.cmd(&["EXISTS", name])
+    server.watchdog_client(watchdog)
 }
 
 #[test]
@@ -249,10 +239,7 @@ fn renewal_survives_a_script_cache_flush() {
     // script and sends those chunks again, in the same run.
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let guards: Vec<_> = (0..250)
         .map(|i| client.lock(format!("flushed-{i}")).lock().expect("lock"))
         .collect();

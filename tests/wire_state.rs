@@ -9,13 +9,10 @@ use std::time::Duration;
 
 use redisson_lock::Client;
 use support::RedisServer;
+use support::state::{exists, pttl};
 
 fn hash(server: &RedisServer, name: &str) -> HashMap<String, String> {
     server.cmd(&["HGETALL", name])
-}
-
-fn pttl(server: &RedisServer, name: &str) -> i64 {
-    server.cmd(&["PTTL", name])
 }
 
 fn one_field(field: &str, count: &str) -> HashMap<String, String> {
@@ -24,8 +21,7 @@ fn one_field(field: &str, count: &str) -> HashMap<String, String> {
 
 #[test]
 fn acquire_writes_one_owner_field_with_count_one_and_the_watchdog_lease() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let guard = client.lock("orders").lock().expect("lock");
 
     let field = format!("{}:{}", client.id(), Client::thread_id());
@@ -37,14 +33,15 @@ fn acquire_writes_one_owner_field_with_count_one_and_the_watchdog_lease() {
     assert!((29_000..=30_000).contains(&ttl), "PTTL {ttl}");
 
     guard.unlock().expect("unlock");
-    let exists: bool = server.cmd(&["EXISTS", "orders"]);
-    assert!(!exists, "the final release deletes the key");
+    assert!(
+        !exists(&server, "orders"),
+        "the final release deletes the key"
+    );
 }
 
 #[test]
 fn owner_field_is_the_client_uuid_and_a_per_thread_number() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let id = client.id().to_string();
     assert_eq!(id.len(), 36);
     assert!(
@@ -70,8 +67,7 @@ fn owner_field_is_the_client_uuid_and_a_per_thread_number() {
 
 #[test]
 fn reentry_counts_two_then_partial_release_counts_one_then_final_release_deletes_the_key() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("reentrant");
     let field = client.owner_field();
 
@@ -102,8 +98,7 @@ fn reentry_counts_two_then_partial_release_counts_one_then_final_release_deletes
 
 #[test]
 fn reentry_and_partial_release_reset_the_lease_instead_of_adding_to_it() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("resets").with_lease(Duration::from_secs(10));
 
     let first = lock.lock().expect("lock");
@@ -130,8 +125,7 @@ fn reentry_and_partial_release_reset_the_lease_instead_of_adding_to_it() {
 
 #[test]
 fn watchdog_mode_reentry_resets_the_ttl_to_the_watchdog_timeout() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("wd-reentry");
     let first = lock.lock().expect("lock");
     thread::sleep(Duration::from_millis(400));
@@ -142,14 +136,12 @@ fn watchdog_mode_reentry_resets_the_ttl_to_the_watchdog_timeout() {
     assert!((29_700..=30_000).contains(&reset), "PTTL {reset}");
     drop(second);
     drop(first);
-    let exists: bool = server.cmd(&["EXISTS", "wd-reentry"]);
-    assert!(!exists);
+    assert!(!exists(&server, "wd-reentry"));
 }
 
 #[test]
 fn explicit_lease_becomes_the_ttl() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     for (name, lease_ms) in [("lease-2s", 2_000), ("lease-45s", 45_000)] {
         let guard = client
             .lock(name)
@@ -168,8 +160,7 @@ fn explicit_lease_becomes_the_ttl() {
 
 #[test]
 fn remaining_ttl_and_queries_mirror_the_key() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("queries");
     assert_eq!(lock.remaining_ttl().expect("ttl"), None);
     assert!(!lock.is_locked().expect("locked"));
@@ -196,8 +187,7 @@ fn remaining_ttl_and_queries_mirror_the_key() {
 
 #[test]
 fn unlock_message_zero_is_published_on_the_final_release_only() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let mut subscriber = server.subscriber(&["redisson_lock__channel:{announced}"]);
     let lock = client.lock("announced");
     let quiet = Duration::from_millis(250);
@@ -234,8 +224,7 @@ fn unlock_message_zero_is_published_on_the_final_release_only() {
 
 #[test]
 fn a_name_with_a_brace_publishes_on_the_verbatim_channel() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let mut subscriber = server.psubscriber(&["redisson_lock__channel:*"]);
     client
         .lock("{user}:42")
@@ -255,8 +244,7 @@ fn a_name_with_a_brace_publishes_on_the_verbatim_channel() {
 
 #[test]
 fn a_failed_unlock_of_someone_elses_lock_changes_nothing_and_publishes_nothing() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let java_field = "7f1c2a3e-0000-4000-8000-00000000beef:1";
     let _: () = server.cmd(&["HSET", "theirs", java_field, "1"]);
     let _: () = server.cmd(&["PEXPIRE", "theirs", "30000"]);

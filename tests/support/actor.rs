@@ -5,7 +5,9 @@
 use std::any::Any;
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Kind, Lock, LockGuard};
 
 /// The guards a [`RustThread`] holds, of any lock type.
 pub type Held = Vec<Box<dyn Any>>;
@@ -52,4 +54,73 @@ impl RustThread {
             .recv_timeout(Duration::from_secs(60))
             .expect("the Rust thread panicked or hung")
     }
+}
+
+impl RustThread {
+    /// Takes a lock on the thread in the background (`acquire` returns the
+    /// guard, which the thread keeps); the channel reports when it got it.
+    pub fn acquire<G: 'static>(
+        &self,
+        acquire: impl FnOnce() -> G + Send + 'static,
+    ) -> mpsc::Receiver<Instant> {
+        self.start(move |held| {
+            held.push(Box::new(acquire()));
+            Instant::now()
+        })
+    }
+
+    /// Takes a lock on the thread and keeps the guard `acquire` returns.
+    pub fn hold<G: 'static>(&self, acquire: impl FnOnce() -> G + Send + 'static) {
+        self.run(move |held| held.push(Box::new(acquire())));
+    }
+
+    /// Starts `lock.lock()` on the thread (the guard is kept); the channel
+    /// reports when it got the lock.
+    pub fn start_lock<K: Kind>(&self, lock: &Lock<K>) -> mpsc::Receiver<Instant> {
+        let lock = lock.clone();
+        self.acquire(move || lock.lock().expect("lock"))
+    }
+
+    /// Runs `lock.lock()` on the thread and keeps the guard.
+    pub fn lock<K: Kind>(&self, lock: &Lock<K>) {
+        let lock = lock.clone();
+        self.hold(move || lock.lock().expect("lock"));
+    }
+
+    /// `client.owner_field()` as seen from the thread: the hash field of
+    /// the thread's holds.
+    pub fn owner_field(&self, client: &Client) -> String {
+        let client = client.clone();
+        self.run(move |_| client.owner_field())
+    }
+
+    /// Unlocks the thread's last guard, a `LockGuard<K>`: the outcome.
+    pub fn unlock_last<K: Kind>(&self) -> redisson_lock::Result<()> {
+        self.run(|held| take::<LockGuard<K>>(held).unlock())
+    }
+}
+
+/// The last guard a thread keeps, taken out of `held`; panics unless it is
+/// a `G`.
+pub fn take<G: 'static>(held: &mut Held) -> G {
+    let guard = held.pop().expect("the thread holds a guard");
+    *guard.downcast::<G>().expect("a guard of the expected type")
+}
+
+/// The last guard a thread keeps, left in `held`; panics unless it is a `G`.
+pub fn last<G: 'static>(held: &Held) -> &G {
+    let guard = held.last().expect("the thread holds a guard");
+    guard
+        .downcast_ref::<G>()
+        .expect("a guard of the expected type")
+}
+
+/// Waits `window` and asserts that the acquisition reported on `acquired`
+/// has not happened: the waiter is kept out while the other side holds.
+pub fn assert_kept_out(acquired: &mpsc::Receiver<Instant>, window: Duration) {
+    thread::sleep(window);
+    assert!(
+        acquired.try_recv().is_err(),
+        "the Rust thread acquired while the other side held the lock"
+    );
 }

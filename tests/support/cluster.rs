@@ -12,14 +12,13 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{LazyLock, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{eventually, free_port, listens_on, redis_server_binary};
+use super::{came_up, eventually, free_port, redis_server_binary, run_ok};
 
 /// One node of the cluster.
 pub struct Node {
@@ -67,16 +66,10 @@ impl Cluster {
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
         }
-        let output = create
+        create
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
+            .stdin(Stdio::null());
+        run_ok(&mut create, "redis-cli --cluster create");
         let ready = eventually(Duration::from_secs(30), || {
             cluster.nodes.iter().all(|node| {
                 let info: String = node.try_cmd(&["CLUSTER", "INFO"]).unwrap_or_default();
@@ -311,26 +304,7 @@ impl Node {
     /// This node's `CLUSTER SLOTS`, ports only; `None` if it does not answer.
     pub fn slots(&self) -> Option<Vec<SlotRange>> {
         let reply: redis::Value = self.try_cmd(&["CLUSTER", "SLOTS"]).ok()?;
-        let ranges: Vec<Vec<redis::Value>> = redis::from_redis_value(reply).ok()?;
-        let mut out = Vec::new();
-        for range in ranges {
-            let start: u16 = redis::from_redis_value(range.first()?.clone()).ok()?;
-            let end: u16 = redis::from_redis_value(range.get(1)?.clone()).ok()?;
-            let ports: Vec<u16> = range[2..]
-                .iter()
-                .filter_map(|node| {
-                    let node: Vec<redis::Value> = redis::from_redis_value(node.clone()).ok()?;
-                    redis::from_redis_value(node.get(1)?.clone()).ok()
-                })
-                .collect();
-            out.push(SlotRange {
-                start,
-                end,
-                master: *ports.first()?,
-                replicas: ports[1..].to_vec(),
-            });
-        }
-        Some(out)
+        parse_slots(reply)
     }
 
     /// `kill -9` of the node.
@@ -421,7 +395,7 @@ fn start_node(dir: &std::path::Path) -> Node {
 fn spawn_node(dir: &std::path::Path, port: u16, bus_port: u16) -> Option<Child> {
     let port_arg = port.to_string();
     let bus_arg = bus_port.to_string();
-    let mut child = Command::new(redis_server_binary())
+    let child = Command::new(redis_server_binary())
         .args([
             "--port",
             &port_arg,
@@ -455,19 +429,7 @@ fn spawn_node(dir: &std::path::Path, port: u16, bus_port: u16) -> Option<Child> 
         .stderr(Stdio::inherit())
         .spawn()
         .expect("run redis-server");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return None;
-        }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() && listens_on(child.id(), port) {
-            return Some(child);
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    came_up(child, port)
 }
 
 /// The `calls` counter of `INFO commandstats` for `command` on `node`.
@@ -478,4 +440,28 @@ pub fn calls(node: &Node, command: &str) -> u64 {
         .find_map(|line| line.strip_prefix(&prefix))
         .and_then(|rest| rest.split(',').next()?.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A `CLUSTER SLOTS` reply, ports only; `None` if it does not parse.
+pub fn parse_slots(reply: redis::Value) -> Option<Vec<SlotRange>> {
+    let ranges: Vec<Vec<redis::Value>> = redis::from_redis_value(reply).ok()?;
+    let mut out = Vec::new();
+    for range in ranges {
+        let start: u16 = redis::from_redis_value(range.first()?.clone()).ok()?;
+        let end: u16 = redis::from_redis_value(range.get(1)?.clone()).ok()?;
+        let ports: Vec<u16> = range[2..]
+            .iter()
+            .filter_map(|node| {
+                let node: Vec<redis::Value> = redis::from_redis_value(node.clone()).ok()?;
+                redis::from_redis_value(node.get(1)?.clone()).ok()
+            })
+            .collect();
+        out.push(SlotRange {
+            start,
+            end,
+            master: *ports.first()?,
+            replicas: ports[1..].to_vec(),
+        });
+    }
+    Some(out)
 }

@@ -410,6 +410,79 @@ impl JavaDriver {
         self.ok("warm2", &format!("unlock {name}"));
     }
 
+    /// Waits for the Rust acquisition reported on `acquired` and asserts it
+    /// came within `bound` of `since` (the Java release that should wake
+    /// it); `what` names the hand-off in the log and in a failure.
+    pub fn rust_woken(
+        &self,
+        acquired: &std::sync::mpsc::Receiver<Instant>,
+        since: Instant,
+        bound: Duration,
+        what: &str,
+    ) -> Duration {
+        let at = acquired
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what}: the Rust waiter was not woken"));
+        self.handoff(what, since, at, bound)
+    }
+
+    /// Waits for `actor`'s reply to the lock command it waits in, asserts it
+    /// is `OK` and came within `bound` of `since` (the Rust release that
+    /// should wake it); `what` names the hand-off in the log and in a failure.
+    /// Returns the reply.
+    pub fn java_woken(&self, actor: &str, since: Instant, bound: Duration, what: &str) -> Reply {
+        let reply = self.recv(actor);
+        assert!(reply.ok, "{what}: Java lock failed: `{}`", reply.line);
+        self.handoff(what, since, reply.at, bound);
+        reply
+    }
+
+    /// `rust` starts `lock.lock()` while Java's `actor` holds the lock
+    /// (`java_name` to the driver): the Rust thread is kept out for 300 ms,
+    /// then Java's unlock wakes it within `bound`. It keeps the guard.
+    pub fn unlock_wakes_rust<K: redisson_lock::Kind>(
+        &self,
+        (actor, java_name): (&str, &str),
+        rust: &super::actor::RustThread,
+        lock: &redisson_lock::Lock<K>,
+        bound: Duration,
+    ) -> Duration {
+        let acquired = rust.start_lock(lock);
+        super::actor::assert_kept_out(&acquired, Duration::from_millis(300));
+        let sent = Instant::now();
+        self.ok(actor, &format!("unlock {java_name}"));
+        self.rust_woken(&acquired, sent, bound, "Java unlock -> Rust acquire")
+    }
+
+    /// Asserts that `actor` cannot take `java_name` now (`tryLockNow`): the
+    /// Rust side holds it.
+    pub fn assert_cannot_take(&self, actor: &str, java_name: &str) {
+        assert!(
+            !self.flag(actor, &format!("tryLockNow {java_name}")),
+            "Java took {java_name} while the Rust side holds it"
+        );
+    }
+
+    /// Waits `window` and asserts that `actor` has not answered: its lock
+    /// command is kept waiting while the Rust side holds.
+    pub fn assert_kept_out(&self, actor: &str, window: Duration) {
+        thread::sleep(window);
+        assert!(
+            self.try_recv(actor, Duration::ZERO).is_none(),
+            "Java actor {actor} acquired while the Rust side held the lock"
+        );
+    }
+
+    fn handoff(&self, what: &str, since: Instant, at: Instant, bound: Duration) -> Duration {
+        let handoff = at.saturating_duration_since(since);
+        eprintln!("{}: {what} {handoff:?}", self.version);
+        assert!(
+            handoff < bound,
+            "{what}: woken {handoff:?} after the release, not within {bound:?}"
+        );
+        handoff
+    }
+
     /// What the driver wrote to stderr so far.
     pub fn stderr(&self) -> String {
         self.shared
@@ -462,6 +535,15 @@ impl Drop for JavaDriver {
 /// watchdog timeout: 30 s).
 pub fn start(redisson: Redisson) -> (super::RedisServer, JavaDriver) {
     start_with_watchdog(redisson, Duration::from_secs(30))
+}
+
+/// [`start`], and a Rust client of the same server (default settings).
+pub fn start_with_client(
+    redisson: Redisson,
+) -> (super::RedisServer, JavaDriver, redisson_lock::Client) {
+    let (server, java) = start(redisson);
+    let client = server.client();
+    (server, java, client)
 }
 
 /// [`start`] with Java's watchdog timeout set to `watchdog`.

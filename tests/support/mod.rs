@@ -9,18 +9,23 @@ pub mod actor;
 pub mod cluster;
 pub mod every_kind;
 pub mod java;
+pub mod mutex;
 pub mod proxy;
 pub mod sentinel;
+pub mod state;
 pub mod tls;
 #[cfg(feature = "tls-rustls")]
 pub mod tls_topo;
+pub mod waiter;
 
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use redisson_lock::Client;
 
 /// A running `redis-server` owned by one test.
 pub struct RedisServer {
@@ -29,6 +34,21 @@ pub struct RedisServer {
     dir: PathBuf,
     extra_args: Vec<String>,
 }
+
+/// The `redis-server` arguments every node of the tests runs with: loopback
+/// only, no persistence, in the foreground, quiet.
+const NODE_ARGS: [&str; 10] = [
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--daemonize",
+    "no",
+    "--loglevel",
+    "warning",
+];
 
 static SERVERS: AtomicU32 = AtomicU32::new(0);
 
@@ -106,24 +126,8 @@ impl RedisServer {
     fn spawn(&mut self) -> bool {
         let port = self.port.to_string();
         let child = Command::new(redis_server_binary())
-            .args([
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args([
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "yes",
-                "--loglevel",
-                "warning",
-            ])
+            .args(["--port", &port, "--protected-mode", "yes"])
+            .args(NODE_ARGS)
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
@@ -131,7 +135,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn();
-        let mut child = match child {
+        let child = match child {
             Ok(child) => child,
             Err(e) => panic!(
                 "cannot run `{}` ({e}): install redis-server (apt-get install redis-server) \
@@ -139,24 +143,13 @@ impl RedisServer {
                 redis_server_binary()
             ),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false; // exited: most likely the port was taken
-            }
-            // A connect alone could reach another test's server that took
-            // the port first (ours then exits): only our own listener counts.
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-                && listens_on(child.id(), self.port)
-            {
+        match came_up(child, self.port) {
+            Some(child) => {
                 self.child = Some(child);
-                return true;
+                true
             }
-            thread::sleep(Duration::from_millis(5));
+            None => false, // most likely the port was taken
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
     }
 
     pub fn port(&self) -> u16 {
@@ -178,6 +171,24 @@ impl RedisServer {
         client
             .get_connection_with_timeout(Duration::from_secs(5))
             .expect("connect to the test server")
+    }
+
+    /// A fresh server and a client of it with the default settings.
+    pub fn start_with_client() -> (RedisServer, Client) {
+        let server = RedisServer::start();
+        let client = server.client();
+        (server, client)
+    }
+
+    /// A client of this server with the default settings.
+    pub fn client(&self) -> Client {
+        Client::open(self.url()).expect("client")
+    }
+
+    /// A client of this server whose watchdog timeout (the lease of a hold
+    /// without one) is `watchdog`.
+    pub fn watchdog_client(&self, watchdog: Duration) -> Client {
+        watchdog_client(&self.url(), watchdog)
     }
 
     /// Runs one command on a fresh connection.
@@ -224,6 +235,75 @@ impl RedisServer {
     }
 }
 
+/// A fresh directory for a topology of `kind` (its nodes' directories go
+/// below it) with an empty pid file `pids`, and the reaper: a process that
+/// kills every pid listed in that file and removes the directory and
+/// `also_remove` once this test process is gone.
+fn topology_dir(kind: &str, also_remove: &[&Path]) -> (PathBuf, Child) {
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "redisson-lock-test-{}-{kind}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create the topology's directory");
+    let pids = dir.join("pids");
+    std::fs::write(&pids, "").expect("pid file");
+    let also: String = also_remove
+        .iter()
+        .map(|path| format!(" '{}'", path.display()))
+        .collect();
+    let reaper = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.3; done; \
+             kill -9 $(cat '{file}') 2>/dev/null; rm -rf '{dir}'{also}",
+            pid = std::process::id(),
+            file = pids.display(),
+            dir = dir.display(),
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the reaper");
+    (dir, reaper)
+}
+
+/// Waits up to 10 s for a just-spawned `redis-server` to listen on `port`;
+/// `None` (the process gone) if it exits first or does not come up. A
+/// connect alone could reach another test's server that took the port
+/// first (ours then exits): only the child's own listener counts.
+fn came_up(mut child: Child, port: u16) -> Option<Child> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return None;
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() && listens_on(child.id(), port) {
+            return Some(child);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Runs `command` to completion and asserts it succeeded (its output in
+/// the failure); `what` names it.
+fn run_ok(command: &mut Command, what: &str) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
@@ -245,6 +325,49 @@ impl Drop for RedisServer {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A client of `url` (a server's, a proxy's) whose watchdog timeout is
+/// `watchdog`.
+pub fn watchdog_client(url: &str, watchdog: Duration) -> Client {
+    Client::builder(url)
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client")
+}
+
+/// A Lua script that keeps the server running it busy for `ARGV[1]` ms of
+/// wall-clock time (it reads the clock with TIME, which advances inside a
+/// script): `EVAL BUSY_SCRIPT 0 <ms>`.
+pub const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
+     local start = t[1] * 1000000 + t[2] \
+     while true do \
+       local now = redis.call('TIME') \
+       if now[1] * 1000000 + now[2] - start >= tonumber(ARGV[1]) * 1000 then return 1 end \
+     end";
+
+/// Waits up to `within` until `client` has `count` threads waiting for a
+/// lock (parked on its subscriber, or polling), and fails otherwise.
+pub fn assert_waiting(client: &Client, count: usize, within: Duration) {
+    assert!(
+        eventually(within, || client.diagnostics().waiters == count),
+        "expected {count} waiter(s): {:?}",
+        client.diagnostics()
+    );
+}
+
+/// Waits up to `within` until `client`'s diagnostics satisfy `expected`,
+/// and fails with them otherwise.
+pub fn assert_diagnostics(
+    client: &Client,
+    within: Duration,
+    expected: impl Fn(&redisson_lock::Diagnostics) -> bool,
+) {
+    assert!(
+        eventually(within, || expected(&client.diagnostics())),
+        "{:?}",
+        client.diagnostics()
+    );
 }
 
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns

@@ -95,9 +95,37 @@ impl Proxy {
         Proxy { port, shared }
     }
 
+    /// A fresh server with a proxy in front of it.
+    pub fn with_server() -> (super::RedisServer, Proxy) {
+        let server = super::RedisServer::start();
+        let proxy = Proxy::start(server.port());
+        (server, proxy)
+    }
+
     /// `redis://127.0.0.1:<proxy port>/`
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A client that reaches the server through the proxy, with the
+    /// default settings.
+    pub fn client(&self) -> redisson_lock::Client {
+        redisson_lock::Client::open(self.url()).expect("client")
+    }
+
+    /// Runs `call` with the reply to the next command containing `marker`
+    /// dropped and the connection closed (what a lost reply looks like),
+    /// and asserts that the fault hit. Returns what `call` returned.
+    pub fn losing_the_reply_to<R>(&self, marker: &str, call: impl FnOnce() -> R) -> R {
+        let before = self.injected();
+        self.arm(marker, Fault::DropReplyAndClose);
+        let result = call();
+        assert_eq!(
+            self.injected(),
+            before + 1,
+            "the reply to {marker} was not dropped"
+        );
+        result
     }
 
     /// The next command whose bytes contain `marker` suffers `fault`.

@@ -12,12 +12,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{SERVERS, eventually, free_port, listens_on, redis_server_binary, signal};
+use super::{NODE_ARGS, came_up, eventually, free_port, redis_server_binary, signal, topology_dir};
 
 pub const MASTER_NAME: &str = "mymaster";
 
@@ -35,25 +34,11 @@ pub struct SentinelSetup {
 
 fn data_args(port: u16, dir: &Path, replica_of: Option<u16>) -> Vec<String> {
     let port = port.to_string();
-    let mut args: Vec<String> = [
-        "--port",
-        &port,
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--daemonize",
-        "no",
-        "--loglevel",
-        "warning",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args: Vec<String> = ["--port", &port, "--repl-diskless-sync-delay", "0"]
+        .iter()
+        .chain(&NODE_ARGS)
+        .map(|s| s.to_string())
+        .collect();
     args.extend(["--dir".into(), dir.display().to_string()]);
     if let Some(master) = replica_of {
         args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
@@ -71,7 +56,7 @@ fn record_pid(dir: &Path, child: &Child) {
 }
 
 fn spawn_node(dir: &Path, port: u16, args: &[String]) -> Option<Child> {
-    let mut child = Command::new(redis_server_binary())
+    let child = Command::new(redis_server_binary())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -79,19 +64,7 @@ fn spawn_node(dir: &Path, port: u16, args: &[String]) -> Option<Child> {
         .current_dir(dir)
         .spawn()
         .expect("run redis-server");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return None;
-        }
-        if listens_on(child.id(), port) {
-            return Some(child);
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    came_up(child, port)
 }
 
 /// A connection to a test node. A connect that fails is tried again for up
@@ -142,29 +115,7 @@ impl SentinelSetup {
 
     fn start() -> SentinelSetup {
         let started = Instant::now();
-        let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-lock-test-{}-sentinel-{n}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create the topology's directory");
-        let pids = dir.join("pids");
-        std::fs::write(&pids, "").expect("pid file");
-        // The reaper: kills every listed pid once this process is gone.
-        let reaper = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {pid} 2>/dev/null; do sleep 0.3; done; \
-                 kill -9 $(cat '{file}') 2>/dev/null; rm -rf '{dir}'",
-                pid = std::process::id(),
-                file = pids.display(),
-                dir = dir.display()
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the reaper");
+        let (dir, reaper) = topology_dir("sentinel", &[]);
         let record = |child: &Child| record_pid(&dir, child);
 
         let mut children = vec![reaper];

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{SERVERS, free_port, listens_on, redis_server_binary};
+use super::{SERVERS, free_port, listens_on, redis_server_binary, run_ok};
 
 /// Certificates made for one test binary.
 pub struct Certs {
@@ -16,16 +16,8 @@ pub struct Certs {
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl (apt-get install openssl)");
-    assert!(
-        output.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let what = format!("openssl {args:?} (apt-get install openssl)");
+    run_ok(Command::new("openssl").args(args).current_dir(dir), &what);
 }
 
 /// A self-signed CA `name` (`name.crt`, `name.key`).

@@ -13,12 +13,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::tls::Certs;
-use super::{SERVERS, eventually, free_port, listens_on, redis_server_binary};
+use super::{
+    NODE_ARGS, eventually, free_port, listens_on, redis_server_binary, run_ok, topology_dir,
+};
 
 pub const MASTER_NAME: &str = "tlsmaster";
 
@@ -68,8 +69,6 @@ fn tls_args(certs: &Certs, port: u16, dir: &Path) -> Vec<String> {
         "0",
         "--tls-port",
         &port.to_string(),
-        "--bind",
-        "127.0.0.1",
         "--tls-cert-file",
         &path("node.crt"),
         "--tls-key-file",
@@ -80,20 +79,13 @@ fn tls_args(certs: &Certs, port: u16, dir: &Path) -> Vec<String> {
         "no",
         "--tls-replication",
         "yes",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--daemonize",
-        "no",
-        "--loglevel",
-        "warning",
         "--repl-diskless-sync-delay",
         "0",
         "--dir",
         &dir.display().to_string(),
     ]
     .iter()
+    .chain(&NODE_ARGS)
     .map(|s| s.to_string())
     .collect()
 }
@@ -106,29 +98,7 @@ struct Processes {
 
 impl Processes {
     fn new(kind: &str, certs: &Certs) -> Processes {
-        let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-lock-test-{}-{kind}-{n}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create the topology's directory");
-        let pids = dir.join("pids");
-        std::fs::write(&pids, "").expect("pid file");
-        let reaper = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {pid} 2>/dev/null; do sleep 0.3; done; \
-                 kill -9 $(cat '{file}') 2>/dev/null; rm -rf '{dir}' '{certs}'",
-                pid = std::process::id(),
-                file = pids.display(),
-                dir = dir.display(),
-                certs = certs.dir.display(),
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the reaper");
+        let (dir, reaper) = topology_dir(kind, &[&certs.dir]);
         Processes {
             dir,
             children: vec![reaper],
@@ -225,17 +195,10 @@ impl TlsCluster {
         for port in &ports {
             create.arg(format!("127.0.0.1:{port}"));
         }
-        let output = create
+        create
             .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --tls --cluster create failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .stdin(Stdio::null());
+        run_ok(&mut create, "redis-cli --tls --cluster create");
         let cluster = TlsCluster {
             certs,
             ports,
@@ -267,21 +230,13 @@ impl TlsCluster {
     /// `CLUSTER SLOTS` as the node at `port` sees it, ports only.
     pub fn slots_at(&self, port: u16) -> Option<Vec<Range>> {
         let reply: redis::Value = tls_cmd(&self.certs, port, &["CLUSTER", "SLOTS"]).ok()?;
-        let ranges: Vec<Vec<redis::Value>> = redis::from_redis_value(reply).ok()?;
-        let mut out = Vec::new();
-        for range in ranges {
-            let start: u16 = redis::from_redis_value(range.first()?.clone()).ok()?;
-            let end: u16 = redis::from_redis_value(range.get(1)?.clone()).ok()?;
-            let ports: Vec<u16> = range[2..]
-                .iter()
-                .filter_map(|node| {
-                    let node: Vec<redis::Value> = redis::from_redis_value(node.clone()).ok()?;
-                    redis::from_redis_value(node.get(1)?.clone()).ok()
-                })
-                .collect();
-            out.push((start, end, *ports.first()?, ports[1..].to_vec()));
-        }
-        Some(out)
+        let ranges = super::cluster::parse_slots(reply)?;
+        Some(
+            ranges
+                .into_iter()
+                .map(|r| (r.start, r.end, r.master, r.replicas))
+                .collect(),
+        )
     }
 
     /// `CLUSTER SLOTS` of the first node.
