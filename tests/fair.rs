@@ -438,9 +438,9 @@ fn a_give_up_lowers_those_behind_by_exactly_the_callers_wait() {
     for wait in [Duration::from_millis(1000), Duration::from_millis(333)] {
         let name = format!("exact-wait-{}", wait.as_millis());
         let holder = a.fair_lock(&name).lock().expect("lock");
-        let (quitter, quitter_got) = waiter(&b, &name, Some(wait), Duration::ZERO);
+        let (quitter, quitter_got) = fair_waiter(&b, &name, Some(wait), Duration::ZERO);
         queued(&server, &name, std::slice::from_ref(&quitter));
-        let (patient, patient_got) = waiter(&a, &name, None, Duration::ZERO);
+        let (patient, patient_got) = fair_waiter(&a, &name, None, Duration::ZERO);
         queued(&server, &name, &[quitter.clone(), patient.clone()]);
         let before = score(&server, &name, &patient).expect("patient's deadline");
         let gave_up = quitter_got.recv_timeout(Duration::from_secs(10));
