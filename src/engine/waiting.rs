@@ -4,9 +4,6 @@
 //! means "try again now": its value is never counted (a multi-permit waiter
 //! re-checks the counter after every message, SYNCHRONIZERS §7.4-7.5).
 
-// Used by the synchronizers, which land next.
-#![allow(dead_code)]
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
