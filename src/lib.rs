@@ -68,6 +68,7 @@
 //! | `isLocked()`, `isHeldByCurrentThread()`    | [`Lock::is_locked`], [`Lock::is_held_by_current_thread`] |
 //! | `getHoldCount()`, `remainTimeToLive()`     | [`Lock::hold_count`], [`Lock::remaining_ttl`] |
 //! | `IllegalMonitorStateException`             | [`Error::NotHeld`]                       |
+//! | `redisson.getCountDownLatch(name)`         | [`Client::count_down_latch`] ([`CountDownLatch`]) |
 //!
 //! What Redisson leaves silent this crate reports: a lock whose renewal finds
 //! it gone, or whose lease ran out while Redis was unreachable, marks its
@@ -105,6 +106,7 @@ mod engine;
 mod client;
 mod lock;
 mod multi;
+mod synchronizers;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{
@@ -131,6 +133,7 @@ pub use owner::RequestId;
 /// version (a `ConnectionInfo` for [`Client::builder`], a `RedisError`
 /// inside [`Error::Redis`]).
 pub use redis;
+pub use synchronizers::CountDownLatch;
 pub use topology::cluster::slot::key_slot;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

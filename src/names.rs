@@ -60,6 +60,27 @@ pub(crate) const RWLOCK_MODE_FIELD: &str = "mode";
 /// The suffix of a write hold's owner field (PROTOCOL §1.2).
 pub(crate) const WRITE_FIELD_SUFFIX: &str = ":write";
 
+/// Redisson's count-down latch channel prefix (SYNCHRONIZERS §2.1): the
+/// channel is this, `{`, the name and `}`, with no colon and no
+/// `prefixName` rule.
+pub(crate) const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
+
+/// Redisson's latch `ZERO_COUNT_MESSAGE`: the count reached 0 (opens Java's
+/// latch, wakes every waiter).
+pub(crate) const LATCH_ZERO_COUNT_MESSAGE: &str = "0";
+
+/// Redisson's latch `NEW_COUNT_MESSAGE`: a count was set, or the latch was
+/// deleted (closes Java's latch again).
+pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
+
+/// The channel of the count-down latch `name`:
+/// `redisson_countdownlatch__channel__{<name>}`, braces added even when the
+/// name has some (so a name with a `}` puts it in another cluster slot than
+/// the key, SYNCHRONIZERS §2.1).
+pub(crate) fn latch_channel(name: &str) -> String {
+    concat(&[LATCH_CHANNEL_PREFIX, "{", name, "}"])
+}
+
 /// `suffixName(name, suffix)`, the suffix given in parts.
 fn suffix_name(name: &str, suffix: &[&str]) -> String {
     if name.contains('{') {
@@ -196,6 +217,18 @@ mod tests {
         );
         assert_eq!(rwlock_key_prefix("rw"), "{rw}");
         assert_eq!(rwlock_key_prefix("a{b"), "a{b");
+    }
+
+    #[test]
+    fn latch_channels_always_wrap_the_name_in_braces() {
+        assert_eq!(
+            latch_channel("job"),
+            "redisson_countdownlatch__channel__{job}"
+        );
+        assert_eq!(
+            latch_channel("{job}:latch"),
+            "redisson_countdownlatch__channel__{{job}:latch}"
+        );
     }
 
     #[test]

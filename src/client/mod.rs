@@ -25,6 +25,7 @@ use crate::lock::kinds::{
     FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
 };
 use crate::owner;
+use crate::synchronizers::CountDownLatch;
 
 pub use builder::ClientBuilder;
 pub use inspect::{
@@ -138,6 +139,12 @@ impl Client {
     /// This does not talk to Redis.
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the count-down latch called `name` (Redisson's
+    /// `getCountDownLatch`). This does not talk to Redis.
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A handle on the spin lock called `name` (Redisson's `getSpinLock`):

@@ -4,9 +4,7 @@
 //! means "try again now": its value is never counted (a multi-permit waiter
 //! re-checks the counter after every message, SYNCHRONIZERS §7.4-7.5).
 
-// Used by the synchronizers, which land next.
-#![allow(dead_code)]
-
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Engine;
@@ -15,6 +13,10 @@ use crate::error::Result;
 /// The longest a synchronizer waiter sleeps without a message before it
 /// tries again: the safety net Java's unbounded `acquire()`/`await()` lack.
 pub const SAFETY_REPOLL: Duration = Duration::from_secs(3);
+
+/// Numbers each call of [`Engine::wait_on`], so that each has its own entry
+/// on the channel.
+static WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// What one attempt found.
 #[derive(Debug)]
@@ -30,7 +32,8 @@ impl Engine {
     /// Calls `attempt` until it is [`Attempted::Done`] or `deadline`
     /// passes (`Ok(None)`; `None`: no deadline). The first attempt is made
     /// before subscribing (free: one round trip); then the thread subscribes
-    /// to `channel` (through the topology: sharded or classic as the locks),
+    /// to `channel` (through the topology: sharded or classic as the locks;
+    /// one entry per call, so that every message wakes every waiting thread),
     /// tries again, and waits for a message before each further attempt, at
     /// most the attempt's hint, [`SAFETY_REPOLL`] and the deadline. An error
     /// of an attempt or of the subscription ends the wait.
@@ -47,15 +50,24 @@ impl Engine {
         if left(Instant::now()).is_some_and(|left| left.is_zero()) {
             return Ok(None);
         }
+        // Its own entry on the channel: every entry gets a wake-up from
+        // every message (an unlock-style `0` gives one permit per entry, see
+        // `pubsub::entries`), so each waiting thread retries after each
+        // message; with one entry shared by the threads, a latch's `0` would
+        // wake one of them and leave the others to the safety re-poll. A
+        // message that comes between two attempts stays as the entry's
+        // permit, so it is not missed either.
+        let seq = WAITS.fetch_add(1, Ordering::Relaxed);
+        let entry = crate::names::concat(&[channel, "#", &seq.to_string()]);
         let limit = Instant::now() + self.config.subscription_timeout;
         let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
-        let mut subscription = self.topology.subscribe(channel, channel, limit)?;
+        let mut subscription = self.topology.subscribe(channel, &entry, limit)?;
         loop {
             if self.topology.is_stale(&subscription, channel) {
                 drop(subscription); // leaves before joining again
                 let limit = Instant::now() + self.config.subscription_timeout;
                 let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
-                subscription = self.topology.subscribe(channel, channel, limit)?;
+                subscription = self.topology.subscribe(channel, &entry, limit)?;
             }
             let hint = match attempt()? {
                 Attempted::Done(value) => return Ok(Some(value)),

@@ -67,6 +67,7 @@ macro_rules! rlock_layout {
 mod fair;
 mod fenced;
 pub(crate) mod inspect;
+pub(crate) mod latch;
 pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
