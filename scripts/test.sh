@@ -53,11 +53,11 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 cargo test --doc
-# TLS (rediss://) needs the feature: a TLS-only server with a CA made by
-# openssl in the test's directory.
 # LockInfo's JSON shape (the README's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
+# TLS (rediss://) needs the feature: a TLS-only server with a CA made by
+# openssl in the test's directory.
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3
