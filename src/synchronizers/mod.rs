@@ -1,0 +1,7 @@
+//! Redisson's synchronizers (SYNCHRONIZERS.md): counters and channels
+//! shared with Java, waited on through the engine's one waiting loop
+//! (`Engine::wait_on`). One file per type.
+
+mod semaphore;
+
+pub use semaphore::{Semaphore, SemaphorePermits};
