@@ -68,6 +68,7 @@
 //! | `isLocked()`, `isHeldByCurrentThread()`    | [`Lock::is_locked`], [`Lock::is_held_by_current_thread`] |
 //! | `getHoldCount()`, `remainTimeToLive()`     | [`Lock::hold_count`], [`Lock::remaining_ttl`] |
 //! | `IllegalMonitorStateException`             | [`Error::NotHeld`]                       |
+//! | `redisson.getSemaphore(name)` (`RSemaphore`) | [`Client::semaphore`] ([`Semaphore`], [`SemaphorePermits`]) |
 //!
 //! What Redisson leaves silent this crate reports: a lock whose renewal finds
 //! it gone, or whose lease ran out while Redis was unreachable, marks its

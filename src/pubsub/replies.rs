@@ -160,3 +160,18 @@ fn is_integer(text: &[u8]) -> bool {
     let digits = text.strip_prefix(b"-").unwrap_or(text);
     !digits.is_empty() && digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_integer;
+
+    #[test]
+    fn synchronizer_counts_are_integers() {
+        for yes in ["0", "5", "-2", "2147483647", "-9223372036854775808"] {
+            assert!(is_integer(yes.as_bytes()), "{yes}");
+        }
+        for no in ["", "-", "1.5", "+1", "abc", " 1", "12345678901234567890"] {
+            assert!(!is_integer(no.as_bytes()), "{no}");
+        }
+    }
+}
