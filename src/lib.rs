@@ -69,6 +69,7 @@
 //! | `getHoldCount()`, `remainTimeToLive()`     | [`Lock::hold_count`], [`Lock::remaining_ttl`] |
 //! | `IllegalMonitorStateException`             | [`Error::NotHeld`]                       |
 //! | `redisson.getCountDownLatch(name)`         | [`Client::count_down_latch`] ([`CountDownLatch`]) |
+//! | `redisson.getSemaphore(name)` (`RSemaphore`) | [`Client::semaphore`] ([`Semaphore`], [`SemaphorePermits`]) |
 //!
 //! What Redisson leaves silent this crate reports: a lock whose renewal finds
 //! it gone, or whose lease ran out while Redis was unreachable, marks its
@@ -134,6 +135,7 @@ pub use owner::RequestId;
 /// inside [`Error::Redis`]).
 pub use redis;
 pub use synchronizers::CountDownLatch;
+pub use synchronizers::{Semaphore, SemaphorePermits};
 pub use topology::cluster::slot::key_slot;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

@@ -126,6 +126,13 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     }
 }
 
+/// The channel of an RSemaphore (and of an RPermitExpirableSemaphore of the
+/// same name), `redisson_sc:{<name>}` (SYNCHRONIZERS §2.1): the permit
+/// counts its writers publish.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix_name("redisson_sc", name)
+}
+
 /// The pub/sub channel on which an RLock's release is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name(LOCK_CHANNEL_PREFIX, name)
@@ -202,6 +209,12 @@ mod tests {
             unlock_latch("orders", "00ff"),
             "redisson_unlock_latch:{orders}:00ff"
         );
+    }
+
+    #[test]
+    fn semaphore_channels_follow_prefix_name() {
+        assert_eq!(semaphore_channel("sem"), "redisson_sc:{sem}");
+        assert_eq!(semaphore_channel("{t}sem"), "redisson_sc:{t}sem");
     }
 
     #[test]

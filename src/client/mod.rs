@@ -26,6 +26,7 @@ use crate::lock::kinds::{
 };
 use crate::owner;
 use crate::synchronizers::CountDownLatch;
+use crate::synchronizers::Semaphore;
 
 pub use builder::ClientBuilder;
 pub use inspect::{
@@ -163,6 +164,14 @@ impl Client {
     /// talk to Redis.
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
         Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the counting semaphore called `name` (Redisson's
+    /// `getSemaphore`): a counter of permits shared with Java's
+    /// `RSemaphore`. This does not talk to Redis; an empty name is reported
+    /// by the first operation.
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

@@ -74,6 +74,7 @@ mod non_reentrant_fair;
 mod read;
 mod reentrant;
 pub(crate) mod replies;
+pub(crate) mod semaphore;
 mod spin;
 mod write;
 

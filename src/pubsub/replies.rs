@@ -79,6 +79,12 @@ impl Shared {
             Value::BulkString(message) if message == READ_UNLOCK_MESSAGE.as_bytes() => {
                 self.lot.lock().deliver(channel, true);
             }
+            // A synchronizer's message (a semaphore's permit count, which
+            // may be negative): only "try again now" for every waiter on
+            // the channel, never counted (SYNCHRONIZERS §7.4).
+            Value::BulkString(message) if is_integer(message) => {
+                self.lot.lock().deliver(channel, true);
+            }
             _ => log::debug!("redisson-lock: ignoring unknown message on {channel}"),
         }
     }
@@ -145,5 +151,27 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `text` is decimal integer text (`-3`, `42`): what Redisson's
+/// synchronizers publish (Java decodes it with `LongCodec`).
+fn is_integer(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    !digits.is_empty() && digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_integer;
+
+    #[test]
+    fn synchronizer_counts_are_integers() {
+        for yes in ["0", "5", "-2", "2147483647", "-9223372036854775808"] {
+            assert!(is_integer(yes.as_bytes()), "{yes}");
+        }
+        for no in ["", "-", "1.5", "+1", "abc", " 1", "12345678901234567890"] {
+            assert!(!is_integer(no.as_bytes()), "{no}");
+        }
     }
 }

@@ -1,6 +1,9 @@
-//! Redisson's synchronizers (SYNCHRONIZERS.md): handles that wait through
-//! the engine's one waiting loop (`Engine::wait_on`), each in its own file.
+//! Redisson's synchronizers (SYNCHRONIZERS.md): counters and channels
+//! shared with Java, waited on through the engine's one waiting loop
+//! (`Engine::wait_on`). One file per type.
 
 mod latch;
+mod semaphore;
 
 pub use latch::CountDownLatch;
+pub use semaphore::{Semaphore, SemaphorePermits};

@@ -1,0 +1,8 @@
+-- RSemaphore trySetPermits: only if KEYS[1] does not exist, sets it to
+-- ARGV[1] and publishes ARGV[1] on KEYS[2] with ARGV[2]. Returns 1 or 0.
+if redis.call('get', KEYS[1]) == false then
+    redis.call('set', KEYS[1], ARGV[1])
+    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    return 1
+end
+return 0
