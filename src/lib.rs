@@ -105,6 +105,7 @@ mod engine;
 mod client;
 mod lock;
 mod multi;
+mod synchronizers;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{
@@ -131,6 +132,7 @@ pub use owner::RequestId;
 /// version (a `ConnectionInfo` for [`Client::builder`], a `RedisError`
 /// inside [`Error::Redis`]).
 pub use redis;
+pub use synchronizers::{ExpirablePermits, PermitExpirableSemaphore, PermitId};
 pub use topology::cluster::slot::key_slot;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot rot.

@@ -23,6 +23,7 @@ use crate::lock::kinds::{
     FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
 };
 use crate::owner;
+use crate::synchronizers::PermitExpirableSemaphore;
 
 pub use builder::ClientBuilder;
 pub use inspect::{
@@ -154,6 +155,13 @@ impl Client {
     /// talk to Redis.
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> NonReentrantLock {
         Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the permit-expirable semaphore called `name` (Redisson's
+    /// `getPermitExpirableSemaphore`): permits with ids and optional
+    /// leases, shared with Java. This does not talk to Redis.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
