@@ -109,8 +109,8 @@ mod synchronizers;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{
-    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
-    Waiter,
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
+    PermitInfo, RwMode, Waiter,
 };
 pub use config::ShardedSubscription;
 pub use engine::events::{EventHandler, LockEvent};

@@ -27,8 +27,8 @@ use crate::synchronizers::PermitExpirableSemaphore;
 
 pub use builder::ClientBuilder;
 pub use inspect::{
-    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
-    Waiter,
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
+    PermitInfo, RwMode, Waiter,
 };
 
 /// A connection to one Redis server (or one Redis Cluster, see
