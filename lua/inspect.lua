@@ -2,25 +2,38 @@
 -- (this crate's own script, for Client::inspect; it writes nothing).
 -- KEYS[1] = lock hash <name>, KEYS[2] = fair queue redisson_lock_queue:{<name>},
 -- KEYS[3] = fair deadlines redisson_lock_timeout:{<name>},
--- KEYS[4] = fenced token redisson_lock_token:{<name>}.
+-- KEYS[4] = fenced token redisson_lock_token:{<name>},
+-- KEYS[5] = a permit-expirable semaphore's permits {<name>}:timeout.
 -- ARGV[1] = the read markers' key prefix ({<name>}, or <name> when it has a
 -- `{`): a reader's marker n is <prefix>:<field>:rwlock_timeout:<n>, in the
 -- lock's slot, as Redisson's read scripts build it.
 -- ARGV[2] = the most markers read per reader field (a bound on the loop
 -- for a hash whose counts are not a lock's).
+-- ARGV[3] = the most permits read from KEYS[5].
 -- Returns { server ms, type of each of the 4 keys (4 strings), PTTL of the
 -- hash, HGETALL of the hash, {queue entry, its score or nil, ...},
--- token or nil, {reader field, {PTTL of marker 1..n}, ...} }. Keys of
+-- token or nil, {reader field, {PTTL of marker 1..n}, ...}, type of KEYS[5],
+-- the counter (GET of a string <name>) or nil, {permit id, its score, ...}
+-- (only with a string <name>) }. Keys of
 -- a type no Redisson lock gives them are reported by type, not read.
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local types = {}
-for i = 1, 4 do
+for i = 1, 5 do
   types[i] = redis.call('type', KEYS[i])['ok']
 end
 local pttl = -2
 local hash = {}
 local markers = {}
+local counter = false
+local permits = {}
+if types[1] == 'string' then
+  pttl = redis.call('pttl', KEYS[1])
+  counter = redis.call('get', KEYS[1])
+  if types[5] == 'zset' then
+    permits = redis.call('zrange', KEYS[5], 0, tonumber(ARGV[3]) - 1, 'withscores')
+  end
+end
 if types[1] == 'hash' then
   pttl = redis.call('pttl', KEYS[1])
   hash = redis.call('hgetall', KEYS[1])
@@ -56,4 +69,5 @@ local token = false
 if types[4] == 'string' then
   token = redis.call('get', KEYS[4])
 end
-return {now, types[1], types[2], types[3], types[4], pttl, hash, queue, token, markers}
+return {now, types[1], types[2], types[3], types[4], pttl, hash, queue, token, markers,
+  types[5], counter, permits}

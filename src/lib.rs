@@ -111,8 +111,8 @@ mod synchronizers;
 
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{
-    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
-    Waiter,
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
+    PermitInfo, RwMode, Waiter,
 };
 pub use config::ShardedSubscription;
 pub use engine::events::{EventHandler, LockEvent};
@@ -135,6 +135,7 @@ pub use owner::RequestId;
 /// inside [`Error::Redis`]).
 pub use redis;
 pub use synchronizers::CountDownLatch;
+pub use synchronizers::{ExpirablePermits, PermitExpirableSemaphore, PermitId};
 pub use synchronizers::{Semaphore, SemaphorePermits};
 pub use topology::cluster::slot::key_slot;
 

@@ -133,6 +133,17 @@ pub(crate) fn semaphore_channel(name: &str) -> String {
     prefix_name("redisson_sc", name)
 }
 
+/// A permit-expirable semaphore's ZSET of acquired permit ids,
+/// `suffixName(name, "timeout")`: `{<name>}:timeout` (SYNCHRONIZERS §4.1).
+pub(crate) fn pes_timeout_key(name: &str) -> String {
+    suffix_name(name, &["timeout"])
+}
+
+/// A permit-expirable semaphore's "permanent" expiry score
+/// (`Long.MAX_VALUE / 10000`, SYNCHRONIZERS §2.5): a permit acquired without
+/// a lease carries it in the timeout ZSET.
+pub(crate) const PES_PERMANENT_SCORE: u64 = 922_337_203_685_477;
+
 /// The pub/sub channel on which an RLock's release is announced.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name(LOCK_CHANNEL_PREFIX, name)
@@ -242,6 +253,15 @@ mod tests {
             latch_channel("{job}:latch"),
             "redisson_countdownlatch__channel__{{job}:latch}"
         );
+    }
+
+    #[test]
+    fn semaphore_names_follow_prefix_and_suffix_name() {
+        assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(semaphore_channel("{t}s"), "redisson_sc:{t}s");
+        assert_eq!(pes_timeout_key("s"), "{s}:timeout");
+        assert_eq!(pes_timeout_key("{t}s"), "{t}s:timeout");
+        assert_eq!(PES_PERMANENT_SCORE, (i64::MAX / 10_000) as u64);
     }
 
     #[test]

@@ -317,6 +317,36 @@ fn absent_lock_and_keys_that_are_no_lock() {
 }
 
 #[test]
+fn integer_strings_are_counters_and_with_their_zset_permit_expirable_semaphores() {
+    let server = RedisServer::start();
+    let client = Client::open(server.url()).expect("client");
+    let _: () = server.cmd(&["SET", "count", "-2"]);
+    let info = client.inspect("count").expect("a counter");
+    assert_eq!(info.kind, LockKind::Counter { value: -2 });
+    assert!(!info.locked && info.permits.is_empty());
+
+    let sem = client.permit_expirable_semaphore("pes");
+    assert!(sem.try_set_permits(3).expect("set"));
+    let leased = sem.acquire(Some(Duration::from_secs(60))).expect("leased");
+    let permanent = sem.acquire(None).expect("permanent");
+    let info = client.inspect("pes").expect("a semaphore");
+    assert_eq!(
+        info.kind,
+        LockKind::PermitExpirableSemaphore { available: 1 }
+    );
+    assert!(!info.locked);
+    assert_eq!(info.permits.len(), 2);
+    assert_eq!(info.permits[0].id, leased.ids()[0]);
+    let left = info.permits[0].remaining_ms.expect("finite");
+    assert!((55_000..=60_000).contains(&left), "{left}");
+    assert_eq!(info.permits[1].id, permanent.ids()[0]);
+    assert_eq!(info.permits[1].expiry_ms, None);
+    // The counter's TTL is reported as a lock's would be.
+    let _: () = server.cmd(&["PEXPIRE", "pes", "100000"]);
+    assert!(client.inspect("pes").expect("inspect").ttl.is_some());
+}
+
+#[test]
 fn scan_locks_reports_locks_and_skips_other_keys() {
     let server = RedisServer::start();
     let client = Client::open(server.url()).expect("client");
@@ -693,4 +723,14 @@ fn lock_info_serialises_to_the_versioned_json_shape() {
     assert_eq!(json["version"], 1);
     assert_eq!(json["holders"], 1);
     assert_eq!(json["kind"], "read_write");
+    assert_eq!(json["counter"], serde_json::Value::Null);
+
+    let sem = client.permit_expirable_semaphore("pj");
+    assert!(sem.try_set_permits(2).expect("set"));
+    let permit = sem.acquire(None).expect("permit");
+    let json = serde_json::to_value(client.inspect("pj").expect("inspect")).expect("json");
+    assert_eq!(json["kind"], "permit_expirable_semaphore");
+    assert_eq!(json["counter"], 1);
+    assert_eq!(json["permits"][0]["id"], permit.ids()[0].to_string());
+    assert_eq!(json["permits"][0]["expiry_ms"], serde_json::Value::Null);
 }

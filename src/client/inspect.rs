@@ -1,5 +1,6 @@
 //! Introspection: [`Client::inspect`] (who holds a lock, who waits for it,
-//! its TTL and fencing token, in one atomic snapshot) and
+//! its TTL and fencing token, in one atomic snapshot; a synchronizer's
+//! counter and a permit-expirable semaphore's permits) and
 //! [`Client::scan_locks`] (every lock whose name matches a glob, on every
 //! master). The script and its reading are `crate::locks::inspect`'s; here
 //! are the public types.
@@ -45,6 +46,22 @@ pub enum LockKind {
     ReadWrite {
         /// The lock's `mode`.
         mode: RwMode,
+    },
+    /// Not a lock but a synchronizer's counter: a string holding an integer,
+    /// Redisson's `RSemaphore` (the available permits) or `RCountDownLatch`
+    /// (the count); the key alone does not tell which.
+    Counter {
+        /// The integer (may be negative for a semaphore).
+        value: i64,
+    },
+    /// Not a lock but Redisson's `RPermitExpirableSemaphore`: a counter with
+    /// a `{name}:timeout` ZSET of acquired permits (see
+    /// [`LockInfo::permits`]).
+    PermitExpirableSemaphore {
+        /// The available permits (the counter). Permits that expired but
+        /// were not yet reclaimed are still in [`LockInfo::permits`], not
+        /// here.
+        available: i64,
     },
 }
 
@@ -132,6 +149,24 @@ impl Waiter {
     }
 }
 
+/// One acquired permit of a permit-expirable semaphore (see
+/// [`LockInfo::permits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitInfo {
+    /// The permit's id, as Redisson and [`crate::PermitId`] print it (32
+    /// lowercase hex digits of the raw 16-byte member).
+    pub id: crate::PermitId,
+    /// Its expiry, the ZSET score: ms since the Unix epoch by the clock of
+    /// the client that acquired or renewed it; `None` for a permanent
+    /// permit (the sentinel score `922337203685477`).
+    pub expiry_ms: Option<i64>,
+    /// `expiry_ms` minus the server's time at the snapshot, in ms;
+    /// negative when the lease has passed (the permit is reclaimed by the
+    /// next acquire or count). Compares client and server clocks.
+    pub remaining_ms: Option<i64>,
+}
+
 /// One atomic snapshot of a lock of any kind: see [`Client::inspect`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -142,8 +177,9 @@ pub struct LockInfo {
     pub locked: bool,
     /// What the keys say the lock is.
     pub kind: LockKind,
-    /// The lock's remaining lease (`PTTL` of its hash); `None` when it is
-    /// not locked or has no expiry (see [`LockInfo::persistent`]).
+    /// The lock's remaining lease (`PTTL` of its hash, or of a counter's
+    /// string); `None` when it is not locked or has no expiry (see
+    /// [`LockInfo::persistent`]).
     pub ttl: Option<Duration>,
     /// The hash exists without an expiry: it will never free itself.
     pub persistent: bool,
@@ -156,6 +192,10 @@ pub struct LockInfo {
     /// A fenced lock's last token handed out (`redisson_lock_token:{name}`),
     /// `None` when there is none.
     pub token: Option<u64>,
+    /// A permit-expirable semaphore's acquired permits, the nearest expiry
+    /// first (permanent ones last); at most 10 000 are read. Empty for
+    /// other kinds.
+    pub permits: Vec<PermitInfo>,
     /// The server's clock (`TIME`) when the snapshot was taken, ms since the
     /// Unix epoch.
     pub server_time_ms: u64,
@@ -201,6 +241,12 @@ impl LockInfo {
             SnapshotKind::Write => LockKind::ReadWrite {
                 mode: RwMode::Write,
             },
+            SnapshotKind::Counter => LockKind::Counter {
+                value: snap.counter.unwrap_or_default(),
+            },
+            SnapshotKind::ExpirableSemaphore => LockKind::PermitExpirableSemaphore {
+                available: snap.counter.unwrap_or_default(),
+            },
         };
         let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
         let now = i64::try_from(snap.server_ms).unwrap_or(i64::MAX);
@@ -236,6 +282,15 @@ impl LockInfo {
                 })
                 .collect(),
             token: snap.token,
+            permits: snap
+                .permits
+                .into_iter()
+                .map(|p| PermitInfo {
+                    id: crate::PermitId::from_bytes(p.id),
+                    expiry_ms: p.expiry_ms,
+                    remaining_ms: p.expiry_ms.map(|e| e.saturating_sub(now)),
+                })
+                .collect(),
             server_time_ms: snap.server_ms,
         }
     }
@@ -268,10 +323,15 @@ impl Client {
     /// queue length.
     ///
     /// A free lock is `Ok` with `locked == false` (its queue or token, if
-    /// any, still reported). A key that is no Redisson lock (a string, a
-    /// list, a hash with other fields; or a derived key of the wrong type)
-    /// is [`Error::NotALock`]. An empty name is
-    /// [`Error::InvalidArgument`].
+    /// any, still reported). A string holding an integer is a
+    /// synchronizer's counter ([`LockKind::Counter`]: a semaphore's permits
+    /// or a latch's count), and with a `{name}:timeout` ZSET a
+    /// permit-expirable semaphore ([`LockKind::PermitExpirableSemaphore`],
+    /// each acquired permit in [`LockInfo::permits`]); both are
+    /// `locked == false`. A key that is neither (a string that is not an
+    /// integer, a list, a hash with other fields, a permit ZSET whose
+    /// members are not 16-byte ids; or a derived key of the wrong type) is
+    /// [`Error::NotALock`]. An empty name is [`Error::InvalidArgument`].
     ///
     /// ```no_run
     /// # fn main() -> redisson_lock::Result<()> {
@@ -418,6 +478,26 @@ mod json {
             LockKind::ReadWrite {
                 mode: RwMode::Write,
             } => ("read_write", Some("write")),
+            LockKind::Counter { .. } => ("counter", None),
+            LockKind::PermitExpirableSemaphore { .. } => ("permit_expirable_semaphore", None),
+        }
+    }
+
+    fn counter(kind: LockKind) -> Option<i64> {
+        match kind {
+            LockKind::Counter { value } => Some(value),
+            LockKind::PermitExpirableSemaphore { available } => Some(available),
+            _ => None,
+        }
+    }
+
+    impl Serialize for PermitInfo {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            let mut st = s.serialize_struct("PermitInfo", 3)?;
+            st.serialize_field("id", &self.id.to_string())?;
+            st.serialize_field("expiry_ms", &self.expiry_ms)?;
+            st.serialize_field("remaining_ms", &self.remaining_ms)?;
+            st.end()
         }
     }
 
@@ -461,7 +541,7 @@ mod json {
     impl Serialize for LockInfo {
         fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
             let (kind, mode) = kind_name(self.kind);
-            let mut st = s.serialize_struct("LockInfo", 11)?;
+            let mut st = s.serialize_struct("LockInfo", 13)?;
             st.serialize_field("version", &LOCK_INFO_JSON_VERSION)?;
             st.serialize_field("name", &self.name)?;
             st.serialize_field("locked", &self.locked)?;
@@ -472,6 +552,8 @@ mod json {
             st.serialize_field("holders", &self.holders)?;
             st.serialize_field("queue", &self.queue)?;
             st.serialize_field("token", &self.token)?;
+            st.serialize_field("counter", &counter(self.kind))?;
+            st.serialize_field("permits", &self.permits)?;
             st.serialize_field("server_time_ms", &self.server_time_ms)?;
             st.end()
         }
@@ -480,7 +562,7 @@ mod json {
     impl Serialize for LockSummary {
         fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
             let (kind, mode) = kind_name(self.kind);
-            let mut st = s.serialize_struct("LockSummary", 7)?;
+            let mut st = s.serialize_struct("LockSummary", 8)?;
             st.serialize_field("version", &LOCK_INFO_JSON_VERSION)?;
             st.serialize_field("name", &self.name)?;
             st.serialize_field("kind", kind)?;
@@ -488,6 +570,7 @@ mod json {
             st.serialize_field("locked", &self.locked)?;
             st.serialize_field("holders", &self.holders)?;
             st.serialize_field("ttl_ms", &ms(self.ttl))?;
+            st.serialize_field("counter", &counter(self.kind))?;
             st.end()
         }
     }

@@ -26,12 +26,13 @@ use crate::lock::kinds::{
 };
 use crate::owner;
 use crate::synchronizers::CountDownLatch;
+use crate::synchronizers::PermitExpirableSemaphore;
 use crate::synchronizers::Semaphore;
 
 pub use builder::ClientBuilder;
 pub use inspect::{
-    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary, RwMode,
-    Waiter,
+    Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
+    PermitInfo, RwMode, Waiter,
 };
 
 /// A connection to one Redis server (or one Redis Cluster, see
@@ -172,6 +173,13 @@ impl Client {
     /// by the first operation.
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// A handle on the permit-expirable semaphore called `name` (Redisson's
+    /// `getPermitExpirableSemaphore`): permits with ids and optional
+    /// leases, shared with Java. This does not talk to Redis.
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(Arc::clone(&self.engine), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

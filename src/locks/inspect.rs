@@ -2,7 +2,10 @@
 //! (`lua/inspect.lua`): what its keys say about it, read in one script in
 //! the lock's slot, and checked against the layouts of PROTOCOL §2–§7. A key
 //! laid out as no Redisson lock lays it out is [`Error::NotALock`], never a
-//! guess.
+//! guess. A string holding an integer is a synchronizer's counter (a
+//! semaphore's or a count-down latch's), with a permit-expirable
+//! semaphore's permits when its `{<name>}:timeout` ZSET exists
+//! (SYNCHRONIZERS §2.1, §4.1).
 
 use std::sync::LazyLock;
 
@@ -17,6 +20,9 @@ static INSPECT: LazyLock<Lua> = LazyLock::new(|| Lua::new(include_str!("../../lu
 /// The most read markers the script reads per reader field: a real count is
 /// a thread's read reentries; a larger one is reported with this many.
 const MOST_MARKERS: u64 = 1024;
+
+/// The most permits of a permit-expirable semaphore the script reads.
+pub(crate) const MOST_PERMITS: u64 = 10_000;
 
 /// What the keys say the lock is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +39,20 @@ pub(crate) enum SnapshotKind {
     Read,
     /// A hash with `mode` = `write`.
     Write,
+    /// A string holding an integer: a semaphore's or a latch's counter.
+    Counter,
+    /// A counter with a `{<name>}:timeout` ZSET: a permit-expirable
+    /// semaphore.
+    ExpirableSemaphore,
+}
+
+/// One acquired permit of a permit-expirable semaphore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SnapshotPermit {
+    /// The raw 16-byte id.
+    pub id: [u8; 16],
+    /// Its expiry (client epoch ms); `None`: permanent (the sentinel).
+    pub expiry_ms: Option<i64>,
 }
 
 /// Which side of a lock a holder's field is on.
@@ -78,6 +98,10 @@ pub(crate) struct Snapshot {
     pub holders: Vec<SnapshotHolder>,
     pub queue: Vec<SnapshotWaiter>,
     pub token: Option<u64>,
+    /// A string `<name>`'s integer value.
+    pub counter: Option<i64>,
+    /// A permit-expirable semaphore's acquired permits, by expiry.
+    pub permits: Vec<SnapshotPermit>,
 }
 
 /// Reads the lock `name` in one script call (one round trip).
@@ -87,8 +111,10 @@ pub(crate) fn inspect(con: &mut dyn ConnectionLike, name: &str) -> Result<Snapsh
         .key(names::prefix_name(names::FAIR_QUEUE_PREFIX, name))
         .key(names::prefix_name(names::FAIR_TIMEOUT_PREFIX, name))
         .key(names::prefix_name(names::TOKEN_PREFIX, name))
+        .key(names::pes_timeout_key(name))
         .arg(names::rwlock_key_prefix(name))
         .arg(MOST_MARKERS)
+        .arg(MOST_PERMITS)
         .invoke(con)?;
     decode(name, reply)
 }
@@ -154,7 +180,22 @@ fn typed(key: &str, found: &str) -> String {
 
 fn decode(name: &str, reply: Value) -> Result<Snapshot> {
     let parts = items(&reply).ok_or_else(|| unexpected("not an array"))?;
-    let [now, t1, t2, t3, t4, pttl, hash, queue, token, markers] = parts else {
+    let [
+        now,
+        t1,
+        t2,
+        t3,
+        t4,
+        pttl,
+        hash,
+        queue,
+        token,
+        markers,
+        t5,
+        counter,
+        permits,
+    ] = parts
+    else {
         return Err(unexpected("wrong length"));
     };
     let server_ms = int(now)
@@ -174,7 +215,8 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         (token_key.as_str(), "string"),
     ];
     for ((key, want), found) in expected.iter().zip(&types) {
-        if found != "none" && found != want {
+        let counter_string = *key == name && found == "string";
+        if found != "none" && found != want && !counter_string {
             return Err(not_a_lock(name, typed(key, found)));
         }
     }
@@ -283,8 +325,52 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         }
     };
 
+    // A string: a synchronizer's counter, and a permit-expirable
+    // semaphore's permits.
+    let counter = match counter {
+        Value::Nil => None,
+        other => {
+            let value = text(other).ok_or_else(|| unexpected("counter"))?;
+            Some(value.trim().parse::<i64>().map_err(|_| {
+                not_a_lock(
+                    name,
+                    format!("`{name}` is a string holding `{value}`, not a counter"),
+                )
+            })?)
+        }
+    };
+    let timeout_type = text(t5).ok_or_else(|| unexpected("type"))?;
+    let permits = items(permits).ok_or_else(|| unexpected("permits"))?;
+    let mut acquired = Vec::with_capacity(permits.len() / 2);
+    for pair in permits.chunks(2) {
+        let [Value::BulkString(member), score] = pair else {
+            return Err(unexpected("permits"));
+        };
+        let id: [u8; 16] = member.as_slice().try_into().map_err(|_| {
+            not_a_lock(
+                name,
+                format!(
+                    "`{}` has a member of {} bytes, not a 16-byte permit id",
+                    names::pes_timeout_key(name),
+                    member.len()
+                ),
+            )
+        })?;
+        let score = text(score).ok_or_else(|| unexpected("permit score"))?;
+        let score: f64 = score.parse().map_err(|_| unexpected("permit score"))?;
+        // Expiries are whole ms; the sentinel means permanent.
+        let expiry = score as i64;
+        acquired.push(SnapshotPermit {
+            id,
+            expiry_ms: (u64::try_from(expiry).ok() != Some(names::PES_PERMANENT_SCORE))
+                .then_some(expiry),
+        });
+    }
+
     let locked = types[0] == "hash";
     let kind = match mode.as_deref() {
+        None if counter.is_some() && timeout_type == "zset" => SnapshotKind::ExpirableSemaphore,
+        None if counter.is_some() => SnapshotKind::Counter,
         Some("read") => SnapshotKind::Read,
         Some(_) => SnapshotKind::Write,
         None if types[1] != "none" || types[2] != "none" => SnapshotKind::Fair,
@@ -300,6 +386,8 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         holders,
         queue: waiters,
         token,
+        counter,
+        permits: acquired,
     })
 }
 
@@ -320,6 +408,9 @@ mod tests {
         parts.push(Value::Array(hash.iter().map(|s| bulk(s)).collect()));
         parts.push(Value::Array(queue));
         parts.push(token);
+        parts.push(Value::Array(vec![]));
+        parts.push(Value::SimpleString("none".to_owned()));
+        parts.push(Value::Nil);
         parts.push(Value::Array(vec![]));
         Value::Array(parts)
     }
@@ -355,7 +446,7 @@ mod tests {
     fn foreign_layouts_are_not_locks() {
         let wrong_type = decode(
             "l",
-            reply(["string", "none", "none", "none"], &[], vec![], Value::Nil),
+            reply(["list", "none", "none", "none"], &[], vec![], Value::Nil),
         );
         assert!(matches!(wrong_type, Err(Error::NotALock { .. })));
         let foreign_hash = decode(
@@ -397,5 +488,43 @@ mod tests {
         assert_eq!(snap.kind, SnapshotKind::Fair);
         assert_eq!(snap.queue[0].deadline_ms, Some(2000));
         assert_eq!(snap.queue[1].deadline_ms, None);
+    }
+
+    #[test]
+    fn a_string_is_a_counter_and_with_its_zset_a_semaphore() {
+        let mut parts = match reply(["string", "none", "none", "none"], &[], vec![], Value::Nil) {
+            Value::Array(parts) => parts,
+            _ => unreachable!(),
+        };
+        parts[11] = bulk("3");
+        let counter = decode("s", Value::Array(parts.clone())).expect("decodes");
+        assert_eq!(counter.kind, SnapshotKind::Counter);
+        assert_eq!(counter.counter, Some(3));
+        assert!(!counter.locked);
+
+        parts[10] = Value::SimpleString("zset".to_owned());
+        parts[12] = Value::Array(vec![
+            Value::BulkString(vec![7; 16]),
+            bulk("1700000000000"),
+            Value::BulkString(vec![8; 16]),
+            bulk("922337203685477"),
+        ]);
+        let pes = decode("s", Value::Array(parts.clone())).expect("decodes");
+        assert_eq!(pes.kind, SnapshotKind::ExpirableSemaphore);
+        assert_eq!(pes.permits[0].expiry_ms, Some(1_700_000_000_000));
+        assert_eq!(pes.permits[1].expiry_ms, None);
+        assert_eq!(pes.permits[1].id, [8; 16]);
+
+        parts[12] = Value::Array(vec![bulk("hex text"), bulk("1")]);
+        assert!(matches!(
+            decode("s", Value::Array(parts.clone())),
+            Err(Error::NotALock { .. })
+        ));
+        parts[11] = bulk("x");
+        parts[12] = Value::Array(vec![]);
+        assert!(matches!(
+            decode("s", Value::Array(parts)),
+            Err(Error::NotALock { .. })
+        ));
     }
 }

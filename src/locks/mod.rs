@@ -64,6 +64,7 @@ macro_rules! rlock_layout {
     };
 }
 
+pub(crate) mod expirable;
 mod fair;
 mod fenced;
 pub(crate) mod inspect;

@@ -1,0 +1,24 @@
+-- RPermitExpirableSemaphore remaining lease of a permit (Redisson 3.41.0+,
+-- SYNCHRONIZERS §4.2). KEYS[1] = <name>, KEYS[2] = {<name>}:timeout,
+-- KEYS[3] = redisson_sc:{<name>}. ARGV[1] = id (raw bytes), ARGV[2] = the
+-- sentinel, ARGV[3] = now, ARGV[4] = publish. Reclaims every expired id;
+-- returns -1 for a permanent permit, the ms left, or 0 for an unknown id.
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3])
+local reclaimed = nil
+if #expired > 0 then
+  for i = 1, #expired, 1000 do
+    redis.call('zrem', KEYS[2], unpack(expired, i, math.min(i + 999, #expired)))
+  end
+  reclaimed = redis.call('incrby', KEYS[1], #expired)
+  if tonumber(reclaimed) > 0 then
+    redis.call(ARGV[4], KEYS[3], reclaimed)
+  end
+end
+local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+if expiry == false then
+  return 0
+end
+if tonumber(expiry) == tonumber(ARGV[2]) then
+  return -1
+end
+return tonumber(expiry) - tonumber(ARGV[3])

@@ -1,0 +1,20 @@
+-- RPermitExpirableSemaphore total permits (SYNCHRONIZERS §4.2).
+-- KEYS[1] = <name>, KEYS[2] = {<name>}:timeout, KEYS[3] = redisson_sc:{<name>}.
+-- ARGV[1] = now, ARGV[2] = publish. Reclaims every expired id, then
+-- returns available + acquired (0 when <name> does not exist).
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1])
+local reclaimed = nil
+if #expired > 0 then
+  for i = 1, #expired, 1000 do
+    redis.call('zrem', KEYS[2], unpack(expired, i, math.min(i + 999, #expired)))
+  end
+  reclaimed = redis.call('incrby', KEYS[1], #expired)
+  if tonumber(reclaimed) > 0 then
+    redis.call(ARGV[2], KEYS[3], reclaimed)
+  end
+end
+local value = redis.call('get', KEYS[1])
+if value == false then
+  return 0
+end
+return tonumber(value) + redis.call('zcount', KEYS[2], 0, '+inf')

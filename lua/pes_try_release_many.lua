@@ -1,0 +1,32 @@
+-- RPermitExpirableSemaphore try-release of several ids, all or nothing
+-- (Redisson 3.41.0+, SYNCHRONIZERS §4.2). KEYS[1] = <name>,
+-- KEYS[2] = redisson_sc:{<name>}, KEYS[3] = {<name>}:timeout.
+-- ARGV[1] = count, ARGV[2] = now, ARGV[3] = publish, ARGV[4..] = ids.
+-- Any id missing or expired: 0, nothing changed. Otherwise every expired id
+-- is reclaimed (the new total published if > 0), the ids are returned to
+-- the pool, the number returned is published and replied.
+for i = 4, #ARGV do
+  local expiry = redis.call('zscore', KEYS[3], ARGV[i])
+  if expiry == false or tonumber(expiry) <= tonumber(ARGV[2]) then
+    return 0
+  end
+end
+local expired = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2])
+if #expired > 0 then
+  for i = 1, #expired, 1000 do
+    redis.call('zrem', KEYS[3], unpack(expired, i, math.min(i + 999, #expired)))
+  end
+  local value = redis.call('incrby', KEYS[1], #expired)
+  if tonumber(value) > 0 then
+    redis.call(ARGV[3], KEYS[2], value)
+  end
+end
+local removed = 0
+for i = 4, #ARGV do
+  removed = removed + redis.call('zrem', KEYS[3], ARGV[i])
+end
+if removed > 0 then
+  redis.call('incrby', KEYS[1], removed)
+  redis.call(ARGV[3], KEYS[2], removed)
+end
+return removed

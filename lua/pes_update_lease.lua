@@ -1,0 +1,21 @@
+-- RPermitExpirableSemaphore update of a permit's lease (SYNCHRONIZERS §4.2).
+-- KEYS[1] = <name>, KEYS[2] = {<name>}:timeout, KEYS[3] = redisson_sc:{<name>}.
+-- ARGV[1] = id (raw bytes), ARGV[2] = new expiry (or the sentinel),
+-- ARGV[3] = now, ARGV[4] = publish. Reclaims every expired id first (an
+-- expired permit is not revived); 1 if the id got its new expiry, else 0.
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3])
+local reclaimed = nil
+if #expired > 0 then
+  for i = 1, #expired, 1000 do
+    redis.call('zrem', KEYS[2], unpack(expired, i, math.min(i + 999, #expired)))
+  end
+  reclaimed = redis.call('incrby', KEYS[1], #expired)
+  if tonumber(reclaimed) > 0 then
+    redis.call(ARGV[4], KEYS[3], reclaimed)
+  end
+end
+if redis.call('zscore', KEYS[2], ARGV[1]) ~= false then
+  redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
+  return 1
+end
+return 0

@@ -1,0 +1,390 @@
+//! Redisson's `RPermitExpirableSemaphore` on the wire (SYNCHRONIZERS §4):
+//! its keys, its eleven scripts (`lua/pes_*.lua`, Redisson's semantics in
+//! this crate's text, KEYS in Redisson's order) and how their replies read.
+//!
+//! * `<name>`: a STRING, the available permits;
+//! * `{<name>}:timeout`: a ZSET of every acquired permit, member = the raw
+//!   16-byte id, score = its expiry in the caller's epoch ms, or
+//!   [`PES_PERMANENT_SCORE`] for a permit without a lease;
+//! * `redisson_sc:{<name>}`: the channel, shared with `RSemaphore`; every
+//!   payload is decimal integer text.
+//!
+//! Every function here is one script call (one round trip) on `con`;
+//! whether it may be sent again, and how it waits, is the api layer's.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::{ConnectionLike, Value};
+
+use crate::error::{Error, Result};
+use crate::lua::Lua;
+use crate::names::{self, PES_PERMANENT_SCORE};
+
+static TRY_ACQUIRE: LazyLock<Lua> = lua_script!("pes_try_acquire.lua");
+static TRY_RELEASE_ONE: LazyLock<Lua> = lua_script!("pes_try_release_one.lua");
+static TRY_RELEASE_MANY: LazyLock<Lua> = lua_script!("pes_try_release_many.lua");
+static AVAILABLE: LazyLock<Lua> = lua_script!("pes_available.lua");
+static GET_PERMITS: LazyLock<Lua> = lua_script!("pes_get_permits.lua");
+static ACQUIRED: LazyLock<Lua> = lua_script!("pes_acquired.lua");
+static SET_PERMITS: LazyLock<Lua> = lua_script!("pes_set_permits.lua");
+static TRY_SET_PERMITS: LazyLock<Lua> = lua_script!("pes_try_set_permits.lua");
+static ADD_PERMITS: LazyLock<Lua> = lua_script!("pes_add_permits.lua");
+static UPDATE_LEASE: LazyLock<Lua> = lua_script!("pes_update_lease.lua");
+static GET_LEASE_TIME: LazyLock<Lua> = lua_script!("pes_get_lease_time.lua");
+
+/// The keys of the permit-expirable semaphore `name`.
+#[derive(Clone, Debug)]
+pub(crate) struct PesKeys {
+    /// `<name>`: the available permits.
+    pub name: String,
+    /// `{<name>}:timeout`: the acquired permits' expiries.
+    pub timeout: String,
+    /// `redisson_sc:{<name>}`.
+    pub channel: String,
+}
+
+impl PesKeys {
+    pub fn new(name: &str) -> PesKeys {
+        PesKeys {
+            name: name.to_owned(),
+            timeout: names::pes_timeout_key(name),
+            channel: names::semaphore_channel(name),
+        }
+    }
+}
+
+/// The expiry score of a permit granted at `now_ms` for `lease` (`None`:
+/// permanent, the sentinel).
+pub(crate) fn expiry_score(now_ms: u64, lease: Option<Duration>) -> u64 {
+    match lease {
+        None => PES_PERMANENT_SCORE,
+        Some(lease) => now_ms.saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)),
+    }
+}
+
+/// What one acquire attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TryAcquired {
+    /// The ids were added: the permits are the caller's.
+    Acquired,
+    /// Not enough permits; the nearest finite expiry (client epoch ms), or
+    /// `None` when every acquired permit is permanent (or none is).
+    No { nearest_expiry_ms: Option<i64> },
+}
+
+/// One try-acquire of `ids.len()` permits, each expiring at `expiry`
+/// (epoch ms or the sentinel), with the caller's clock `now_ms`.
+pub(crate) fn try_acquire(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    ids: &[[u8; 16]],
+    expiry: u64,
+    now_ms: u64,
+    publish: &str,
+) -> Result<TryAcquired> {
+    let mut invocation = TRY_ACQUIRE.key(&keys.name);
+    invocation
+        .key(&keys.timeout)
+        .key(&keys.channel)
+        .arg(ids.len())
+        .arg(expiry)
+        .arg(now_ms)
+        .arg(PES_PERMANENT_SCORE)
+        .arg(publish);
+    for id in ids {
+        invocation.arg(&id[..]);
+    }
+    let reply: Value = invocation.invoke(con)?;
+    acquire_reply(&reply)
+}
+
+/// Reads a try-acquire reply tolerantly (SYNCHRONIZERS §7.16): `OK` as a
+/// bulk or status string, `:<ms>` as a bulk string (an integer or a float's
+/// text), or nil.
+pub(crate) fn acquire_reply(reply: &Value) -> Result<TryAcquired> {
+    let text = match reply {
+        Value::Nil => {
+            return Ok(TryAcquired::No {
+                nearest_expiry_ms: None,
+            });
+        }
+        Value::Okay => return Ok(TryAcquired::Acquired),
+        Value::SimpleString(s) => s.as_bytes(),
+        Value::BulkString(bytes) => bytes.as_slice(),
+        other => {
+            return Err(Error::UnexpectedReply(format!(
+                "permit-expirable semaphore acquire: {other:?}"
+            )));
+        }
+    };
+    let text = std::str::from_utf8(text).unwrap_or_default().trim();
+    if text == "OK" {
+        return Ok(TryAcquired::Acquired);
+    }
+    let bad = || Error::UnexpectedReply(format!("permit-expirable semaphore acquire: `{text}`"));
+    let score = text.strip_prefix(':').ok_or_else(bad)?.trim();
+    let ms = parse_int(score).ok_or_else(bad)?;
+    Ok(TryAcquired::No {
+        nearest_expiry_ms: Some(ms),
+    })
+}
+
+/// An integer in text, or a float's text truncated (a score formatted as
+/// `1.7e+12` by some server).
+fn parse_int(text: &str) -> Option<i64> {
+    text.parse::<i64>().ok().or_else(|| {
+        let f = text.parse::<f64>().ok()?;
+        f.is_finite().then_some(f as i64)
+    })
+}
+
+/// An integer reply, as an integer or its text.
+fn int_reply(reply: &Value, what: &str) -> Result<i64> {
+    let n = match reply {
+        Value::Int(n) => Some(*n),
+        Value::Nil => Some(0),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().and_then(parse_int),
+        Value::SimpleString(s) => parse_int(s),
+        _ => None,
+    };
+    n.ok_or_else(|| Error::UnexpectedReply(format!("permit-expirable semaphore {what}: {reply:?}")))
+}
+
+/// Try-release of one id: `true` if it was held and unexpired. An id that
+/// had expired but was not yet reclaimed goes back to the pool and reads
+/// `false`, as in Redisson.
+pub(crate) fn try_release_one(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
+) -> Result<bool> {
+    let reply: Value = TRY_RELEASE_ONE
+        .key(&keys.name)
+        .key(&keys.channel)
+        .key(&keys.timeout)
+        .arg(&id[..])
+        .arg(1)
+        .arg(now_ms)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(int_reply(&reply, "release")? == 1)
+}
+
+/// Try-release of several ids, all or nothing (Redisson 3.41.0+): the
+/// number released, 0 when any id was missing or expired.
+pub(crate) fn try_release_many(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    ids: &[[u8; 16]],
+    now_ms: u64,
+    publish: &str,
+) -> Result<i64> {
+    let mut invocation = TRY_RELEASE_MANY.key(&keys.name);
+    invocation
+        .key(&keys.channel)
+        .key(&keys.timeout)
+        .arg(ids.len())
+        .arg(now_ms)
+        .arg(publish);
+    for id in ids {
+        invocation.arg(&id[..]);
+    }
+    let reply: Value = invocation.invoke(con)?;
+    int_reply(&reply, "release")
+}
+
+/// Which count [`count`] reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Count {
+    /// `availablePermits`.
+    Available,
+    /// `getPermits`: available + acquired.
+    Total,
+    /// `acquiredPermits`.
+    Acquired,
+}
+
+/// One of the three counts, after reclaiming every expired id.
+pub(crate) fn count(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    which: Count,
+    now_ms: u64,
+    publish: &str,
+) -> Result<i64> {
+    let script = match which {
+        Count::Available => &AVAILABLE,
+        Count::Total => &GET_PERMITS,
+        Count::Acquired => &ACQUIRED,
+    };
+    let reply: Value = script
+        .key(&keys.name)
+        .key(&keys.timeout)
+        .key(&keys.channel)
+        .arg(now_ms)
+        .arg(publish)
+        .invoke(con)?;
+    int_reply(&reply, "count")
+}
+
+/// `setPermits`: available + acquired becomes `total`.
+pub(crate) fn set_permits(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    total: i64,
+    publish: &str,
+) -> Result<()> {
+    let _: Value = SET_PERMITS
+        .key(&keys.name)
+        .key(&keys.channel)
+        .key(&keys.timeout)
+        .arg(total)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(())
+}
+
+/// `trySetPermits`: `true` if the counter did not exist and is now `n`.
+pub(crate) fn try_set_permits(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    n: i64,
+    publish: &str,
+) -> Result<bool> {
+    let reply: Value = TRY_SET_PERMITS
+        .key(&keys.name)
+        .key(&keys.channel)
+        .arg(n)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(int_reply(&reply, "try_set_permits")? == 1)
+}
+
+/// `addPermits`: the counter plus `delta` (may be negative).
+pub(crate) fn add_permits(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    delta: i64,
+    publish: &str,
+) -> Result<()> {
+    let _: Value = ADD_PERMITS
+        .key(&keys.name)
+        .key(&keys.channel)
+        .arg(delta)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(())
+}
+
+/// `updateLeaseTime`: `true` if the unexpired id now expires at `expiry`.
+pub(crate) fn update_lease(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    id: &[u8; 16],
+    expiry: u64,
+    now_ms: u64,
+    publish: &str,
+) -> Result<bool> {
+    let reply: Value = UPDATE_LEASE
+        .key(&keys.name)
+        .key(&keys.timeout)
+        .key(&keys.channel)
+        .arg(&id[..])
+        .arg(expiry)
+        .arg(now_ms)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(int_reply(&reply, "update_lease_time")? == 1)
+}
+
+/// A permit's lease as `getLeaseTime` reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// No such (unexpired) id.
+    Unknown,
+    /// Without expiry (the sentinel).
+    Permanent,
+    /// This many ms left.
+    Left(u64),
+}
+
+/// `getLeaseTime` of `id`.
+pub(crate) fn lease_time(
+    con: &mut dyn ConnectionLike,
+    keys: &PesKeys,
+    id: &[u8; 16],
+    now_ms: u64,
+    publish: &str,
+) -> Result<Lease> {
+    let reply: Value = GET_LEASE_TIME
+        .key(&keys.name)
+        .key(&keys.timeout)
+        .key(&keys.channel)
+        .arg(&id[..])
+        .arg(PES_PERMANENT_SCORE)
+        .arg(now_ms)
+        .arg(publish)
+        .invoke(con)?;
+    Ok(match int_reply(&reply, "lease_time")? {
+        -1 => Lease::Permanent,
+        n if n > 0 => Lease::Left(n.unsigned_abs()),
+        _ => Lease::Unknown,
+    })
+}
+
+/// Deletes both keys (no publish, as Redisson's `delete`): `true` if
+/// either existed.
+pub(crate) fn delete(con: &mut dyn ConnectionLike, keys: &PesKeys) -> Result<bool> {
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&keys.name)
+        .arg(&keys.timeout)
+        .query(con)?;
+    Ok(deleted > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acquire_replies_read_tolerantly() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(acquire_reply(&bulk("OK")).ok(), Some(TryAcquired::Acquired));
+        assert_eq!(
+            acquire_reply(&Value::Okay).ok(),
+            Some(TryAcquired::Acquired)
+        );
+        assert_eq!(
+            acquire_reply(&bulk(":1795690152368")).ok(),
+            Some(TryAcquired::No {
+                nearest_expiry_ms: Some(1_795_690_152_368)
+            })
+        );
+        assert_eq!(
+            acquire_reply(&bulk(":1.5e3")).ok(),
+            Some(TryAcquired::No {
+                nearest_expiry_ms: Some(1500)
+            })
+        );
+        assert_eq!(
+            acquire_reply(&Value::Nil).ok(),
+            Some(TryAcquired::No {
+                nearest_expiry_ms: None
+            })
+        );
+        assert!(acquire_reply(&bulk("nope")).is_err());
+        assert!(acquire_reply(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn keys_follow_redisson_names() {
+        let keys = PesKeys::new("s");
+        assert_eq!(keys.timeout, "{s}:timeout");
+        assert_eq!(keys.channel, "redisson_sc:{s}");
+        assert_eq!(expiry_score(1_000, None), PES_PERMANENT_SCORE);
+        assert_eq!(expiry_score(1_000, Some(Duration::from_millis(5))), 1_005);
+    }
+}

@@ -1,0 +1,673 @@
+//! [`PermitExpirableSemaphore`]: Redisson's `RPermitExpirableSemaphore`
+//! (SYNCHRONIZERS §4), its permit ids ([`PermitId`]) and the guard of
+//! acquired permits ([`ExpirablePermits`]).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::ConnectionLike;
+
+use crate::engine::Engine;
+use crate::engine::waiting::Attempted;
+use crate::error::{Error, Result};
+use crate::locks::epoch_millis;
+use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
+
+/// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes
+/// (a v4 UUID's, from the operating system's CSPRNG: 122 random bits),
+/// stored in Redis as those **raw bytes** and shown as 32 lowercase hex
+/// digits, as Redisson shows them. A Java id (`acquire()`'s `String`) parses
+/// with [`str::parse`] and can be released, renewed or read from Rust, and
+/// the other way round.
+///
+/// ```
+/// use redisson_lock::PermitId;
+/// let id: PermitId = "0123456789ABCDEF0123456789abcdef".parse()?;
+/// assert_eq!(id.to_string(), "0123456789abcdef0123456789abcdef");
+/// assert!("0123".parse::<PermitId>().is_err());
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PermitId([u8; 16]);
+
+impl PermitId {
+    /// A fresh random id. No round trip.
+    pub fn random() -> PermitId {
+        PermitId(*uuid::Uuid::new_v4().as_bytes())
+    }
+
+    /// The id whose raw bytes (the ZSET member) are `bytes`.
+    pub const fn from_bytes(bytes: [u8; 16]) -> PermitId {
+        PermitId(bytes)
+    }
+
+    /// The raw bytes, as stored in the semaphore's `{<name>}:timeout` ZSET.
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PermitId {
+    /// 32 lowercase hex digits, Redisson's form of the id.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PermitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PermitId({self})")
+    }
+}
+
+impl FromStr for PermitId {
+    type Err = Error;
+
+    /// Parses 32 hex digits, either case (as Redisson's `decodeHexDump`
+    /// accepts them); anything else is [`Error::InvalidArgument`].
+    fn from_str(s: &str) -> Result<PermitId> {
+        let bad = || Error::invalid(format!("`{s}` is not a permit id (32 hex digits)"));
+        if s.len() != 32 {
+            return Err(bad());
+        }
+        let mut bytes = [0u8; 16];
+        for (i, pair) in s.as_bytes().chunks(2).enumerate() {
+            let digit = |b: u8| (b as char).to_digit(16).ok_or_else(bad);
+            let (hi, lo) = (digit(pair[0])?, digit(pair[1])?);
+            bytes[i] = u8::try_from(hi * 16 + lo).map_err(|_| bad())?;
+        }
+        Ok(PermitId(bytes))
+    }
+}
+
+/// A handle on Redisson's `RPermitExpirableSemaphore` called `name`
+/// (`redisson.getPermitExpirableSemaphore(name)`), from
+/// [`Client::permit_expirable_semaphore`](crate::Client::permit_expirable_semaphore).
+///
+/// A counting semaphore whose every acquired permit has an id
+/// ([`PermitId`]) and an optional lease: a permit whose lease runs out goes
+/// back to the pool by itself, so a holder that crashes leaks nothing for
+/// longer than its lease. Only the id's holder (whoever knows it, in any
+/// language) can release it. The Redis state is Redisson's byte for byte
+/// (see `docs/wire-format.md`), so Java and Rust share the same permits and
+/// wake each other up: the available permits in the string `<name>`, every
+/// acquired permit in the ZSET `{<name>}:timeout` (the raw 16-byte id,
+/// scored by its expiry), messages on `redisson_sc:{<name>}` (the channel
+/// an `RSemaphore` of the same name also uses).
+///
+/// **Clocks.** As in Redisson, every expiry is this host's wall clock
+/// (epoch ms, sent with each call), never Redis's: hosts sharing a semaphore
+/// need synchronised clocks (NTP); a host whose clock runs ahead expires
+/// other hosts' permits early, one running behind keeps them late.
+///
+/// **Lazy expiry.** An expired permit comes back only when someone runs a
+/// script that reclaims it (an acquire reclaims at most what it asks for;
+/// the counts, [`lease_time`](Self::lease_time),
+/// [`update_lease_time`](Self::update_lease_time) and
+/// [`release_all`](Self::release_all) reclaim them all). Nothing is
+/// published on expiry: a waiter of either language wakes at the nearest
+/// expiry by its own timer.
+///
+/// **Never sent twice.** An acquire, a release, `add_permits` and
+/// `try_set_permits` are not idempotent: when the reply is lost (a timeout,
+/// a dropped connection) they fail with [`Error::OutcomeUnknown`] instead
+/// of being sent again.
+///
+/// Cheap to clone (`Arc`s), `Send + Sync`; no I/O until a method is called.
+/// Every method checks the process ([`Error::ForkedProcess`]) and that the
+/// name is not empty ([`Error::InvalidArgument`]).
+#[derive(Clone)]
+pub struct PermitExpirableSemaphore {
+    engine: Arc<Engine>,
+    keys: Arc<PesKeys>,
+}
+
+impl fmt::Debug for PermitExpirableSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitExpirableSemaphore")
+            .field("name", &self.keys.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `e` says the reply of a sent command was lost: the command may
+/// have run.
+fn reply_lost(e: &Error) -> bool {
+    match e {
+        Error::Timeout { .. } => true,
+        Error::Redis(e) => e.is_io_error() || e.is_timeout() || e.is_connection_dropped(),
+        _ => false,
+    }
+}
+
+/// The largest permit count Java can read (`int`).
+const MOST_PERMITS: u32 = i32::MAX as u32;
+
+impl PermitExpirableSemaphore {
+    pub(crate) fn new(engine: Arc<Engine>, name: String) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            keys: Arc::new(PesKeys::new(&name)),
+            engine,
+        }
+    }
+
+    /// The semaphore's name: the key of its available permits.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    fn check(&self) -> Result<()> {
+        self.engine.check_process()?;
+        if self.keys.name.is_empty() {
+            return Err(Error::invalid("semaphore name must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn unknown(&self, operation: &'static str, cause: String) -> Error {
+        Error::OutcomeUnknown {
+            operation,
+            name: self.keys.name.clone(),
+            cause,
+        }
+    }
+
+    /// A write whose `WAIT` verdict counts (replica sync on): a resendable
+    /// one is sent again on a missing acknowledgement (at most the client's
+    /// retry attempts), then [`Error::NotReplicated`]; one that is not is
+    /// never sent twice ([`Error::OutcomeUnknown`] on a lost reply) and
+    /// fails at once when unacknowledged.
+    fn write<T>(
+        &self,
+        operation: &'static str,
+        resendable: bool,
+        mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        let name = &self.keys.name;
+        let mut tries = 0;
+        loop {
+            let (value, synced) = self
+                .engine
+                .with_synced_connection(name, operation, |con, resend| {
+                    if resend && !resendable {
+                        return Err(self.unknown(
+                            operation,
+                            "the connection dropped after the request was sent".to_owned(),
+                        ));
+                    }
+                    command(con)
+                })
+                .map_err(|e| match e {
+                    e if !resendable && reply_lost(&e) => self.unknown(operation, e.to_string()),
+                    e => e,
+                })?;
+            match synced.error(operation, name) {
+                None => return Ok(value),
+                Some(e) if !self.engine.checks_replicas() => {
+                    log::warn!("redisson-lock: {e}");
+                    return Ok(value);
+                }
+                Some(_) if resendable && tries < self.engine.config.retry_attempts => tries += 1,
+                Some(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A read (it may reclaim expired permits and publish, which is safe to
+    /// repeat): sent again after a dropped connection, no `WAIT`.
+    fn read<T>(
+        &self,
+        operation: &'static str,
+        mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<T> {
+        self.check()?;
+        self.engine
+            .with_connection(&self.keys.name, operation, |con, _| command(con))
+    }
+
+    /// Sets the total number of permits to `permits` only if the semaphore
+    /// has no counter yet (Redisson's `trySetPermits`): `true` if it was
+    /// set, which publishes `permits`. Acquired permits in the timeout ZSET
+    /// are ignored, as in Redisson: a counter deleted or expired while
+    /// permits are out is set again. `permits` above `i32::MAX` (Java's
+    /// `int`) is [`Error::InvalidArgument`]. One round trip (a `WAIT` in
+    /// the same round trip with replica sync); never sent twice.
+    pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.check()?;
+        let n = permit_count(permits)?;
+        let publish = self.engine.publish;
+        self.write("try_set_permits", false, |con| {
+            expirable::try_set_permits(con, &self.keys, n, publish)
+        })
+    }
+
+    /// Makes the total (available + acquired) equal `permits`, adding or
+    /// removing available permits (Redisson's `setPermits`, which publishes
+    /// `permits` when it changed anything). Expired permits not yet
+    /// reclaimed count as acquired. Idempotent: sent again after a lost
+    /// reply. One round trip.
+    pub fn set_permits(&self, permits: u32) -> Result<()> {
+        self.check()?;
+        let n = permit_count(permits)?;
+        let publish = self.engine.publish;
+        self.write("set_permits", true, |con| {
+            expirable::set_permits(con, &self.keys, n, publish)
+        })
+    }
+
+    /// Adds `delta` available permits (negative: removes them, down to a
+    /// negative count) (Redisson's `addPermits`, which publishes `delta`
+    /// when it is positive). Like Redisson's, it rewrites the counter with
+    /// `SET`, dropping a TTL. One round trip; never sent twice.
+    pub fn add_permits(&self, delta: i32) -> Result<()> {
+        self.check()?;
+        let publish = self.engine.publish;
+        self.write("add_permits", false, |con| {
+            expirable::add_permits(con, &self.keys, i64::from(delta), publish)
+        })
+    }
+
+    /// The available permits, after returning every expired permit to the
+    /// pool (Redisson's `availablePermits`); may be negative after
+    /// `add_permits(-n)`. One round trip.
+    pub fn available_permits(&self) -> Result<i64> {
+        self.count(Count::Available)
+    }
+
+    /// The total permits, available + acquired, after reclaiming expired
+    /// ones (Redisson's `getPermits`); 0 when the counter does not exist.
+    /// One round trip.
+    pub fn permits(&self) -> Result<i64> {
+        self.count(Count::Total)
+    }
+
+    /// The acquired (unexpired) permits, after reclaiming expired ones
+    /// (Redisson's `acquiredPermits`). One round trip.
+    pub fn acquired_permits(&self) -> Result<u64> {
+        Ok(self.count(Count::Acquired)?.max(0).unsigned_abs())
+    }
+
+    fn count(&self, which: Count) -> Result<i64> {
+        let publish = self.engine.publish;
+        self.read("count", |con| {
+            expirable::count(con, &self.keys, which, epoch_millis(), publish)
+        })
+    }
+
+    /// Takes one permit, waiting as long as it takes (Redisson's
+    /// `acquire()` / `acquire(leaseTime, unit)`). `lease`: how long the
+    /// permit lives from the moment it is granted; `None`: until released
+    /// (the sentinel score `922337203685477`). A zero lease is
+    /// [`Error::InvalidArgument`].
+    ///
+    /// Waits on `redisson_sc:{<name>}` through the client's subscriber:
+    /// each message means "try again"; it also tries again at the nearest
+    /// expiry of an acquired permit (so a permit that expires reaches a
+    /// waiter though nothing is published) and at least every 3 s. One round
+    /// trip when permits are available.
+    ///
+    /// A lost reply is [`Error::OutcomeUnknown`] (the permit may be held,
+    /// under an id the caller does not know: it comes back when its lease
+    /// runs out, or never for a permanent one). With replica sync on, an
+    /// acquire no replica acknowledged is undone (its ids released) and
+    /// tried again, up to the client's retry attempts, then
+    /// [`Error::NotReplicated`].
+    pub fn acquire(&self, lease: Option<Duration>) -> Result<ExpirablePermits> {
+        self.acquire_n(1, lease)
+    }
+
+    /// Takes `n` permits at once, waiting as long as it takes (Redisson's
+    /// `acquire(permits, leaseTime, unit)`): all or none, re-checking the
+    /// count after every message (a single message may carry fewer than
+    /// `n`). `n == 0` is [`Error::InvalidArgument`] (Redisson's
+    /// `acquire(0)` never returns). See [`acquire`](Self::acquire).
+    pub fn acquire_n(&self, n: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
+        match self.acquire_until(n, lease, None)? {
+            Some(permits) => Ok(permits),
+            None => Err(Error::UnexpectedReply(
+                "an acquire without a deadline gave up".to_owned(),
+            )),
+        }
+    }
+
+    /// One attempt at one permit (Redisson's `tryAcquire()` /
+    /// `tryAcquire(-1, leaseTime, unit)`): `None` if none is available. One
+    /// round trip. See [`acquire`](Self::acquire).
+    pub fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<ExpirablePermits>> {
+        self.acquire_until(1, lease, Some(Instant::now()))
+    }
+
+    /// One permit, waiting at most `wait` (Redisson's
+    /// `tryAcquire(waitTime, leaseTime, unit)`): `None` if none came in
+    /// time. See [`acquire`](Self::acquire).
+    pub fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<ExpirablePermits>> {
+        self.try_acquire_n_for(1, wait, lease)
+    }
+
+    /// `n` permits at once, waiting at most `wait` (Redisson's
+    /// `tryAcquire(permits, waitTime, leaseTime, unit)`): `None` if they
+    /// did not come in time. See [`acquire_n`](Self::acquire_n).
+    pub fn try_acquire_n_for(
+        &self,
+        n: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<ExpirablePermits>> {
+        let deadline = Instant::now().checked_add(wait);
+        self.acquire_until(n, lease, Some(deadline.unwrap_or_else(far_future)))
+    }
+
+    fn acquire_until(
+        &self,
+        n: u32,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ExpirablePermits>> {
+        self.check()?;
+        if n == 0 {
+            return Err(Error::invalid(
+                "acquiring 0 permits: ask for at least one (Redisson's acquire(0) never returns)",
+            ));
+        }
+        permit_count(n)?;
+        if lease.is_some_and(|lease| lease.as_millis() == 0) {
+            return Err(Error::invalid(
+                "a permit's lease must be at least 1 ms (None: permanent)",
+            ));
+        }
+        let ids = self
+            .engine
+            .wait_on(&self.keys.channel, deadline, || self.attempt(n, lease))?;
+        Ok(ids.map(|ids| ExpirablePermits {
+            semaphore: self.clone(),
+            ids,
+        }))
+    }
+
+    /// One acquire attempt (with its replica-sync compensation).
+    fn attempt(&self, n: u32, lease: Option<Duration>) -> Result<Attempted<Vec<PermitId>>> {
+        let mut tries = 0;
+        loop {
+            let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
+            let raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+            let now = epoch_millis();
+            let expiry = expirable::expiry_score(now, lease);
+            let publish = self.engine.publish;
+            let name = &self.keys.name;
+            let (found, synced) = self
+                .engine
+                .with_synced_connection(name, "acquire", |con, resend| {
+                    if resend {
+                        return Err(self.unknown(
+                            "acquire",
+                            "the connection dropped after the request was sent".to_owned(),
+                        ));
+                    }
+                    expirable::try_acquire(con, &self.keys, &raw, expiry, now, publish)
+                })
+                .map_err(|e| match e {
+                    e if reply_lost(&e) => self.unknown("acquire", e.to_string()),
+                    e => e,
+                })?;
+            let TryAcquired::No { nearest_expiry_ms } = found else {
+                match synced.error("acquire", name) {
+                    None => return Ok(Attempted::Done(ids)),
+                    Some(e) if !self.engine.checks_replicas() => {
+                        log::warn!("redisson-lock: {e}");
+                        return Ok(Attempted::Done(ids));
+                    }
+                    Some(e) => {
+                        // Redisson's compensation: give the permits back
+                        // (which publishes), then try again.
+                        self.release_raw(&raw)?;
+                        tries += 1;
+                        if tries > self.engine.config.retry_attempts {
+                            return Err(e);
+                        }
+                        continue;
+                    }
+                }
+            };
+            let hint = nearest_expiry_ms.map(|at| {
+                let now = i64::try_from(epoch_millis()).unwrap_or(i64::MAX);
+                Duration::from_millis(at.saturating_sub(now).max(0).unsigned_abs())
+            });
+            return Ok(Attempted::Retry { hint });
+        }
+    }
+
+    fn release_raw(&self, raw: &[[u8; 16]]) -> Result<i64> {
+        let publish = self.engine.publish;
+        self.write("release", false, |con| {
+            expirable::try_release_many(con, &self.keys, raw, epoch_millis(), publish)
+        })
+    }
+
+    /// Returns the permit `id` to the pool (Redisson's `release(id)`);
+    /// [`Error::InvalidArgument`] if it was not released: unknown, already
+    /// released, or expired (an expired permit not yet reclaimed goes back
+    /// to the pool all the same, as in Redisson). See
+    /// [`try_release`](Self::try_release).
+    pub fn release(&self, id: PermitId) -> Result<()> {
+        if self.try_release(id)? {
+            Ok(())
+        } else {
+            Err(not_released(&self.keys.name, &[id]))
+        }
+    }
+
+    /// Returns the permit `id` to the pool (Redisson's `tryRelease(id)`):
+    /// `true` if it was held and unexpired. Publishes the new count, which
+    /// wakes waiters of both languages. One round trip; never sent twice (a
+    /// lost reply is [`Error::OutcomeUnknown`]). With replica sync on, an
+    /// unacknowledged release is [`Error::NotReplicated`] (the master has
+    /// released it).
+    pub fn try_release(&self, id: PermitId) -> Result<bool> {
+        self.check()?;
+        let publish = self.engine.publish;
+        self.write("release", false, |con| {
+            expirable::try_release_one(con, &self.keys, &id.0, epoch_millis(), publish)
+        })
+    }
+
+    /// Returns every permit of `ids` to the pool, all or nothing (Redisson
+    /// 3.41.0+'s `release(ids)`): if any is unknown, released or expired,
+    /// nothing changes and the call is [`Error::InvalidArgument`]; so are
+    /// duplicate ids. Reclaims every expired permit first and publishes the
+    /// number released. An empty slice does nothing (no round trip).
+    /// Otherwise as [`try_release`](Self::try_release).
+    pub fn release_all(&self, ids: &[PermitId]) -> Result<()> {
+        self.check()?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+        raw.sort_unstable();
+        raw.dedup();
+        if raw.len() != ids.len() {
+            return Err(Error::invalid("the permit ids to release repeat an id"));
+        }
+        let raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+        let released = self.release_raw(&raw)?;
+        if released == i64::try_from(ids.len()).unwrap_or(i64::MAX) {
+            Ok(())
+        } else {
+            Err(not_released(&self.keys.name, ids))
+        }
+    }
+
+    /// Sets the permit `id`'s lease to `lease` from now (`None`: permanent)
+    /// (Redisson's `updateLeaseTime(id, lease, unit)`, `-1` for `None`):
+    /// `true` if the permit was held and unexpired. An expired permit is
+    /// reclaimed first, never revived. A zero lease is
+    /// [`Error::InvalidArgument`]. One round trip; sent again after a lost
+    /// reply (the new expiry is fixed before the first send).
+    pub fn update_lease_time(&self, id: PermitId, lease: Option<Duration>) -> Result<bool> {
+        self.check()?;
+        if lease.is_some_and(|lease| lease.as_millis() == 0) {
+            return Err(Error::invalid(
+                "a permit's lease must be at least 1 ms (None: permanent)",
+            ));
+        }
+        let now = epoch_millis();
+        let expiry = expirable::expiry_score(now, lease);
+        let publish = self.engine.publish;
+        self.write("update_lease_time", true, |con| {
+            expirable::update_lease(con, &self.keys, &id.0, expiry, now, publish)
+        })
+    }
+
+    /// The permit `id`'s remaining lease, `None` for a permanent one
+    /// (Redisson 3.41.0+'s `getLeaseTime(id)`, `-1` for permanent). An
+    /// unknown, released or expired id is [`Error::InvalidArgument`], as
+    /// Java's `IllegalArgumentException`. Reclaims expired permits. One
+    /// round trip.
+    pub fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
+        let publish = self.engine.publish;
+        let lease = self.read("lease_time", |con| {
+            expirable::lease_time(con, &self.keys, &id.0, epoch_millis(), publish)
+        })?;
+        match lease {
+            Lease::Permanent => Ok(None),
+            Lease::Left(ms) => Ok(Some(Duration::from_millis(ms))),
+            Lease::Unknown => Err(Error::invalid(format!(
+                "permit {id} of semaphore `{}` does not exist, was released or has expired",
+                self.keys.name
+            ))),
+        }
+    }
+
+    /// Deletes the semaphore: its counter and its timeout ZSET (Redisson's
+    /// `delete`): `true` if either existed. Publishes nothing, as Redisson:
+    /// waiters keep waiting until permits are set again. One round trip.
+    pub fn delete(&self) -> Result<bool> {
+        self.check()?;
+        self.write("delete", true, |con| expirable::delete(con, &self.keys))
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+fn permit_count(n: u32) -> Result<i64> {
+    if n > MOST_PERMITS {
+        return Err(Error::invalid(format!(
+            "{n} permits: more than Java's int can count (at most {MOST_PERMITS})"
+        )));
+    }
+    Ok(i64::from(n))
+}
+
+fn not_released(name: &str, ids: &[PermitId]) -> Error {
+    let ids: Vec<String> = ids.iter().map(PermitId::to_string).collect();
+    Error::invalid(format!(
+        "permit(s) {} of semaphore `{name}` not released: unknown, already released or expired",
+        ids.join(", ")
+    ))
+}
+
+/// Permits acquired from a [`PermitExpirableSemaphore`]: released when
+/// dropped (a failure is logged with `log::warn!`), unless
+/// [`forget`](Self::forget) hands the ids over. `Send + Sync`: unlike a
+/// lock's hold, a permit belongs to whoever knows its id, in any thread or
+/// process.
+#[must_use = "dropping the permits releases them at once"]
+pub struct ExpirablePermits {
+    semaphore: PermitExpirableSemaphore,
+    ids: Vec<PermitId>,
+}
+
+impl ExpirablePermits {
+    /// The permits' ids (one per permit), what Redisson calls the permit
+    /// ids. No round trip.
+    pub fn ids(&self) -> &[PermitId] {
+        &self.ids
+    }
+
+    /// The semaphore they were acquired from.
+    pub fn semaphore(&self) -> &PermitExpirableSemaphore {
+        &self.semaphore
+    }
+
+    /// Keeps the permits acquired and returns their ids: nothing is
+    /// released on drop (release them with
+    /// [`PermitExpirableSemaphore::release`], from any client, or let their
+    /// lease run out). No round trip.
+    pub fn forget(mut self) -> Vec<PermitId> {
+        std::mem::take(&mut self.ids)
+    }
+
+    /// Releases the permits now, all or nothing (see
+    /// [`PermitExpirableSemaphore::release_all`]), reporting the outcome.
+    /// One round trip.
+    pub fn release(mut self) -> Result<()> {
+        let ids = std::mem::take(&mut self.ids);
+        self.semaphore.release_all(&ids)
+    }
+}
+
+impl Drop for ExpirablePermits {
+    fn drop(&mut self) {
+        let ids = std::mem::take(&mut self.ids);
+        if ids.is_empty() {
+            return;
+        }
+        let name = self.semaphore.name();
+        match self.semaphore.release_all(&ids) {
+            Ok(()) => {}
+            // All or nothing failed: some id expired; free the others.
+            Err(Error::InvalidArgument(_)) if ids.len() > 1 => {
+                for id in ids {
+                    if let Err(e) = self.semaphore.try_release(id) {
+                        log::warn!("redisson-lock: releasing permit {id} of `{name}` failed: {e}");
+                    }
+                }
+            }
+            Err(e) => log::warn!("redisson-lock: releasing permits of `{name}` failed: {e}"),
+        }
+    }
+}
+
+impl fmt::Debug for ExpirablePermits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExpirablePermits")
+            .field("semaphore", &self.semaphore.keys.name)
+            .field("ids", &self.ids)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permit_ids_print_and_parse_as_hex() {
+        let id = PermitId::from_bytes([0xab; 16]);
+        assert_eq!(id.to_string(), "ab".repeat(16));
+        assert_eq!("AB".repeat(16).parse::<PermitId>().ok(), Some(id));
+        for bad in [
+            "",
+            "ab",
+            &"ab".repeat(17),
+            &"zz".repeat(16),
+            &"é".repeat(16),
+        ] {
+            assert!(
+                matches!(bad.parse::<PermitId>(), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+        assert_ne!(PermitId::random(), PermitId::random());
+    }
+}
