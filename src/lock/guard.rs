@@ -250,7 +250,14 @@ fn finish_release<K: Kind>(
         }
     }
     match result {
-        Ok(Some(UnlockOutcome::StillHeld)) => Ok(()),
+        Ok(Some(UnlockOutcome::StillHeld)) => {
+            if last {
+                // Redis counted more holds than this thread: what is left
+                // is no guard's any more, and nothing to signal.
+                hold.end();
+            }
+            Ok(())
+        }
         Ok(Some(UnlockOutcome::Released)) => {
             if last {
                 hold.end();
