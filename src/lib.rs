@@ -94,6 +94,7 @@ mod fork;
 mod lua;
 mod names;
 mod owner;
+mod spawn;
 // L1 protocol
 mod locks;
 // L2 transport

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, TrySendError};
 
 use crate::error::{Error, LostReason, Result};
+use crate::spawn::spawn;
 
 /// Events queued for the handler at most; more are dropped.
 pub const QUEUE_BOUND: usize = 4096;
@@ -102,19 +103,14 @@ impl Events {
     /// the last [`Events`] is dropped.
     pub fn start(handler: Arc<dyn EventHandler>) -> Result<Events> {
         let (queue, events) = crossbeam_channel::bounded::<Event>(QUEUE_BOUND);
-        std::thread::Builder::new()
-            .name("rlock-events".into())
-            .spawn(move || {
-                for event in events {
-                    let delivered = catch_unwind(AssertUnwindSafe(|| deliver(&*handler, &event)));
-                    if delivered.is_err() {
-                        log::error!("redisson-lock: the event handler panicked; event dropped");
-                    }
+        spawn("rlock-events", "the event thread", move || {
+            for event in events {
+                let delivered = catch_unwind(AssertUnwindSafe(|| deliver(&*handler, &event)));
+                if delivered.is_err() {
+                    log::error!("redisson-lock: the event handler panicked; event dropped");
                 }
-            })
-            .map_err(|e| Error::Unavailable {
-                reason: format!("cannot start the event thread: {e}"),
-            })?;
+            }
+        })?;
         Ok(Events {
             queue,
             dropped: Arc::new(AtomicU64::new(0)),

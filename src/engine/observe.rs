@@ -212,6 +212,22 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The entered INFO span `$span` (target `redisson_lock`) of the lock
+/// `$name` of class `$kind`: `lock.name`, `lock.kind`, then `$fields`.
+#[cfg(feature = "tracing")]
+macro_rules! lock_span {
+    ($span:literal, $name:expr, $kind:expr, $($fields:tt)*) => {
+        tracing::info_span!(
+            target: "redisson_lock",
+            $span,
+            lock.name = $name,
+            lock.kind = $kind,
+            $($fields)*
+        )
+        .entered()
+    };
+}
+
 /// How an acquire call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AcquireOutcome {
@@ -296,11 +312,10 @@ impl Acquiring {
             #[cfg(feature = "metrics")]
             waiting: false,
             #[cfg(feature = "tracing")]
-            span: tracing::info_span!(
-                target: "redisson_lock",
+            span: lock_span!(
                 "lock.acquire",
-                lock.name = name,
-                lock.kind = kind,
+                name,
+                kind,
                 lock.wait_ms = wait.map(millis),
                 lock.lease_ms = millis(lease),
                 db.system.name = "redis",
@@ -309,8 +324,7 @@ impl Acquiring {
                 lock.waited_ms = tracing::field::Empty,
                 lock.fencing_token = tracing::field::Empty,
                 error.type = tracing::field::Empty,
-            )
-            .entered(),
+            ),
         }
     }
 
@@ -334,16 +348,21 @@ impl Acquiring {
         .increment(1);
     }
 
+    /// `redisson_lock_waiters` of this call's lock.
+    #[cfg(feature = "metrics")]
+    fn waiters(&self) -> metrics::Gauge {
+        metrics::gauge!(
+            names::WAITERS,
+            labels(self.kind, None, self.lock.as_deref())
+        )
+    }
+
     /// The thread starts waiting (`redisson_lock_waiters` + 1).
     #[inline]
     pub fn waiting(&mut self) {
         #[cfg(feature = "metrics")]
         if !std::mem::replace(&mut self.waiting, true) {
-            metrics::gauge!(
-                names::WAITERS,
-                labels(self.kind, None, self.lock.as_deref())
-            )
-            .increment(1.0);
+            self.waiters().increment(1.0);
         }
     }
 
@@ -352,11 +371,7 @@ impl Acquiring {
     pub fn left_wait(&mut self) {
         #[cfg(feature = "metrics")]
         if std::mem::replace(&mut self.waiting, false) {
-            metrics::gauge!(
-                names::WAITERS,
-                labels(self.kind, None, self.lock.as_deref())
-            )
-            .decrement(1.0);
+            self.waiters().decrement(1.0);
         }
     }
 
@@ -455,17 +470,15 @@ impl Releasing {
         let _ = (kind, name);
         Releasing {
             #[cfg(feature = "tracing")]
-            span: tracing::info_span!(
-                target: "redisson_lock",
+            span: lock_span!(
                 "lock.release",
-                lock.name = name,
-                lock.kind = kind,
+                name,
+                kind,
                 db.system.name = "redis",
                 lock.outcome = tracing::field::Empty,
                 lock.held_for_ms = tracing::field::Empty,
                 error.type = tracing::field::Empty,
-            )
-            .entered(),
+            ),
         }
     }
 
@@ -562,30 +575,27 @@ impl HoldObserver {
     pub fn renewal_failed(&self, name: &str, owner: &str, error: &Error, first: bool) {
         let _ = (name, owner, error, first);
         #[cfg(feature = "tracing")]
-        if first {
-            tracing::warn!(
-                target: "redisson_lock",
-                {
-                    lock.name = name,
-                    lock.owner = owner,
-                    lock.kind = self.kind,
-                    error.type = error_type(error),
-                    error.message = %error
-                },
-                "renewal failed"
-            );
-        } else {
-            tracing::debug!(
-                target: "redisson_lock",
-                {
-                    lock.name = name,
-                    lock.owner = owner,
-                    lock.kind = self.kind,
-                    error.type = error_type(error),
-                    error.message = %error
-                },
-                "renewal failed"
-            );
+        {
+            macro_rules! failed {
+                ($level:ident) => {
+                    tracing::$level!(
+                        target: "redisson_lock",
+                        {
+                            lock.name = name,
+                            lock.owner = owner,
+                            lock.kind = self.kind,
+                            error.type = error_type(error),
+                            error.message = %error
+                        },
+                        "renewal failed"
+                    )
+                };
+            }
+            if first {
+                failed!(warn);
+            } else {
+                failed!(debug);
+            }
         }
     }
 

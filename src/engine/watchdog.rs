@@ -26,6 +26,7 @@ use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
+use crate::spawn::spawn;
 use crate::topology::Topology;
 use crate::topology::cluster::Cluster;
 
@@ -86,12 +87,8 @@ impl Watchdog {
             sync,
             stop_rx,
         };
-        thread::Builder::new()
-            .name("rlock-watchdog".into())
-            .spawn(move || worker.run())
-            .map_err(|e| Error::Unavailable {
-                reason: format!("cannot start the watchdog thread: {e}"),
-            })?;
+        let run = move || worker.run();
+        spawn("rlock-watchdog", "the watchdog thread", run)?;
         Ok(Watchdog { _stop: stop })
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis::{ConnectionLike, Value};
 
 use crate::error::{Error, Result};
-use crate::lua::Lua;
+use crate::lua::{Invocation, Lua};
 use crate::names::{self, PES_PERMANENT_SCORE};
 
 static TRY_ACQUIRE: LazyLock<Lua> = lua_script!("pes_try_acquire.lua");
@@ -52,6 +52,20 @@ impl PesKeys {
             channel: names::semaphore_channel(name),
         }
     }
+
+    /// A call of `script` with KEYS `[name, timeout, channel]`.
+    fn timeout_first<'s>(&self, script: &'s Lua) -> Invocation<'s> {
+        let mut invocation = script.key(&self.name);
+        invocation.key(&self.timeout).key(&self.channel);
+        invocation
+    }
+
+    /// A call of `script` with KEYS `[name, channel, timeout]`.
+    fn channel_first<'s>(&self, script: &'s Lua) -> Invocation<'s> {
+        let mut invocation = script.key(&self.name);
+        invocation.key(&self.channel).key(&self.timeout);
+        invocation
+    }
 }
 
 /// The expiry score of a permit granted at `now_ms` for `lease` (`None`:
@@ -83,10 +97,8 @@ pub(crate) fn try_acquire(
     now_ms: u64,
     publish: &str,
 ) -> Result<TryAcquired> {
-    let mut invocation = TRY_ACQUIRE.key(&keys.name);
+    let mut invocation = keys.timeout_first(&TRY_ACQUIRE);
     invocation
-        .key(&keys.timeout)
-        .key(&keys.channel)
         .arg(ids.len())
         .arg(expiry)
         .arg(now_ms)
@@ -151,6 +163,12 @@ fn int_reply(reply: &Value, what: &str) -> Result<i64> {
     n.ok_or_else(|| Error::UnexpectedReply(format!("permit-expirable semaphore {what}: {reply:?}")))
 }
 
+/// Sends `invocation` and reads its integer reply ([`int_reply`]).
+fn int_call(invocation: &Invocation<'_>, con: &mut dyn ConnectionLike, what: &str) -> Result<i64> {
+    let reply: Value = invocation.invoke(con)?;
+    int_reply(&reply, what)
+}
+
 /// Try-release of one id: `true` if it was held and unexpired. An id that
 /// had expired but was not yet reclaimed goes back to the pool and reads
 /// `false`, as in Redisson.
@@ -161,16 +179,9 @@ pub(crate) fn try_release_one(
     now_ms: u64,
     publish: &str,
 ) -> Result<bool> {
-    let reply: Value = TRY_RELEASE_ONE
-        .key(&keys.name)
-        .key(&keys.channel)
-        .key(&keys.timeout)
-        .arg(&id[..])
-        .arg(1)
-        .arg(now_ms)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(int_reply(&reply, "release")? == 1)
+    let mut invocation = keys.channel_first(&TRY_RELEASE_ONE);
+    invocation.arg(&id[..]).arg(1).arg(now_ms).arg(publish);
+    Ok(int_call(&invocation, con, "release")? == 1)
 }
 
 /// Try-release of several ids, all or nothing (Redisson 3.41.0+): the
@@ -182,18 +193,12 @@ pub(crate) fn try_release_many(
     now_ms: u64,
     publish: &str,
 ) -> Result<i64> {
-    let mut invocation = TRY_RELEASE_MANY.key(&keys.name);
-    invocation
-        .key(&keys.channel)
-        .key(&keys.timeout)
-        .arg(ids.len())
-        .arg(now_ms)
-        .arg(publish);
+    let mut invocation = keys.channel_first(&TRY_RELEASE_MANY);
+    invocation.arg(ids.len()).arg(now_ms).arg(publish);
     for id in ids {
         invocation.arg(&id[..]);
     }
-    let reply: Value = invocation.invoke(con)?;
-    int_reply(&reply, "release")
+    int_call(&invocation, con, "release")
 }
 
 /// Which count [`count`] reads.
@@ -220,14 +225,9 @@ pub(crate) fn count(
         Count::Total => &GET_PERMITS,
         Count::Acquired => &ACQUIRED,
     };
-    let reply: Value = script
-        .key(&keys.name)
-        .key(&keys.timeout)
-        .key(&keys.channel)
-        .arg(now_ms)
-        .arg(publish)
-        .invoke(con)?;
-    int_reply(&reply, "count")
+    let mut invocation = keys.timeout_first(script);
+    invocation.arg(now_ms).arg(publish);
+    int_call(&invocation, con, "count")
 }
 
 /// `setPermits`: available + acquired becomes `total`.
@@ -237,13 +237,8 @@ pub(crate) fn set_permits(
     total: i64,
     publish: &str,
 ) -> Result<()> {
-    let _: Value = SET_PERMITS
-        .key(&keys.name)
-        .key(&keys.channel)
-        .key(&keys.timeout)
-        .arg(total)
-        .arg(publish)
-        .invoke(con)?;
+    let mut invocation = keys.channel_first(&SET_PERMITS);
+    let _: Value = invocation.arg(total).arg(publish).invoke(con)?;
     Ok(())
 }
 
@@ -254,13 +249,9 @@ pub(crate) fn try_set_permits(
     n: i64,
     publish: &str,
 ) -> Result<bool> {
-    let reply: Value = TRY_SET_PERMITS
-        .key(&keys.name)
-        .key(&keys.channel)
-        .arg(n)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(int_reply(&reply, "try_set_permits")? == 1)
+    let mut invocation = TRY_SET_PERMITS.key(&keys.name);
+    invocation.key(&keys.channel).arg(n).arg(publish);
+    Ok(int_call(&invocation, con, "try_set_permits")? == 1)
 }
 
 /// `addPermits`: the counter plus `delta` (may be negative).
@@ -270,8 +261,8 @@ pub(crate) fn add_permits(
     delta: i64,
     publish: &str,
 ) -> Result<()> {
-    let _: Value = ADD_PERMITS
-        .key(&keys.name)
+    let mut invocation = ADD_PERMITS.key(&keys.name);
+    let _: Value = invocation
         .key(&keys.channel)
         .arg(delta)
         .arg(publish)
@@ -288,16 +279,9 @@ pub(crate) fn update_lease(
     now_ms: u64,
     publish: &str,
 ) -> Result<bool> {
-    let reply: Value = UPDATE_LEASE
-        .key(&keys.name)
-        .key(&keys.timeout)
-        .key(&keys.channel)
-        .arg(&id[..])
-        .arg(expiry)
-        .arg(now_ms)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(int_reply(&reply, "update_lease_time")? == 1)
+    let mut invocation = keys.timeout_first(&UPDATE_LEASE);
+    invocation.arg(&id[..]).arg(expiry).arg(now_ms).arg(publish);
+    Ok(int_call(&invocation, con, "update_lease_time")? == 1)
 }
 
 /// A permit's lease as `getLeaseTime` reads it.
@@ -319,16 +303,13 @@ pub(crate) fn lease_time(
     now_ms: u64,
     publish: &str,
 ) -> Result<Lease> {
-    let reply: Value = GET_LEASE_TIME
-        .key(&keys.name)
-        .key(&keys.timeout)
-        .key(&keys.channel)
+    let mut invocation = keys.timeout_first(&GET_LEASE_TIME);
+    invocation
         .arg(&id[..])
         .arg(PES_PERMANENT_SCORE)
         .arg(now_ms)
-        .arg(publish)
-        .invoke(con)?;
-    Ok(match int_reply(&reply, "lease_time")? {
+        .arg(publish);
+    Ok(match int_call(&invocation, con, "lease_time")? {
         -1 => Lease::Permanent,
         n if n > 0 => Lease::Left(n.unsigned_abs()),
         _ => Lease::Unknown,

@@ -22,6 +22,24 @@ static COUNT_DOWN: LazyLock<Lua> = super::lua_script!("latch_count_down.lua");
 static TRY_SET_COUNT: LazyLock<Lua> = super::lua_script!("latch_try_set_count.lua");
 static DELETE: LazyLock<Lua> = super::lua_script!("latch_delete.lua");
 
+/// One call of `script`: KEYS `[<name>, <channel>]`, ARGV `[message,
+/// count (when given), publish]`.
+fn call(
+    con: &mut dyn ConnectionLike,
+    script: &Lua,
+    [name, channel]: [&str; 2],
+    message: &str,
+    count: Option<u64>,
+    publish: &str,
+) -> Result<Value> {
+    let mut invocation = script.key(name);
+    invocation.key(channel).arg(message);
+    if let Some(count) = count {
+        invocation.arg(count);
+    }
+    Ok(invocation.arg(publish).invoke(con)?)
+}
+
 /// `trySetCount`: sets `count` and publishes `1` if `name` has no key;
 /// `true` when it did. One round trip.
 pub(crate) fn try_set_count(
@@ -31,13 +49,15 @@ pub(crate) fn try_set_count(
     count: u64,
     publish: &str,
 ) -> Result<bool> {
-    let reply: Value = TRY_SET_COUNT
-        .key(name)
-        .key(channel)
-        .arg(LATCH_NEW_COUNT_MESSAGE)
-        .arg(count)
-        .arg(publish)
-        .invoke(con)?;
+    let message = LATCH_NEW_COUNT_MESSAGE;
+    let reply = call(
+        con,
+        &TRY_SET_COUNT,
+        [name, channel],
+        message,
+        Some(count),
+        publish,
+    )?;
     flag(reply, "try-set-count")
 }
 
@@ -49,12 +69,8 @@ pub(crate) fn count_down(
     channel: &str,
     publish: &str,
 ) -> Result<()> {
-    let _: Value = COUNT_DOWN
-        .key(name)
-        .key(channel)
-        .arg(LATCH_ZERO_COUNT_MESSAGE)
-        .arg(publish)
-        .invoke(con)?;
+    let message = LATCH_ZERO_COUNT_MESSAGE;
+    call(con, &COUNT_DOWN, [name, channel], message, None, publish)?;
     Ok(())
 }
 
@@ -66,12 +82,8 @@ pub(crate) fn delete(
     channel: &str,
     publish: &str,
 ) -> Result<bool> {
-    let reply: Value = DELETE
-        .key(name)
-        .key(channel)
-        .arg(LATCH_NEW_COUNT_MESSAGE)
-        .arg(publish)
-        .invoke(con)?;
+    let message = LATCH_NEW_COUNT_MESSAGE;
+    let reply = call(con, &DELETE, [name, channel], message, None, publish)?;
     flag(reply, "delete")
 }
 

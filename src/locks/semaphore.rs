@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, Value};
+use redis::{ConnectionLike, FromRedisValue, ToRedisArgs, Value};
 
 use crate::error::{Error, Result};
 use crate::lua::Lua;
@@ -37,6 +37,23 @@ pub(crate) struct SemaphoreKeys<'a> {
     pub publish: &'static str,
 }
 
+/// One call of `script` with the keys (counter, channel) and the arguments
+/// (`n`, the publish command): the shape of every script that changes the
+/// count by `n` and publishes.
+fn change<T: FromRedisValue>(
+    con: &mut dyn ConnectionLike,
+    script: &Lua,
+    keys: &SemaphoreKeys<'_>,
+    n: impl ToRedisArgs,
+) -> Result<T> {
+    Ok(script
+        .key(keys.name)
+        .key(keys.channel)
+        .arg(n)
+        .arg(keys.publish)
+        .invoke(con)?)
+}
+
 /// Takes `n` permits if that many are available (`tryAcquire`; no publish).
 /// `true` when taken. `n` must be 1..=`i32::MAX` (Redisson's script adds
 /// permits for a negative `n`).
@@ -51,12 +68,7 @@ pub(crate) fn release(
     keys: &SemaphoreKeys<'_>,
     n: u32,
 ) -> Result<()> {
-    let _: Value = RELEASE
-        .key(keys.name)
-        .key(keys.channel)
-        .arg(n)
-        .arg(keys.publish)
-        .invoke(con)?;
+    change::<Value>(con, &RELEASE, keys, n)?;
     Ok(())
 }
 
@@ -67,14 +79,7 @@ pub(crate) fn release_if_exists(
     keys: &SemaphoreKeys<'_>,
     n: u32,
 ) -> Result<bool> {
-    flag(
-        RELEASE_IF_EXISTS
-            .key(keys.name)
-            .key(keys.channel)
-            .arg(n)
-            .arg(keys.publish)
-            .invoke(con)?,
-    )
+    flag(change(con, &RELEASE_IF_EXISTS, keys, n)?)
 }
 
 /// Sets the counter to 0 (`drainPermits`; drops any TTL, no publish) and
@@ -110,12 +115,7 @@ pub(crate) fn add_permits(
     keys: &SemaphoreKeys<'_>,
     delta: i64,
 ) -> Result<()> {
-    let _: Value = ADD
-        .key(keys.name)
-        .key(keys.channel)
-        .arg(delta)
-        .arg(keys.publish)
-        .invoke(con)?;
+    change::<Value>(con, &ADD, keys, delta)?;
     Ok(())
 }
 

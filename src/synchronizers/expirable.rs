@@ -218,6 +218,24 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// A [`write`](Self::write) of the counter by `command`, given the
+    /// keys, `n` and the publish command; `n`'s error is reported after the
+    /// handle's own.
+    fn write_counter<T>(
+        &self,
+        operation: &'static str,
+        resendable: bool,
+        n: Result<i64>,
+        command: fn(&mut dyn ConnectionLike, &PesKeys, i64, &str) -> Result<T>,
+    ) -> Result<T> {
+        self.check()?;
+        let n = n?;
+        let publish = self.engine.publish;
+        self.write(operation, resendable, |con| {
+            command(con, &self.keys, n, publish)
+        })
+    }
+
     /// A read (it may reclaim expired permits and publish, which is safe to
     /// repeat): sent again after a dropped connection, no `WAIT`.
     fn read<T>(
@@ -238,12 +256,8 @@ impl PermitExpirableSemaphore {
     /// `int`) is [`Error::InvalidArgument`]. One round trip (a `WAIT` in
     /// the same round trip with replica sync); never sent twice.
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.check()?;
-        let n = permit_count(permits)?;
-        let publish = self.engine.publish;
-        self.write("try_set_permits", false, |con| {
-            expirable::try_set_permits(con, &self.keys, n, publish)
-        })
+        let n = permit_count(permits);
+        self.write_counter("try_set_permits", false, n, expirable::try_set_permits)
     }
 
     /// Makes the total (available + acquired) equal `permits`, adding or
@@ -252,12 +266,8 @@ impl PermitExpirableSemaphore {
     /// reclaimed count as acquired. Idempotent: sent again after a lost
     /// reply. One round trip.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
-        self.check()?;
-        let n = permit_count(permits)?;
-        let publish = self.engine.publish;
-        self.write("set_permits", true, |con| {
-            expirable::set_permits(con, &self.keys, n, publish)
-        })
+        let n = permit_count(permits);
+        self.write_counter("set_permits", true, n, expirable::set_permits)
     }
 
     /// Adds `delta` available permits (negative: removes them, down to a
@@ -265,11 +275,8 @@ impl PermitExpirableSemaphore {
     /// when it is positive). Like Redisson's, it rewrites the counter with
     /// `SET`, dropping a TTL. One round trip; never sent twice.
     pub fn add_permits(&self, delta: i32) -> Result<()> {
-        self.check()?;
-        let publish = self.engine.publish;
-        self.write("add_permits", false, |con| {
-            expirable::add_permits(con, &self.keys, i64::from(delta), publish)
-        })
+        let n = Ok(i64::from(delta));
+        self.write_counter("add_permits", false, n, expirable::add_permits)
     }
 
     /// The available permits, after returning every expired permit to the

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
@@ -25,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::net::endpoint::{Endpoint, with_server};
 use crate::net::tls::TlsSettings;
 use crate::pubsub::SubscriberHandle;
+use crate::spawn::spawn;
 
 /// How often the sentinels are asked for the master by default (Redisson's
 /// `scanInterval` for Sentinel, 1 s).
@@ -231,12 +231,8 @@ impl Sentinels {
             stop_rx,
             recheck_rx,
         };
-        thread::Builder::new()
-            .name("rlock-sentinel".into())
-            .spawn(move || watcher.run())
-            .map_err(|e| Error::Unavailable {
-                reason: format!("cannot start the Sentinel thread: {e}"),
-            })?;
+        let run = move || watcher.run();
+        spawn("rlock-sentinel", "the Sentinel thread", run)?;
         Ok(SentinelWatch { _stop: stop })
     }
 }

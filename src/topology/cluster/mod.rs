@@ -33,6 +33,7 @@ use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
 use crate::net::tls::TlsSettings;
 use crate::pubsub::Flavour;
+use crate::spawn::spawn;
 use table::Table;
 
 /// How often the slot table is read again with nothing prompting it
@@ -107,12 +108,8 @@ impl Cluster {
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let worker = Arc::clone(&state);
-        thread::Builder::new()
-            .name("rlock-cluster".into())
-            .spawn(move || worker.run(&wake_rx))
-            .map_err(|e| Error::Unavailable {
-                reason: format!("cannot start the cluster refresh thread: {e}"),
-            })?;
+        let refresh = move || worker.run(&wake_rx);
+        spawn("rlock-cluster", "the cluster refresh thread", refresh)?;
         Ok(Cluster { state, wake })
     }
 
