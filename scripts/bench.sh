@@ -11,7 +11,8 @@
 #                              benchmarks.svg, results.json), leaving the full
 #                              run's files alone
 #   ... --report-only          re-renders the report from the last run's raw.jsonl
-#   ... --only N               runs scenario N alone (1-6; 7: the paired measurements;
+#   ... --only N               runs scenario N alone (1-6; 7: the paired measurements
+#                              and the contended semaphore;
 #                              8: the paired measurements on a 3-master Redis Cluster;
 #                              with --quick, to check one
 #                              scenario: the report then holds that scenario only)
@@ -75,7 +76,7 @@ else
   s3_iter=500; s3_warmup=20; s3_hold_us=100
   s4_reps=$(( reps < 3 ? reps : 3 ))   # 100,000 locks take a while: 3 of the repetitions
   s5_ms=1000; s5_warmup=1000   # 7 rows x 3 contenders, a JVM start each: ~50 s a repetition
-  pair_rounds=20; pair_block_ms=200   # 9 paired measurements (+2 on the cluster) x 8 s a repetition
+  pair_rounds=20; pair_block_ms=200   # 12 paired measurements (+2 on the cluster) x 8 s a repetition
   s6_ms=2000; s6_warmup=1000   # per side (RedLock, single), alternating: ~15 s a repetition
   soak_cycles=1000000
   out_md=BENCHMARKS.md
@@ -436,7 +437,8 @@ family() {  # family THREADS LOCK_TYPE: scenario 5's measurements of one type:
 
 # paired THREADS LOCK_TYPE [shared]: the true floor and redisson-lock
 # alternating in one process (bench/src/paired.rs); `shared`: all threads on
-# one name per side (scenario 5's readers).
+# one name per side (scenario 5's readers). LOCK_TYPE semaphore, pes or latch:
+# that synchronizer against its own protocol floor (bench/src/sync_types.rs).
 paired() {
   local id shared=0; id=$(run_id "paired$1-$2" crate)
   [ -n "${3:-}" ] && shared=1
@@ -444,6 +446,16 @@ paired() {
   run_one crate --scenario paired --threads "$1" --lock-type "$2" --shared-name "$shared" \
     --rounds "$pair_rounds" --block-ms "$pair_block_ms" --warmup 1000 --run-id "$id" ||
     failed "rep $rep paired $1 threads $2"
+}
+
+# sync_contended CONTENDER (floor or crate): 8 threads over one 2-permit
+# semaphore, scenario 3's iterations and hold, the floor waiting on the
+# semaphore's channel (bench/src/sync_types.rs); hand-offs computed in-process.
+sync_contended() {
+  flush
+  run_one "$1" --scenario sync_contended --threads 8 --permits 2 --iterations "$s3_iter" \
+    --warmup "$s3_warmup" --hold-us "$s3_hold_us" --run-id "$(run_id semc "$1")" ||
+    failed "rep $rep contended semaphore $1"
 }
 
 # cluster_paired THREADS: scenario 8, the true floor straight to each name's
@@ -515,6 +527,9 @@ for ((rep = 1; rep <= reps; rep++)); do
   if wanted 7; then
     paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
     for t in read write fenced spin nonreentrant; do paired 1 "$t"; done
+    for t in semaphore pes latch; do paired 1 "$t"; done   # the synchronizers, each against its floor
+    if [ $((rep % 2)) = 1 ]; then sync_contended floor; sync_contended crate
+    else sync_contended crate; sync_contended floor; fi
   fi
   if wanted 4 && [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do

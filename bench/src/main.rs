@@ -4,7 +4,7 @@
 //! rlock-bench run --contender floor|crate|rslock --scenario S --url U [--key value ...]
 //!     (scenario 5: --scenario family|contended --lock-type fair|read|write|fenced|spin|nonreentrant;
 //!      scenario 6: --scenario redlock --urls U1,U2,U3,U4,U5;
-//!      paired: --scenario paired; scenario 8: --scenario cluster_paired --urls NODE1,NODE2,...)
+//!      paired: --scenario paired [--lock-type semaphore|pes|latch]; scenario 8: --scenario cluster_paired --urls NODE1,NODE2,...)
 //! rlock-bench analyze --contender C [--rep N --scenario S --lock-type T ...] EVENT_FILES...
 //! rlock-bench observe --url U --run-id ID --contender C [--rep N]
 //! rlock-bench server-cost --url U --contender C [--rep N --run-id ID]   (INFO commandstats since the last reset)
@@ -26,6 +26,7 @@ mod report;
 mod scenarios;
 mod session;
 mod soak;
+mod sync_types;
 
 #[global_allocator]
 static ALLOC: common::CountingAlloc = common::CountingAlloc;

@@ -14,6 +14,7 @@ use crate::common::{Args, percentile, thread_cpu_ns, together};
 use crate::contenders::{Factory, Kind};
 use crate::lock_types::LockType;
 use crate::session::{Session, counted_pairs, warm_up};
+use crate::sync_types::{SyncSides, SyncType};
 
 /// One thread's round: (pairs, seconds, thread CPU ns) of the floor, then of
 /// the contender.
@@ -21,9 +22,19 @@ type Round = [(u64, f64, u64); 2];
 
 /// `threads` threads, each with a floor session and a contender session
 /// (on its own names, or on one shared name per side with `--shared-name 1`,
-/// as scenario 5's readers), run `rounds` rounds of one block each.
+/// as scenario 5's readers), run `rounds` rounds of one block each. A
+/// synchronizer's `--lock-type` (`semaphore`, `pes`, `latch`) pairs its
+/// floor with the crate's object instead, each thread on its own names.
 pub fn run(args: &Args) -> Result<Value> {
     let url = args.str("url")?;
+    let run_id = args.str_or("run-id", "0").to_owned();
+    if let Some(sync) = SyncType::parse(args.str_or("lock-type", "lock")) {
+        let sides = SyncSides::new(url, sync)?;
+        return measure(args, |t| {
+            let name = |side: usize| format!("bench:paired:{run_id}:{side}:{t}");
+            sides.open([&name(0), &name(1)])
+        });
+    }
     let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
     let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
     let kind = Kind::parse(args.str("contender")?)?;
@@ -32,7 +43,6 @@ pub fn run(args: &Args) -> Result<Value> {
         Factory::new(kind, url, watchdog)?.with_lock_type(lock_type),
     ];
     let shared = args.num_or("shared-name", 0)? == 1;
-    let run_id = args.str_or("run-id", "0").to_owned();
     measure(args, |t| open_sessions(&sides, &run_id, t, shared))
 }
 

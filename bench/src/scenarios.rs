@@ -50,6 +50,9 @@ pub fn run(args: &Args) -> Result<()> {
         "watchdog" if kind == Kind::Crate => crate_watchdog(url, args)?,
         "watchdog" if kind == Kind::Rslock => rslock_watchdog(url, args)?,
         "soak" if kind == Kind::Crate => crate::soak::run(url, args)?,
+        "sync_contended" if matches!(kind, Kind::Floor | Kind::Crate) => {
+            crate::sync_types::contended(url, kind == Kind::Floor, args)?
+        }
         other => bail!("scenario {other} does not apply to {}", kind.name()),
     };
     out["scenario"] = json!(scenario);

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Data;
 use super::family::FLOOR_GOAL;
-use super::stats::{Stat, fmt, ratio_text};
+use super::stats::{Stat, fmt, ratio, ratio_text};
 
 /// Scenarios 1 and 2: the crate's pairs/s at least this share of the true
 /// floor's, in their own processes (the targets table) and paired here.
@@ -19,7 +19,7 @@ pub const UNCONTENDED_GOAL: f64 = 0.97;
 pub const CLUSTER_GOAL: f64 = 0.95;
 
 /// (label, scenario, threads, lock type, goal)
-const ROWS: [(&str, &str, u64, &str, f64); 11] = [
+const ROWS: [(&str, &str, u64, &str, f64); 14] = [
     (
         "Scenario 1 (1 thread)",
         "paired",
@@ -83,9 +83,43 @@ const ROWS: [(&str, &str, u64, &str, f64); 11] = [
         "read",
         FLOOR_GOAL,
     ),
+    (
+        "Semaphore acquire+release (1 thread)",
+        "paired",
+        1,
+        "semaphore",
+        FLOOR_GOAL,
+    ),
+    (
+        "Permit-expirable semaphore acquire+release (1 thread)",
+        "paired",
+        1,
+        "pes",
+        FLOOR_GOAL,
+    ),
+    (
+        "Latch count_down+count (1 thread)",
+        "paired",
+        1,
+        "latch",
+        FLOOR_GOAL,
+    ),
     ("Cluster (1 thread)", CLUSTER, 1, "lock", CLUSTER_GOAL),
     ("Cluster (4 threads)", CLUSTER, 4, "lock", CLUSTER_GOAL),
 ];
+
+/// The contended semaphore (8 threads over 2 permits): the crate's hand-off
+/// p99 at most this multiple of its floor's (scenario 3's goal).
+pub const SEMAPHORE_HANDOFF_GOAL: f64 = 1.2;
+/// The contended semaphore's records.
+const SYNC_CONTENDED: &str = "sync_contended";
+
+fn semaphore_handoff(d: &Data, metric: &str) -> super::stats::Series {
+    d.series(|r| r["scenario"] == SYNC_CONTENDED, metric)
+}
+
+/// The synchronizers' `lock_type`s: paired with their own protocol floor.
+const SYNCHRONIZERS: [&str; 3] = ["semaphore", "pes", "latch"];
 
 /// The scenario name of scenario 8's records.
 const CLUSTER: &str = "cluster_paired";
@@ -114,6 +148,7 @@ pub fn targets(d: &Data, push: &mut impl FnMut(String, &str, String, Option<bool
         };
         let against = match scenario {
             CLUSTER => "the true floor on the slot's master",
+            _ if SYNCHRONIZERS.contains(&lock_type) => "its protocol floor",
             _ => "the true floor",
         };
         push(
@@ -121,6 +156,16 @@ pub fn targets(d: &Data, push: &mut impl FnMut(String, &str, String, Option<bool
             &format!("≥ {goal:.2}×"),
             ratio_text(Some(r), 2),
             Some(r.median >= goal),
+        );
+    }
+    let h = semaphore_handoff(d, "handoff_p99_us");
+    if !h.is_empty() {
+        let r = ratio(&h, "crate", "floor");
+        push(
+            "Semaphore, 8 threads over 2 permits: hand-off p99 vs its protocol floor's".to_owned(),
+            &format!("≤ {SEMAPHORE_HANDOFF_GOAL:.1}×"),
+            ratio_text(r, 2),
+            r.map(|s| s.median <= SEMAPHORE_HANDOFF_GOAL),
         );
     }
 }
@@ -143,7 +188,15 @@ pub fn section(w: &mut String, d: &Data) {
          session per thread and alternates {block} ms blocks of lock + unlock pairs between them, \
          {rounds} rounds per repetition (the floor first in even rounds, the crate first in odd \
          ones), all threads switching together. *Ratio* is the median over the rounds of \
-         crate ÷ floor pairs/s; the table gives its median [min–max] over the repetitions.\n\n\
+         crate ÷ floor pairs/s; the table gives its median [min–max] over the repetitions. \
+         The synchronizer rows pair each synchronizer's protocol floor (its Redisson scripts \
+         as SYNCHRONIZERS §3–§5 describe them, written for the benchmark in `bench/lua/`, on one \
+         plain connection per thread; the latch's count a plain `GET`) with the crate's object \
+         on its own name per thread: a pair is one permit's acquire + release (the semaphore: \
+         `acquire(1)`, the guard's `release()`; the permit-expirable one: `acquire(None)`, a \
+         permanent permit, the guard's `release()`, while the floor releases with the one-id \
+         script Redisson's `release(id)` sends), or the latch's `count_down()` + `count()` on a \
+         count that never reaches 0.\n\n\
          | measurement | floor pairs/s | redisson-lock pairs/s | ratio (median of rounds) | ratio of the means |\n\
          |---|---|---|---|---|"
     );
@@ -164,6 +217,35 @@ pub fn section(w: &mut String, d: &Data) {
             value(cell("pairs_per_s")),
             ratio_text(Some(r), 2),
             ratio_text(cell("ratio_of_means"), 2),
+        );
+    }
+    let p99 = semaphore_handoff(d, "handoff_p99_us");
+    if !p99.is_empty() {
+        let p50 = semaphore_handoff(d, "handoff_p50_us");
+        let side = |s: &super::stats::Series, c: &str| {
+            Stat::of(s.get(c).into_iter().flat_map(|reps| reps.values().copied()))
+                .map_or("–".into(), |s| {
+                    format!("{} µs [{}–{}]", fmt(s.median), fmt(s.min), fmt(s.max))
+                })
+        };
+        let _ = writeln!(
+            w,
+            "\n*Contended semaphore*: 8 threads of one process over one semaphore of 2 permits, \
+             each taking a permit {} times and holding it {} µs, run once per side and repetition \
+             in its own process. The floor tries its acquire script and, failing, waits for the \
+             next message on `redisson_sc:{{name}}` (as Redisson's waiters do, with a 100 ms \
+             safety net); the crate calls `acquire(1)` and the guard's `release()`. A hand-off is \
+             the time from the release that freed a permit (in time order, the k-th acquisition \
+             takes the permit of the (k − 2)-th release) to that acquisition. Hand-off p50: floor \
+             {}, redisson-lock {}; p99: floor {}, redisson-lock {} (medians [min–max] over the \
+             repetitions); p99 ratio {}.",
+            d.m("s3_iterations"),
+            d.m("s3_hold_us"),
+            side(&p50, "floor"),
+            side(&p50, "crate"),
+            side(&p99, "floor"),
+            side(&p99, "crate"),
+            ratio_text(ratio(&p99, "crate", "floor"), 2),
         );
     }
     let cluster: Vec<&Value> = d

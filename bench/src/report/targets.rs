@@ -223,6 +223,10 @@ mod tests {
                 json!({"scenario": "paired", "threads": 4, "lock_type": "read",
                 "contender": "crate", "rep": rep, "ratio_median": ratio - 0.03}),
             );
+            records.push(
+                json!({"scenario": "paired", "threads": 1, "lock_type": "latch",
+                "contender": "crate", "rep": rep, "ratio_median": ratio - 0.01}),
+            );
         }
         let t = targets(&data(records), &[], None);
         let s1 = target(&t, "Scenario 1 (1 thread), paired in one process");
@@ -231,6 +235,19 @@ mod tests {
             (Some("≥ 0.97×"), Some("0.97× [0.95–0.99]"))
         );
         assert_eq!(s1["met"], true);
+        let latch = target(&t, "Latch count_down+count (1 thread), paired");
+        // Ratios 0.98, 0.94, 0.96 against the family's 0.95, and against
+        // the latch's own floor.
+        assert_eq!(
+            (latch["goal"].as_str(), latch["measured"].as_str()),
+            (Some("≥ 0.95×"), Some("0.96× [0.94–0.98]"))
+        );
+        assert_eq!(latch["met"], true);
+        assert!(
+            latch["target"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("pairs/s vs its protocol floor"))
+        );
         let readers = target(&t, "Scenario 5: read lock, 4 readers, paired");
         // Median 0.94 against the family's 0.95.
         assert_eq!(readers["met"], false);
@@ -240,6 +257,37 @@ mod tests {
                 .as_str()
                 .is_some_and(|n| n.starts_with("Scenario 2 (4 threads), paired"))
         }));
+    }
+
+    #[test]
+    fn the_contended_semaphore_holds_the_crates_hand_off_p99_to_its_floors() {
+        let mut records = Vec::new();
+        for (rep, floor, ours) in [(1, 400.0, 440.0), (2, 500.0, 650.0), (3, 500.0, 550.0)] {
+            for (c, p99) in [("floor", floor), ("crate", ours)] {
+                records.push(
+                    json!({"scenario": "sync_contended", "contender": c, "rep": rep,
+                    "lock_type": "lock", "threads": 8, "permits": 2,
+                    "handoff_p50_us": p99 / 4.0, "handoff_p99_us": p99}),
+                );
+            }
+            records.push(
+                json!({"scenario": "paired", "threads": 1, "lock_type": "semaphore",
+                "contender": "crate", "rep": rep, "ratio_median": 1.0}),
+            );
+        }
+        let d = data(records);
+        let t = targets(&d, &[], None);
+        let h = target(&t, "Semaphore, 8 threads over 2 permits: hand-off p99");
+        // Ratios 1.10, 1.30 and 1.10: median 1.10, met.
+        assert_eq!(
+            (h["goal"].as_str(), h["measured"].as_str()),
+            (Some("≤ 1.2×"), Some("1.10× [1.10–1.30]"))
+        );
+        assert_eq!(h["met"], true);
+        let mut md = String::new();
+        crate::report::paired::section(&mut md, &d);
+        assert!(md.contains("*Contended semaphore*"), "{md}");
+        assert!(md.contains("p99 ratio 1.10× [1.10–1.30]"), "{md}");
     }
 
     #[test]
