@@ -19,7 +19,9 @@
 #
 # Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
 # e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
-# and 1), REDISSON_VERSION (default: the interop pom's), BENCH_SKIP_JAVA=1.
+# and 1), REDISSON_VERSION (default: the interop pom's), BENCH_SKIP_JAVA=1,
+# BENCH_FEATURES (bench crate features, e.g. `observe`: the library's tracing
+# and metrics compiled in, nothing installed).
 #
 # The server runs pinned to one vCPU and every client process to the other,
 # the same for every contender. Every scenario runs for every contender in each
@@ -124,7 +126,7 @@ render() {
 }
 if [ "$report_only" = 1 ]; then
   export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-  cargo build --release --quiet --manifest-path bench/Cargo.toml
+  cargo build --release --quiet --manifest-path bench/Cargo.toml ${BENCH_FEATURES:+--features "$BENCH_FEATURES"}
   B=$CARGO_TARGET_DIR/release/rlock-bench
   render
   echo "==> $out_md, $out_svg, $out/results.json re-rendered from $raw" >&2
@@ -146,7 +148,7 @@ fi
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 echo "==> building the benchmark (release)" >&2
-cargo build --release --quiet --manifest-path bench/Cargo.toml
+cargo build --release --quiet --manifest-path bench/Cargo.toml ${BENCH_FEATURES:+--features "$BENCH_FEATURES"}
 B=$CARGO_TARGET_DIR/release/rlock-bench
 
 redisson_version=${REDISSON_VERSION:-$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -1)}
