@@ -11,6 +11,15 @@
 #                                       # signalled to the earlier holder
 #   ... --kind rw | --kind fair         # a read/write lock or a fair lock
 #                                       # (default: the reentrant lock)
+#   ... --kind semaphore                # 3 semaphores of 2 permits: never more
+#                                       # than 2 holders, permits accounted for
+#                                       # at the end (a ledger of every acquire
+#                                       # and release), a final round after the
+#                                       # chaos (not with --cluster/--beyond-lease)
+#                                       # and a JVM worker (real Redisson, through
+#                                       # the interop driver, built here with Maven)
+#                                       # on the same semaphores; TORTURE_NO_JAVA=1,
+#                                       # or no java/mvn on PATH: without it
 #   ./scripts/torture.sh --cluster [--quick]
 #                                       # the locks in a Redis Cluster (3 masters
 #                                       # + 3 replicas, the 3 locks on 3 masters),
@@ -74,6 +83,19 @@ for arg in "$@"; do
   fi
 done
 
+# A semaphore run gets a JVM worker: the interop driver of the newest
+# Redisson of interop/java/pom.xml (built once, then reused while up to date).
+java_args=()
+if printf '%s\n' "$@" | grep -qx semaphore && [ -z "${TORTURE_NO_JAVA:-}" ]; then
+  if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+    newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
+    jar=$(interop/java/build.sh "$newest" target/interop | tail -n1)
+    java_args=(--java-jar "$jar")
+  else
+    echo "warning: no java or mvn on PATH: the semaphore run goes without its JVM worker" >&2
+  fi
+fi
+
 # Cluster nodes the torture binary left running (it died before it could
 # stop them): by the pid in each node's pid file, if that process still runs
 # in the node's directory.
@@ -117,5 +139,6 @@ done
 
 echo "==> torture against redis-server pid $pid on 127.0.0.1:$port" >&2
 "$bin" --url "redis://127.0.0.1:$port/" --redis-pid "$pid" --log-dir "$dir/logs" \
-  ${cluster_args[@]+"${cluster_args[@]}"} ${args[@]+"${args[@]}"} || rc=$?
+  ${cluster_args[@]+"${cluster_args[@]}"} ${java_args[@]+"${java_args[@]}"} \
+  ${args[@]+"${args[@]}"} || rc=$?
 exit "$rc"

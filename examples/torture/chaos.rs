@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 
 use crate::failover::ClusterState;
+use crate::sem_supervisor;
 use crate::summary::{SharedStats, stats_of};
 use crate::worker::Book;
 use crate::{
@@ -81,6 +82,14 @@ pub struct Supervisor {
     pub sigstops: u64,
     /// Dead processes' entries removed from fair queues.
     pub reaped_waiters: u64,
+    /// The supervisor's client in a semaphore run (`semaphore.rs`).
+    pub sem: Option<redisson_lock::Client>,
+    /// Dead workers' permits returned and in-flight operations made ambiguous.
+    pub reclaims: sem_supervisor::Reclaims,
+    /// The interop driver's jar for a JVM worker in a semaphore run, and
+    /// that worker (`jvm.rs`).
+    pub java_jar: Option<PathBuf>,
+    pub java: Option<crate::jvm::JavaWorker>,
     /// Some pauses and stops outlast the lease (`--beyond-lease`).
     pub beyond_lease: bool,
     /// The cluster of a `--cluster` run (`failover.rs`).
@@ -153,6 +162,23 @@ impl Supervisor {
         let dead = dead_key(instance);
         self.redis
             .retry(&self.never, |con| con.set::<_, _, ()>(&dead, 1));
+        if let Some(client) = &self.sem {
+            // Semaphores are not hashes: no holder to read from them. Its
+            // stale occupancy tokens go first, then its permits are returned.
+            for name in NAMES {
+                let key = occupancy_key(name);
+                let members: Vec<String> = self
+                    .redis
+                    .retry(&self.never, |con| con.smembers(&key))
+                    .unwrap_or_default();
+                for member in members.iter().filter(|m| instance_of(m) == instance) {
+                    self.redis
+                        .retry(&self.never, |con| con.srem::<_, _, ()>(&key, member));
+                }
+            }
+            sem_supervisor::bury(&mut self.redis, client, instance, &mut self.reclaims);
+            return;
+        }
         for name in NAMES {
             let fields: Vec<String> = self
                 .on_lock_key(name, |con| con.hkeys(name))

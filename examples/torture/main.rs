@@ -3,8 +3,8 @@
 //!
 //! Run it with `./scripts/torture.sh --quick` (about a minute) or
 //! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
-//! and `--kind reentrant|rw|fair` (the lock type under test, `reentrant` by
-//! default); the script starts a throwaway redis-server and passes `--url`
+//! and `--kind reentrant|rw|fair|semaphore` (the type under test, `reentrant`
+//! by default; see *Semaphore runs*); the script starts a throwaway redis-server and passes `--url`
 //! and `--redis-pid`. With `--cluster` the locks live in a Redis Cluster
 //! that this program starts under `--cluster-dir` (see *Cluster runs*).
 //!
@@ -71,6 +71,71 @@
 //! told (its guard lost by the end of its section). `is_lost()` goes by the
 //! local clock from when the last renewal was sent, so it turns true no later
 //! than Redis expires the key.
+//!
+//! # Semaphore runs (`--kind semaphore`, `semaphore.rs`, `sem_supervisor.rs`)
+//!
+//! The 3 names are `Client::semaphore`s of 2 permits each (set once by the
+//! supervisor with `try_set_permits`), on the single server (not with
+//! `--cluster` nor `--beyond-lease`: permits have no lease). Threads take one
+//! permit (`try_acquire_for(1, 0.1-3 s)` 9 times in 10, `try_acquire(1)`
+//! once), run a section bracketed by the occupancy set, and return it with
+//! the guard's `release()`. The entry script reports (`X`) a section that
+//! finds more than 2 live holders in the set.
+//!
+//! Permits are not owned and have no lease: a SIGKILLed holder's permits are
+//! leaked for good, and an acquire or release whose reply was lost
+//! (`Error::OutcomeUnknown`; never resent) may or may not have changed the
+//! count. So every permit goes through a ledger on the bookkeeping server
+//! (the same server, which the chaos disturbs but never loses): `pending`
+//! while the acquire is in flight, `held` once it succeeded, `releasing`
+//! while the release is in flight; a lost reply moves the token to
+//! `ambiguous` (`U` on stdout). A definite release failure is retried with
+//! `Semaphore::release` for 10 s. After a SIGKILL the supervisor (after
+//! 100 ms, for the dead worker's last ledger writes to land) moves the dead
+//! worker's `pending` and `releasing` tokens to `ambiguous` and returns its
+//! `held` permits itself (`returned_dead_permits`).
+//!
+//! The ledger cannot be atomic with the semaphore's scripts, so an ambiguous
+//! operation is resolved by a census: every 8 s and after every connection
+//! kill (instead of the next chaos action), and once after the chaos, the
+//! supervisor sets a barrier key, every live thread parks at the top of its
+//! loop (holding nothing, nothing in flight: the reason why waits are bounded
+//! during the chaos), and then, per semaphore, `2 - available - held` is
+//! exactly the permits the ambiguous operations since the last census took.
+//! It must be within `0..=ambiguous` (each took 0 or 1; a dead worker's
+//! thread waiting in `try_acquire_for` counts as one), and the census gives
+//! them back, so that lost replies do not drain the semaphores (until then,
+//! the permits lost replies took are missing: with 2 permits, a semaphore may
+//! be empty for a while; a census's time is not counted in stall gaps). When
+//! asked to stop, each thread finishes its iteration, then does a final
+//! round: `acquire(1)` (no deadline), section, release (`F` on stdout), which
+//! must be done within 15 s. The same check as a census closes the run, with
+//! the permits held by threads whose release kept failing counted as held.
+//!
+//! Failure columns of a semaphore run: `over_n` (a section saw more than 2
+//! live holders), `permits_unaccounted` (at a census or at the end, how far
+//! `2 - available - held` lay outside `0..=ambiguous`: below, permits were
+//! created, e.g. a release applied twice; above, permits were lost), `stuck`
+//! (threads of the last workers whose final round did not succeed within
+//! 15 s, plus censuses that gave up waiting 8 s for a thread to park),
+//! besides `panics`, `stalls` and `hangs`; the lock columns stay 0.
+//! Information: `returned_dead_permits`, `dead_in_flight`,
+//! `unknown_acquires`/`unknown_releases` (lost replies), `censuses`,
+//! `ambiguous` (operations resolved) and `ambiguous_taken` (permits they
+//! had taken), `final_rounds`, `worst_final_round`.
+//!
+//! With `--java-jar <interop driver jar>` (`scripts/torture.sh` builds it
+//! with Maven when `java` and `mvn` are there) a JVM worker (`jvm.rs`) takes
+//! part too: the interop driver (real Redisson) with 4 actors running
+//! `sem.torture` (`interop/java/.../SemTorture.java`), which hammer the same
+//! semaphores the same way, keep the same ledger and occupancy sets and
+//! print the same event lines. Redisson does not say whether a failed
+//! acquire or release was applied, so every exception from one is
+//! ambiguous. The chaos kills its connections and pauses or stops Redis
+//! under it, but does not SIGKILL it (a JVM takes seconds to start); it
+//! stops when the supervisor sets `torture:stop`, after its final rounds.
+//! `java=<actors>actors/<sections>sections` in the summary (`java=none`
+//! without it).
 //!
 //! # Cluster runs (`cluster.rs`, `failover.rs`)
 //!
@@ -150,6 +215,9 @@
 mod chaos;
 mod cluster;
 mod failover;
+mod jvm;
+mod sem_supervisor;
+mod semaphore;
 mod summary;
 mod worker;
 
@@ -181,6 +249,8 @@ pub enum LockKind {
     Reentrant,
     Rw,
     Fair,
+    /// Not a lock: `Client::semaphore` of `semaphore::PERMITS` permits.
+    Semaphore,
 }
 
 impl LockKind {
@@ -190,6 +260,7 @@ impl LockKind {
             "reentrant" => Some(LockKind::Reentrant),
             "rw" => Some(LockKind::Rw),
             "fair" => Some(LockKind::Fair),
+            "semaphore" => Some(LockKind::Semaphore),
             _ => None,
         }
     }
@@ -199,6 +270,7 @@ impl LockKind {
             LockKind::Reentrant => "reentrant",
             LockKind::Rw => "rw",
             LockKind::Fair => "fair",
+            LockKind::Semaphore => "semaphore",
         }
     }
 }
@@ -318,7 +390,7 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         LockKind::from_args(args),
     ) else {
         eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair]\n\
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore [--java-jar <driver jar>]]\n\
              (scripts/torture.sh starts a throwaway server and passes these)"
         );
         return ExitCode::from(2);
@@ -328,6 +400,14 @@ fn supervisor_main(args: &[String]) -> ExitCode {
     let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
     if cluster_dir.is_some() && beyond_lease {
         eprintln!("torture: --beyond-lease is not supported with a cluster");
+        return ExitCode::from(2);
+    }
+    if kind == LockKind::Semaphore && (cluster_dir.is_some() || beyond_lease) {
+        eprintln!("torture: --kind semaphore runs on a single server, within the lease only");
+        return ExitCode::from(2);
+    }
+    if kind != LockKind::Semaphore && args.iter().any(|a| a == "--java-jar") {
+        eprintln!("torture: --java-jar is for --kind semaphore");
         return ExitCode::from(2);
     }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
@@ -383,6 +463,10 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         client_pauses: 0,
         sigstops: 0,
         reaped_waiters: 0,
+        sem: None,
+        reclaims: Default::default(),
+        java_jar: arg_value(args, "--java-jar").map(PathBuf::from),
+        java: None,
         beyond_lease,
         cluster,
     };

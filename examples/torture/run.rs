@@ -9,6 +9,11 @@ use redis::Commands;
 use crate::chaos::{ContinueOnDrop, Supervisor};
 use crate::summary::{Summary, stats_of, summarize};
 use crate::{LEASE_MS, LockKind, NAMES, Rng, WORKERS, fair_queue_key, ms, now_ms};
+use crate::{jvm, sem_supervisor};
+
+/// How often a semaphore run takes a census (`sem_supervisor::census`), at
+/// the latest: also after every connection kill.
+const CENSUS_EVERY: Duration = Duration::from_secs(8);
 
 pub fn run(
     mut sup: Supervisor,
@@ -34,21 +39,45 @@ pub fn run(
             }
         }
     }
+    if sup.kind == LockKind::Semaphore {
+        let client = sem_supervisor::supervisor_client(&url)
+            .and_then(|client| sem_supervisor::set_up(&client).map(|()| client))
+            .map_err(|e| std::io::Error::other(format!("setting the semaphores up: {e}")))?;
+        sup.sem = Some(client);
+    }
     for slot in 0..WORKERS {
         let worker = sup.spawn_worker(slot, 0)?;
         sup.workers.push(worker);
+    }
+    if let Some(jar) = sup.java_jar.clone() {
+        eprintln!("torture: starting a JVM worker ({})", jar.display());
+        sup.java = Some(jvm::spawn(&jar, &url, &sup.log_dir, &sup.stats)?);
     }
     // Let the workers get going before the chaos starts.
     sup.idle(ms(1000))?;
     let started = Instant::now();
     let chaos_start = now_ms();
     let mut next_progress = started + Duration::from_secs(15);
+    let mut next_census = started + CENSUS_EVERY;
+    let mut censuses = 0;
     while started.elapsed() < chaos_for {
         sup.idle(ms(rng.range(300, 2500)))?;
         if started.elapsed() >= chaos_for {
             break;
         }
+        if sup.kind == LockKind::Semaphore && Instant::now() >= next_census {
+            censuses += 1;
+            sem_supervisor::census(&mut sup, censuses);
+            next_census = Instant::now() + CENSUS_EVERY;
+            continue;
+        }
+        let conn_kills = sup.conn_kills;
         sup.chaos(&mut rng, redis_pid)?;
+        if sup.conn_kills > conn_kills {
+            // Lost replies to releases may have drained a semaphore: the
+            // next census (after the next idle spell) gives the permits back.
+            next_census = Instant::now();
+        }
         if Instant::now() >= next_progress {
             next_progress += Duration::from_secs(15);
             let stats = stats_of(&sup.stats);
@@ -78,13 +107,28 @@ pub fn run(
     let chaos_end = now_ms();
     // Calm down, then let every worker finish its section and exit.
     sup.idle(ms(500))?;
-    let hangs = sup.stop_workers();
+    if sup.kind == LockKind::Semaphore {
+        // The permits ambiguous operations took during the chaos are
+        // accounted for and given back before the final rounds.
+        sem_supervisor::census(&mut sup, censuses + 1);
+    }
+    let mut hangs = 0;
+    if let Some(mut java) = sup.java.take() {
+        hangs += jvm::stop(&mut java, &mut sup.redis);
+    }
+    hangs += sup.stop_workers();
     let duration = started.elapsed();
     // A lock released by an unlock that failed expires within a lease.
     thread::sleep(ms(LEASE_MS + 500));
     let (leftover_locks, stale_queue_entries) = leftovers(&mut sup);
 
-    let stats = stats_of(&sup.stats);
+    let shared = std::sync::Arc::clone(&sup.stats);
+    let stats = stats_of(&shared);
+    let (sem_failures, sem_columns, sem_info) = if sup.kind == LockKind::Semaphore {
+        sem_supervisor::verdict(&mut sup, &stats)
+    } else {
+        (0, String::new(), String::new())
+    };
     let summary = summarize(&sup, &stats, chaos_start, chaos_end);
     let unexplained_exits = sup
         .unexpected_exits
@@ -139,16 +183,18 @@ pub fn run(
         + leftover_locks
         + phantoms
         + summary.unfair_waits
-        + stuck;
+        + stuck
+        + sem_failures;
     let kind_columns = match sup.kind {
         LockKind::Reentrant => String::new(),
         LockKind::Rw => format!(", read_sections={}", stats.read_sections),
         LockKind::Fair => fair_columns(&summary, &sup, stale_queue_entries),
+        LockKind::Semaphore => sem_info,
     };
     let mut unfair = if sup.kind == LockKind::Fair {
         format!(" unfair_waits={}", summary.unfair_waits)
     } else {
-        String::new()
+        sem_columns
     };
     let mut kind_columns = kind_columns;
     if let Some(cluster) = &sup.cluster {
@@ -214,7 +260,10 @@ fn leftovers(sup: &mut Supervisor) -> (u64, u64) {
     let mut leftover_locks = 0;
     let mut stale_queue_entries = 0;
     for name in NAMES {
-        if sup.on_lock_key(name, |con| con.exists::<_, bool>(name)) == Some(true) {
+        // A semaphore's key stays (with its permits).
+        if sup.kind != LockKind::Semaphore
+            && sup.on_lock_key(name, |con| con.exists::<_, bool>(name)) == Some(true)
+        {
             eprintln!("torture: LEFTOVER LOCK {name} a lease after every worker stopped");
             leftover_locks += 1;
         }

@@ -63,6 +63,17 @@ pub struct Stats {
     pub panic_lines: Vec<String>,
     pub panicked_instances: HashSet<String>,
     pub garbled: u64,
+    /// Semaphore runs: sections that saw more than `PERMITS` live holders.
+    pub over_n: Vec<String>,
+    /// Semaphore runs: acquires and releases whose outcome is unknown.
+    pub unknown_acquires: u64,
+    pub unknown_releases: u64,
+    /// Semaphore runs: final rounds done, per instance, and those that failed.
+    pub final_ok: HashMap<String, u64>,
+    pub final_failed: Vec<String>,
+    pub final_worst_ms: u64,
+    /// Sections of the JVM worker.
+    pub java_sections: u64,
 }
 
 impl Stats {
@@ -118,6 +129,7 @@ impl Stats {
             }
             ["S", name, token, value, lost, outcome, released] => {
                 self.sections += 1;
+                self.java_sections += u64::from(instance == crate::jvm::JAVA_INSTANCE);
                 self.read_sections += u64::from(token.ends_with("/r"));
                 let signalled = *lost == "true" || matches!(*outcome, "lost" | "not_held");
                 self.lost_signals += u64::from(signalled);
@@ -150,6 +162,24 @@ impl Stats {
             ["C", name, token, count] => {
                 self.phantom_counts
                     .push(format!("{name} {token} count={count}"));
+            }
+            ["X", name, token, holders, at] => {
+                self.over_n
+                    .push(format!("{name} at {at}: {token} saw {holders}"));
+            }
+            ["U", what, _name, _token] => match *what {
+                "acquire" => self.unknown_acquires += 1,
+                _ => self.unknown_releases += 1,
+            },
+            ["F", name, token, waited, outcome] => {
+                let waited_ms: u64 = waited.parse().unwrap_or(u64::MAX);
+                self.final_worst_ms = self.final_worst_ms.max(waited_ms);
+                if *outcome == "ok" && waited_ms <= crate::semaphore::FINAL_ROUND_MS {
+                    *self.final_ok.entry(instance.to_owned()).or_default() += 1;
+                } else {
+                    self.final_failed
+                        .push(format!("{name} {token} {outcome} after {waited} ms"));
+                }
             }
             ["E", what] => *self.errors.entry((*what).to_owned()).or_default() += 1,
             ["P", ..] => {

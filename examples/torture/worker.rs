@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::Commands;
 use redisson_lock::{Client, Error, Kind, Lock, LockGuard};
 
+use crate::semaphore;
 use crate::{
     EXPLICIT_LEASE_MIN_MS, LEASE_MS, LockKind, NAMES, Rng, THREADS, arg_value, counter_key,
     dead_key, ms, now_ms, occupancy_key, waiting_key,
@@ -72,18 +73,18 @@ return ahead
 const LONG_HOLD_PER_MILLE: u64 = 4;
 const LONG_HOLD_MS: (u64, u64) = (300, 5000);
 
-struct WorkerCtx {
-    instance: String,
+pub struct WorkerCtx {
+    pub instance: String,
     url: String,
     kind: LockKind,
-    client: Client,
-    stop: AtomicBool,
+    pub client: Client,
+    pub stop: AtomicBool,
     /// A cluster run: some sections last long enough to span a failover.
     long_holds: bool,
 }
 
 /// Prints one event line; stdout is line-buffered, so each line is one write.
-fn emit(line: std::fmt::Arguments<'_>) {
+pub fn emit(line: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_fmt(line);
     let _ = out.write_all(b"\n");
@@ -258,22 +259,24 @@ fn error_kind(e: &Error) -> &'static str {
         Error::Redis(_) => "redis_other",
         Error::UnexpectedReply(_) => "unexpected_reply",
         Error::InvalidArgument(_) => "invalid_argument",
+        Error::OutcomeUnknown { .. } => "outcome_unknown",
+        Error::NotReplicated { .. } => "not_replicated",
         _ => "other",
     }
 }
 
-fn report_error(ctx: &WorkerCtx, what: &str, e: &Error) {
+pub fn report_error(ctx: &WorkerCtx, what: &str, e: &Error) {
     let kind = error_kind(e);
     emit(format_args!("E {what}:{kind}"));
     eprintln!("{} {} {what}: {e}", now_ms(), ctx.instance);
 }
 
 /// One thread's state across its iterations.
-struct ThreadState {
-    index: usize,
-    rng: Rng,
-    book: Book,
-    seq: u64,
+pub struct ThreadState {
+    pub index: usize,
+    pub rng: Rng,
+    pub book: Book,
+    pub seq: u64,
     /// A fair lock whose `lock()` failed: this thread's queue entry is still
     /// there (Redisson's `lock()` never leaves the queue), so it comes back
     /// to the same lock, as a caller that retries would, rather than leave
@@ -305,7 +308,15 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
                     once(ctx, &mut state, &rw.read_lock(), name, 'r');
                 }
             }
+            LockKind::Semaphore => {
+                semaphore::park_if_census(ctx, &mut state);
+                semaphore::once(ctx, &mut state, name, false);
+            }
         }
+    }
+    if ctx.kind == LockKind::Semaphore {
+        // Nothing stuck after the chaos: one more acquire and release.
+        semaphore::final_round(ctx, &mut state);
     }
 }
 

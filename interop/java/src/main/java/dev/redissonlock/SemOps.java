@@ -23,6 +23,8 @@ import org.redisson.api.RedissonClient;
  * <li>{@code sem.hammer name occ iterations sleepMs} → iterations
  * done and the most holders seen: acquire(1), INCR occ, sleep, DECR occ,
  * release(1)</li>
+ * <li>{@code sem.torture prefix names permits stopKey deadPrefix} → the
+ * JVM worker of the semaphore torture run, see {@link SemTorture}</li>
  * </ul>
  */
 public final class SemOps {
@@ -93,6 +95,8 @@ public final class SemOps {
                 }
                 return done + " " + max;
             }
+            case "torture":
+                return SemTorture.run(client, a);
             default:
                 throw new IllegalArgumentException("unknown op sem." + verb);
         }
