@@ -77,8 +77,7 @@ fn assert_ttl_near(ttl: Option<Duration>, around: Duration) {
 
 #[test]
 fn reentrant_lock_held_twice() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("r");
     let _a = lock.lock().expect("lock");
     let _b = lock.lock().expect("reentry");
@@ -103,8 +102,7 @@ fn reentrant_lock_held_twice() {
 
 #[test]
 fn fair_lock_with_three_queued_waiters_in_order() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let holder = client.fair_lock("f").lock().expect("lock");
     let queue_key = "redisson_lock_queue:{f}";
     let mut fields = Vec::new();
@@ -164,8 +162,7 @@ fn fair_lock_with_three_queued_waiters_in_order() {
 
 #[test]
 fn read_lock_with_two_readers_and_a_waiting_writer() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let readers: Vec<Held> = (0..2)
         .map(|_| {
             let client = client.clone();
@@ -218,8 +215,7 @@ fn read_lock_with_two_readers_and_a_waiting_writer() {
 
 #[test]
 fn write_lock_with_a_read_hold_of_the_writer() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let rw = client.read_write_lock("w");
     let _write = rw.write_lock().lock().expect("write");
     let info = client.inspect("w").expect("inspect");
@@ -255,8 +251,7 @@ fn write_lock_with_a_read_hold_of_the_writer() {
 
 #[test]
 fn fenced_spin_and_non_reentrant_locks() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let fenced = client.fenced_lock("fenced").lock().expect("fenced");
     let info = client.inspect("fenced").expect("inspect");
     assert_eq!(info.kind, LockKind::Fenced);
@@ -286,8 +281,7 @@ fn fenced_spin_and_non_reentrant_locks() {
 
 #[test]
 fn absent_lock_and_keys_that_are_no_lock() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let info = client.inspect("nothing").expect("inspect");
     assert!(!info.locked);
     assert_eq!(info.kind, LockKind::Unknown);
@@ -318,8 +312,7 @@ fn absent_lock_and_keys_that_are_no_lock() {
 
 #[test]
 fn integer_strings_are_counters_and_with_their_zset_permit_expirable_semaphores() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _: () = server.cmd(&["SET", "count", "-2"]);
     let info = client.inspect("count").expect("a counter");
     assert_eq!(info.kind, LockKind::Counter { value: -2 });
@@ -348,8 +341,7 @@ fn integer_strings_are_counters_and_with_their_zset_permit_expirable_semaphores(
 
 #[test]
 fn scan_locks_reports_locks_and_skips_other_keys() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _a = client.lock("job:a").lock().expect("a");
     let _f = client.fair_lock("job:f").lock().expect("f");
     let _r = client
@@ -401,8 +393,7 @@ fn scan_locks_reports_locks_and_skips_other_keys() {
 
 #[test]
 fn force_unlock_with_a_stale_owner_changes_nothing() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("client");
     let stale = "0b6e5c3a-6f43-4d3e-9a57-8f5cbe7c1d2a:1";
     let guard = client.lock("x").lock().expect("lock");
@@ -601,8 +592,7 @@ fn force_unlock_by_the_owner_wakes_a_waiter_of_every_kind() {
 
 #[test]
 fn force_unlock_of_own_lock_marks_the_guard_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("own");
     let guard = lock.lock().expect("lock");
     assert!(
@@ -616,9 +606,7 @@ fn force_unlock_of_own_lock_marks_the_guard_lost() {
 #[test]
 fn cluster_inspect_scan_and_guarded_force_unlock() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     let other = Client::cluster_builder(cluster.urls())
         .build()
         .expect("cluster client");
@@ -693,8 +681,7 @@ fn cluster_inspect_scan_and_guarded_force_unlock() {
 #[cfg(feature = "serde")]
 #[test]
 fn lock_info_serialises_to_the_versioned_json_shape() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _g = client
         .read_write_lock("j")
         .write_lock()

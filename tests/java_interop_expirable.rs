@@ -21,8 +21,7 @@ for_each_redisson_version!(
 );
 
 fn java_permit_is_read_renewed_and_released_from_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.permit_expirable_semaphore("jp1");
     assert!(java.flag("j", "pes.trySetPermits jp1 2"));
     let id: String = java.ok("j", "pes.acquire jp1 5000").value(0);
@@ -44,8 +43,7 @@ fn java_permit_is_read_renewed_and_released_from_rust(redisson: Redisson) {
 }
 
 fn rust_permit_is_read_renewed_and_released_from_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.permit_expirable_semaphore("jp2");
     assert!(sem.try_set_permits(2).expect("set"));
     let id = sem
@@ -75,8 +73,7 @@ fn rust_permit_is_read_renewed_and_released_from_java(redisson: Redisson) {
 }
 
 fn expired_permits_come_back_to_the_other_language(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.permit_expirable_semaphore("jp3");
     assert!(sem.try_set_permits(1).expect("set"));
 
@@ -101,8 +98,7 @@ fn expired_permits_come_back_to_the_other_language(redisson: Redisson) {
 }
 
 fn a_rust_release_wakes_a_java_acquire(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.permit_expirable_semaphore("jp4");
     assert!(sem.try_set_permits(1).expect("set"));
     let held = sem.acquire(None).expect("held");

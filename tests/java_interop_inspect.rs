@@ -31,8 +31,7 @@ fn queued(server: &RedisServer, name: &str, n: i64) {
 }
 
 fn inspect_a_java_reentrant_lock_held_twice(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let field = java.owner_field("j");
     java.ok("j", "lock r");
     java.ok("j", "lock r");
@@ -50,8 +49,7 @@ fn inspect_a_java_reentrant_lock_held_twice(redisson: Redisson) {
 }
 
 fn inspect_a_java_fair_lock_with_a_java_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = java.owner_field("h");
     let waiter = java.owner_field("w");
     java.ok("h", "lock fair/f");
@@ -77,8 +75,7 @@ fn inspect_a_java_fair_lock_with_a_java_waiter(redisson: Redisson) {
 }
 
 fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let (r1, r2) = (java.owner_field("r1"), java.owner_field("r2"));
     java.ok("r1", "lock read/rw");
     java.ok("r2", "lock read/rw");
@@ -118,8 +115,7 @@ fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
 }
 
 fn guarded_force_unlock_of_a_java_fair_lock_wakes_the_java_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = java.owner_field("h");
     java.owner_field("w");
     java.ok("h", "lock fair/ff");

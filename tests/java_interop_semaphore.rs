@@ -8,12 +8,11 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::sync::permit_waiter;
 
 /// Far under any fallback: a wake-up this fast came from the message.
 const WAKE_BOUND: Duration = Duration::from_millis(2000);
@@ -27,8 +26,7 @@ for_each_redisson_version!(
 );
 
 fn each_side_reads_what_the_other_writes(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.semaphore("ji-s0");
 
     assert!(java.flag("j", "sem.trySetPermits ji-s0 4"));
@@ -82,8 +80,7 @@ fn each_side_reads_what_the_other_writes(redisson: Redisson) {
 }
 
 fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let sem = client.semaphore("ji-s1");
 
     java.send("j", "sem.acquire ji-s1 2");
@@ -99,30 +96,15 @@ fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
     );
     let released = Instant::now();
     sem.release(1).expect("release 1 more");
-    let reply = java
-        .try_recv("j", Duration::from_secs(20))
-        .expect("Java's acquire() was never woken by the Rust release");
-    assert!(reply.ok, "{}", reply.line);
-    let took = reply.at.saturating_duration_since(released);
-    eprintln!("{}: Rust release -> Java acquire {took:?}", java.version);
-    assert!(took < WAKE_BOUND, "took {took:?}");
+    java.java_woken("j", released, WAKE_BOUND, "Rust release -> Java acquire");
     assert_eq!(sem.available_permits().expect("available"), 0);
 }
 
 fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let sem = client.semaphore("ji-s2");
 
-    let (tx, rx) = mpsc::channel();
-    {
-        let sem = sem.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(3).expect("acquire 3");
-            tx.send(Instant::now()).expect("send");
-            permits.forget();
-        });
-    }
+    let rx = permit_waiter(&sem, 3);
     thread::sleep(Duration::from_millis(300));
     java.ok("j", "sem.release ji-s2 1");
     java.ok("j", "sem.addPermits ji-s2 1");
@@ -132,17 +114,13 @@ fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
     );
     java.ok("j", "sem.release ji-s2 1");
     let released = Instant::now();
-    let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-    let took = at.saturating_duration_since(released);
-    eprintln!("{}: Java release -> Rust acquire {took:?}", java.version);
-    assert!(took < WAKE_BOUND, "took {took:?}");
+    java.rust_woken(&rx, released, WAKE_BOUND, "Java release -> Rust acquire");
     let java_count: i64 = java.ok("j", "sem.availablePermits ji-s2").value(0);
     assert_eq!(java_count, 0);
 }
 
 fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let sem = client.semaphore("ji-s3");
     let actors = ["j1", "j2", "j3", "j4", "j5"];
     for actor in actors {
@@ -155,12 +133,7 @@ fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
     let released = Instant::now();
     sem.release(5).expect("release 5");
     for actor in actors {
-        let reply = java
-            .try_recv(actor, Duration::from_secs(20))
-            .unwrap_or_else(|| panic!("{actor} never woken by the release of 5"));
-        assert!(reply.ok, "{}", reply.line);
-        let took = reply.at.saturating_duration_since(released);
-        assert!(took < WAKE_BOUND, "{actor} took {took:?}");
+        java.java_woken(actor, released, WAKE_BOUND, "a Rust release of 5");
     }
     assert_eq!(sem.available_permits().expect("available"), 0);
 }
@@ -168,8 +141,7 @@ fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
 fn rust_threads_and_java_actors_never_exceed_the_permits(redisson: Redisson) {
     const PERMITS: i64 = 3;
     const ROUNDS: u32 = 25;
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let sem = client.semaphore("ji-s4");
     let occupancy = "ji-s4-holders";
     assert!(sem.try_set_permits(PERMITS as u32).expect("try_set"));

@@ -303,8 +303,7 @@ fn an_owned_guard_is_taken_on_one_thread_and_released_on_another() {
 
 #[test]
 fn owned_guards_of_every_kind_exclude_and_release() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let fair = client.fair_lock("owned-fair").lock_owned().expect("fair");
     assert!(
         client
