@@ -13,10 +13,11 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, HolderSide, LockKind, LostReason, RwMode};
+use redisson_lock::{Client, Error, HolderSide, Kind, Lock, LockKind, LostReason, RwMode};
 use support::RedisServer;
 use support::cluster::Cluster;
 use support::eventually;
+use support::state::WRITE_LOCKED;
 
 /// A waiter must be woken by the unlock message, not by a TTL running out.
 const WAKE: Duration = Duration::from_secs(1);
@@ -77,7 +78,7 @@ fn assert_ttl_near(ttl: Option<Duration>, around: Duration) {
 
 #[test]
 fn reentrant_lock_held_twice() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("r");
     let _a = lock.lock().expect("lock");
     let _b = lock.lock().expect("reentry");
@@ -215,16 +216,11 @@ fn read_lock_with_two_readers_and_a_waiting_writer() {
 
 #[test]
 fn write_lock_with_a_read_hold_of_the_writer() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let rw = client.read_write_lock("w");
     let _write = rw.write_lock().lock().expect("write");
     let info = client.inspect("w").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     assert_eq!(info.holders.len(), 1);
     assert_eq!(info.holders[0].side, HolderSide::Write);
     assert_eq!(
@@ -233,12 +229,7 @@ fn write_lock_with_a_read_hold_of_the_writer() {
     );
     let _read = rw.read_lock().lock().expect("the writer reads too");
     let info = client.inspect("w").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     let sides: Vec<HolderSide> = info.holders.iter().map(|h| h.side).collect();
     assert!(sides.contains(&HolderSide::Write) && sides.contains(&HolderSide::Read));
     let reader = info
@@ -251,7 +242,7 @@ fn write_lock_with_a_read_hold_of_the_writer() {
 
 #[test]
 fn fenced_spin_and_non_reentrant_locks() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let fenced = client.fenced_lock("fenced").lock().expect("fenced");
     let info = client.inspect("fenced").expect("inspect");
     assert_eq!(info.kind, LockKind::Fenced);
@@ -463,136 +454,111 @@ fn force_unlock_wakes(
     holder.release();
 }
 
+/// The three clients of [`force_unlock_wakes_a_waiter`]: the holder's, the
+/// waiter's and the one that force-unlocks.
+struct Clients {
+    holder: Client,
+    waiter: Client,
+    admin: Client,
+}
+
+/// A thread of `holder` holds `held(holder)` (its owner field plus
+/// `field_suffix` is the hash field), a thread of `waiter` waits for
+/// `waited(waiter)`; once `settle` holds, `admin` force-unlocks
+/// `held(admin)` by that field and the waiter gets its lock within [`WAKE`].
+fn force_unlock_wakes_a_waiter<H: Kind, W: Kind>(
+    clients: &Clients,
+    (held, field_suffix): (fn(&Client) -> Lock<H>, &'static str),
+    waited: fn(&Client) -> Lock<W>,
+    settle: impl Fn() -> bool,
+) {
+    let h = clients.holder.clone();
+    let holder = hold(move || {
+        let g = held(&h).lock().expect("lock");
+        (
+            format!("{}{field_suffix}", h.owner_field()),
+            Box::new(g) as Box<dyn Any>,
+        )
+    });
+    let w = clients.waiter.clone();
+    force_unlock_wakes(
+        holder,
+        move || drop(waited(&w).lock().expect("waiter")),
+        settle,
+        |field| {
+            held(&clients.admin)
+                .force_unlock_owned_by(field)
+                .expect("force")
+        },
+    );
+}
+
 #[test]
 fn force_unlock_by_the_owner_wakes_a_waiter_of_every_kind() {
     let server = RedisServer::start();
-    let holder_client = Client::open(server.url()).expect("client");
-    let waiter_client = Client::open(server.url()).expect("client");
-    let admin = Client::open(server.url()).expect("client");
-    let subscribed = |server: &RedisServer, channel: &str| {
+    let clients = Clients {
+        holder: server.client(),
+        waiter: server.client(),
+        admin: server.client(),
+    };
+    let subscribed = |channel: &str| {
         let n: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
         matches!(n.get(1), Some(redis::Value::Int(1)))
     };
 
     // Reentrant.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.lock("k").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.lock("k").lock().expect("waiter")),
-        || subscribed(&server, "redisson_lock__channel:{k}"),
-        |field| admin.lock("k").force_unlock_owned_by(field).expect("force"),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.lock("k"), ""),
+        |c| c.lock("k"),
+        || subscribed("redisson_lock__channel:{k}"),
     );
 
     // Fair: the head is woken on its own channel.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.fair_lock("fk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.fair_lock("fk").lock().expect("waiter")),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.fair_lock("fk"), ""),
+        |c| c.fair_lock("fk"),
         || server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{fk}"]) == 1,
-        |field| {
-            admin
-                .fair_lock("fk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
     );
 
     // Write side: a reader wakes on message 1.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.read_write_lock("wk").write_lock().lock().expect("lock");
-        (
-            format!("{}:write", h.owner_field()),
-            Box::new(g) as Box<dyn Any>,
-        )
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.read_write_lock("wk").read_lock().lock().expect("waiter")),
-        || subscribed(&server, "redisson_rwlock:{wk}"),
-        |field| {
-            admin
-                .read_write_lock("wk")
-                .write_lock()
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.read_write_lock("wk").write_lock(), ":write"),
+        |c| c.read_write_lock("wk").read_lock(),
+        || subscribed("redisson_rwlock:{wk}"),
     );
 
     // Read side: a writer wakes on message 0.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.read_write_lock("rk").read_lock().lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.read_write_lock("rk").write_lock().lock().expect("waiter")),
-        || subscribed(&server, "redisson_rwlock:{rk}"),
-        |field| {
-            admin
-                .read_write_lock("rk")
-                .read_lock()
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.read_write_lock("rk").read_lock(), ""),
+        |c| c.read_write_lock("rk").write_lock(),
+        || subscribed("redisson_rwlock:{rk}"),
     );
 
     // Spin: no message, the waiter polls (at most 128 ms apart).
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.spin_lock("sk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.spin_lock("sk").lock().expect("waiter")),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.spin_lock("sk"), ""),
+        |c| c.spin_lock("sk"),
         || true,
-        |field| {
-            admin
-                .spin_lock("sk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
     );
 
     // Fenced: the reentrant channel; the token stays.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.fenced_lock("tk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.fenced_lock("tk").lock().expect("waiter")),
-        || subscribed(&server, "redisson_lock__channel:{tk}"),
-        |field| {
-            admin
-                .fenced_lock("tk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.fenced_lock("tk"), ""),
+        |c| c.fenced_lock("tk"),
+        || subscribed("redisson_lock__channel:{tk}"),
     );
-    assert_eq!(admin.inspect("tk").expect("inspect").token, Some(2));
+    assert_eq!(clients.admin.inspect("tk").expect("inspect").token, Some(2));
 }
 
 #[test]
 fn force_unlock_of_own_lock_marks_the_guard_lost() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("own");
     let guard = lock.lock().expect("lock");
     assert!(

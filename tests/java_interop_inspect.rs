@@ -8,10 +8,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, HolderSide, LockKind, RwMode};
+use redisson_lock::{HolderSide, LockKind, RwMode};
 use support::RedisServer;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::WRITE_LOCKED;
 
 for_each_redisson_version!(
     inspect_a_java_reentrant_lock_held_twice,
@@ -31,7 +32,7 @@ fn queued(server: &RedisServer, name: &str, n: i64) {
 }
 
 fn inspect_a_java_reentrant_lock_held_twice(redisson: Redisson) {
-    let (server, java, client) = start_with_client(redisson);
+    let (_server, java, client) = start_with_client(redisson);
     let field = java.owner_field("j");
     java.ok("j", "lock r");
     java.ok("j", "lock r");
@@ -101,12 +102,7 @@ fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
     let writer = java.owner_field("w");
     java.ok("w", "lock write/rw2");
     let info = client.inspect("rw2").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     assert_eq!(info.holders.len(), 1);
     assert_eq!(info.holders[0].side, HolderSide::Write);
     assert_eq!(info.holders[0].field(), format!("{writer}:write"));

@@ -5,9 +5,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::{Kind, Lock};
+use redisson_lock::{Kind, Lock, LockKind, RwMode};
 
 use super::{RedisServer, eventually};
+
+/// What `Client::inspect` reports for a read/write lock held for writing.
+pub const WRITE_LOCKED: LockKind = LockKind::ReadWrite {
+    mode: RwMode::Write,
+};
 
 /// Every field of the hash `key` (empty when the key does not exist).
 pub fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
