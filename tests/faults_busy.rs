@@ -35,6 +35,16 @@ fn keep_busy(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
     })
 }
 
+/// A client of `server` with the watchdog timeout `lease` that gives up on
+/// a reply after `response_timeout`.
+fn leased_client(server: &RedisServer, lease: Duration, response_timeout: Duration) -> Client {
+    Client::builder(server.url())
+        .watchdog_timeout(lease)
+        .response_timeout(response_timeout)
+        .build()
+        .expect("client")
+}
+
 /// How many `BUSY` errors the server has replied.
 fn busy_replies(server: &RedisServer) -> u64 {
     let info: String = server.cmd(&["INFO", "errorstats"]);
@@ -64,11 +74,7 @@ fn just_renewed(server: &RedisServer, name: &str) -> Instant {
 fn busy_spell_shorter_than_the_lease_is_survived() {
     let server = busy_server();
     let lease = Duration::from_millis(1500);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("client");
+    let client = leased_client(&server, lease, Duration::from_secs(1));
     let name = "busy-short";
     let lock = client.lock(name);
     let guard = lock.lock().expect("lock");
@@ -107,11 +113,7 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
 fn busy_spell_longer_than_the_lease_loses_the_lock() {
     let server = busy_server();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .expect("client");
+    let client = leased_client(&server, lease, Duration::from_millis(500));
     let name = "busy-long";
     let lock = client.lock(name);
     let guard = lock.lock().expect("lock");

@@ -11,7 +11,9 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use redisson_lock::Semaphore;
+use support::RedisServer;
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_client};
 use support::sync::permit_waiter;
 
 /// Far under any fallback: a wake-up this fast came from the message.
@@ -25,9 +27,15 @@ for_each_redisson_version!(
     rust_threads_and_java_actors_never_exceed_the_permits,
 );
 
-fn each_side_reads_what_the_other_writes(redisson: Redisson) {
+/// A fresh server, a warmed-up Redisson driver on it, and the semaphore
+/// `name` of a Rust client of the same server.
+fn start_with_semaphore(redisson: Redisson, name: &str) -> (RedisServer, JavaDriver, Semaphore) {
     let (server, java, client) = start_with_client(redisson);
-    let sem = client.semaphore("ji-s0");
+    (server, java, client.semaphore(name))
+}
+
+fn each_side_reads_what_the_other_writes(redisson: Redisson) {
+    let (server, java, sem) = start_with_semaphore(redisson, "ji-s0");
 
     assert!(java.flag("j", "sem.trySetPermits ji-s0 4"));
     assert!(!sem.try_set_permits(9).expect("try_set"));
@@ -55,6 +63,7 @@ fn each_side_reads_what_the_other_writes(redisson: Redisson) {
 
     // A Rust try_set with a TTL is a plain SET PX: Java (3.24.3 included)
     // uses the semaphore all the same.
+    let client = server.client();
     let ttl = client.semaphore("ji-s0-ttl");
     assert!(
         ttl.try_set_permits_with_ttl(2, Duration::from_secs(60))
@@ -80,8 +89,7 @@ fn each_side_reads_what_the_other_writes(redisson: Redisson) {
 }
 
 fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
-    let (_server, java, client) = start_with_client(redisson);
-    let sem = client.semaphore("ji-s1");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s1");
 
     java.send("j", "sem.acquire ji-s1 2");
     thread::sleep(Duration::from_millis(800));
@@ -101,8 +109,7 @@ fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
 }
 
 fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
-    let (_server, java, client) = start_with_client(redisson);
-    let sem = client.semaphore("ji-s2");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s2");
 
     let rx = permit_waiter(&sem, 3);
     thread::sleep(Duration::from_millis(300));
@@ -120,8 +127,7 @@ fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
 }
 
 fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
-    let (_server, java, client) = start_with_client(redisson);
-    let sem = client.semaphore("ji-s3");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s3");
     let actors = ["j1", "j2", "j3", "j4", "j5"];
     for actor in actors {
         java.send(actor, "sem.acquire ji-s3 1");
@@ -141,8 +147,7 @@ fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
 fn rust_threads_and_java_actors_never_exceed_the_permits(redisson: Redisson) {
     const PERMITS: i64 = 3;
     const ROUNDS: u32 = 25;
-    let (server, java, client) = start_with_client(redisson);
-    let sem = client.semaphore("ji-s4");
+    let (server, java, sem) = start_with_semaphore(redisson, "ji-s4");
     let occupancy = "ji-s4-holders";
     assert!(sem.try_set_permits(PERMITS as u32).expect("try_set"));
 
@@ -153,12 +158,8 @@ fn rust_threads_and_java_actors_never_exceed_the_permits(redisson: Redisson) {
     let rust: Vec<_> = (0..3)
         .map(|_| {
             let sem = sem.clone();
-            let url = server.url();
+            let mut con = server.con();
             thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("redis client")
-                    .get_connection()
-                    .expect("connection");
                 let mut most = 0;
                 for _ in 0..ROUNDS {
                     let permit = sem.acquire(1).expect("acquire");

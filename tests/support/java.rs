@@ -420,10 +420,9 @@ impl JavaDriver {
         bound: Duration,
         what: &str,
     ) -> Duration {
-        let at = acquired
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{what}: the Rust waiter was not woken"));
-        self.handoff(what, since, at, bound)
+        let handoff = super::sync::woken_within(acquired, since, bound, what);
+        eprintln!("{}: {what} {handoff:?}", self.version);
+        handoff
     }
 
     /// Waits for `actor`'s reply to the command it waits in (a lock, an

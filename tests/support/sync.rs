@@ -39,7 +39,7 @@ pub fn latch_waiter(latch: &CountDownLatch) -> mpsc::Receiver<Instant> {
     spawn_reporting(move || latch.wait().expect("wait")).0
 }
 
-/// Waits up to 10 s for the waiter reporting on `rx` and asserts it got
+/// Waits up to 30 s for the waiter reporting on `rx` and asserts it got
 /// through less than `bound` after `since` (the release or count-down that
 /// should wake it); `what` names it in a failure. Returns the delay.
 pub fn woken_within(
@@ -49,12 +49,23 @@ pub fn woken_within(
     what: &str,
 ) -> Duration {
     let at = rx
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(Duration::from_secs(30))
         .unwrap_or_else(|_| panic!("{what}: the waiter was never woken"));
     let took = at.saturating_duration_since(since);
     assert!(
         took < bound,
         "{what}: woken after {took:?}, not within {bound:?}"
+    );
+    took
+}
+
+/// Asserts that a wait begun at `started` ended (now) no sooner than `at_least`
+/// and sooner than `under`; returns how long it took.
+pub fn assert_took_between(started: Instant, at_least: Duration, under: Duration) -> Duration {
+    let took = started.elapsed();
+    assert!(
+        took >= at_least && took < under,
+        "took {took:?}, not within [{at_least:?}, {under:?})"
     );
     took
 }
