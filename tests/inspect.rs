@@ -17,7 +17,7 @@ use redisson_lock::{Client, Error, HolderSide, Kind, Lock, LockKind, LostReason,
 use support::RedisServer;
 use support::cluster::Cluster;
 use support::eventually;
-use support::state::WRITE_LOCKED;
+use support::state::{WRITE_LOCKED, lock_twice};
 
 /// A waiter must be woken by the unlock message, not by a TTL running out.
 const WAKE: Duration = Duration::from_secs(1);
@@ -80,8 +80,7 @@ fn assert_ttl_near(ttl: Option<Duration>, around: Duration) {
 fn reentrant_lock_held_twice() {
     let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("r");
-    let _a = lock.lock().expect("lock");
-    let _b = lock.lock().expect("reentry");
+    let (_a, _b) = lock_twice(&lock);
     let info = client.inspect("r").expect("inspect");
     assert!(info.locked);
     assert_eq!(info.kind, LockKind::Reentrant);

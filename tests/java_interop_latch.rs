@@ -194,18 +194,24 @@ fn cluster_count_downs_to_zero_wake_the_other_side_through_spublish(redisson: Re
     let prefix = format!("jl-cluster-{}-", redisson.version());
     for name in cluster.names_on_different_masters(&prefix, 3) {
         let owner = cluster.owner(&name);
-        let shard_subscribers = || owner.shard_subscribers(&channel(&name));
+        // Waits for `who` to SSUBSCRIBE on the slot's master, `settle` more
+        // for it to park; then the master's SPUBLISH and PUBLISH counts.
+        let subscribed = |who: &str, settle: Duration| {
+            assert!(
+                support::eventually(Duration::from_secs(10), || owner
+                    .shard_subscribers(&channel(&name))
+                    >= 1),
+                "{name}: {who} never SSUBSCRIBEd on its slot's master"
+            );
+            thread::sleep(settle);
+            (calls(owner, "spublish"), calls(owner, "publish"))
+        };
         let latch = client.count_down_latch(name.as_str());
 
         // Java -> Rust.
         assert!(java.flag("k", &format!("latch.trySetCount {name} 1")));
         let rx = rust_waiter(&latch);
-        assert!(
-            support::eventually(Duration::from_secs(10), || shard_subscribers() >= 1),
-            "{name}: the Rust waiter never SSUBSCRIBEd on its slot's master"
-        );
-        thread::sleep(Duration::from_millis(200));
-        let (spublish, publish) = (calls(owner, "spublish"), calls(owner, "publish"));
+        let (spublish, publish) = subscribed("the Rust waiter", Duration::from_millis(200));
         let sent = Instant::now();
         java.ok("k", &format!("latch.countDown {name}"));
         woken_within(&rx, sent, PROMPT, &format!("{name}: Java -> Rust"));
@@ -215,12 +221,7 @@ fn cluster_count_downs_to_zero_wake_the_other_side_through_spublish(redisson: Re
         // Rust -> Java.
         assert!(latch.try_set_count(1).expect("set"));
         java.send("j", &format!("latch.await {name}"));
-        assert!(
-            support::eventually(Duration::from_secs(10), || shard_subscribers() >= 1),
-            "{name}: Java's await() never SSUBSCRIBEd on its slot's master"
-        );
-        thread::sleep(Duration::from_millis(300));
-        let (spublish, publish) = (calls(owner, "spublish"), calls(owner, "publish"));
+        let (spublish, publish) = subscribed("Java's await()", Duration::from_millis(300));
         let sent = Instant::now();
         latch.count_down().expect("count down");
         java.java_woken("j", sent, PROMPT, &format!("{name}: Rust -> Java"));

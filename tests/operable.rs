@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, EventHandler, LockEvent, LostReason};
 use support::proxy::Proxy;
+use support::state::lock_twice;
 use support::{RedisServer, eventually};
 
 /// Every event the handler saw, as `(what, lock name, detail)`.
@@ -161,8 +162,7 @@ fn a_released_lock_is_never_signalled_lost() {
     let events = Recorder::default();
     let client = recorded_client(&server.url(), Duration::from_millis(600), &events);
     let lock = client.lock("kept");
-    let guard = lock.lock().expect("lock");
-    let again = lock.lock().expect("reentry");
+    let (guard, again) = lock_twice(&lock);
     let signal = guard.lost_signal();
     let channel = signal.receiver();
     let before = Instant::now();
@@ -303,7 +303,7 @@ fn an_owned_guard_is_taken_on_one_thread_and_released_on_another() {
 
 #[test]
 fn owned_guards_of_every_kind_exclude_and_release() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let fair = client.fair_lock("owned-fair").lock_owned().expect("fair");
     assert!(
         client

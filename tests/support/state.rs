@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::{Kind, Lock, LockKind, RwMode};
+use redisson_lock::{Kind, Lock, LockGuard, LockKind, RwMode};
 
 use super::{RedisServer, eventually};
 
@@ -95,4 +95,12 @@ pub fn assert_free<K: Kind>(lock: &Lock<K>) {
         .expect("try_lock")
         .expect("the lock is free, and nobody thinks otherwise");
     guard.unlock().expect("unlock");
+}
+
+/// Takes `lock` and enters it again (a reentry): the outer and the inner
+/// guard.
+pub fn lock_twice<K: Kind>(lock: &Lock<K>) -> (LockGuard<K>, LockGuard<K>) {
+    let outer = lock.lock().expect("lock");
+    let inner = lock.lock().expect("reentry");
+    (outer, inner)
 }
