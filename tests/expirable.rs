@@ -13,7 +13,7 @@ use redisson_lock::{Client, Error, PermitId};
 use support::RedisServer;
 use support::cluster::Cluster;
 use support::proxy::{Fault, Proxy};
-use support::sync::{assert_took_between, spawn_reporting, woken_within};
+use support::sync::{assert_took_ms, spawn_reporting, woken_within};
 
 const SENTINEL: &str = "922337203685477";
 
@@ -218,11 +218,7 @@ fn a_release_and_an_expiry_wake_waiters() {
         .try_acquire_for(Duration::from_secs(10), None)
         .expect("wait")
         .expect("the expired permit");
-    assert_took_between(
-        started,
-        Duration::from_millis(300),
-        Duration::from_millis(1500),
-    );
+    assert_took_ms(started, 300..1500);
     assert!(!sem.try_release(leased[0]).expect("expired id"));
     drop(got);
 

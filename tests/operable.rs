@@ -259,10 +259,7 @@ fn a_slow_or_panicking_handler_delays_no_lock_call_and_no_renewal() {
 fn an_owned_guard_is_taken_on_one_thread_and_released_on_another() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("job");
     let guard = lock.lock_owned().expect("lock_owned");

@@ -14,7 +14,7 @@ use redisson_lock::Error;
 use support::RedisServer;
 use support::cluster::{self, Cluster};
 use support::proxy::{Fault, Proxy};
-use support::sync::{assert_took_between, permit_waiter, woken_within};
+use support::sync::{assert_took_ms, permit_waiter, woken_within};
 
 /// Well under the waiters' 3 s safety re-poll: a wake-up this fast came
 /// from the message.
@@ -225,11 +225,7 @@ fn try_acquire_for_waits_its_budget_and_no_more() {
             .expect("timed")
             .is_none()
     );
-    assert_took_between(
-        started,
-        Duration::from_millis(600),
-        Duration::from_millis(1100),
-    );
+    assert_took_ms(started, 600..1100);
 
     let releaser = {
         let sem = sem.clone();
@@ -243,11 +239,7 @@ fn try_acquire_for_waits_its_budget_and_no_more() {
         .try_acquire_for(1, Duration::from_secs(5))
         .expect("timed")
         .expect("released within the wait");
-    assert_took_between(
-        started,
-        Duration::from_millis(250),
-        Duration::from_millis(1300),
-    );
+    assert_took_ms(started, 250..1300);
     releaser.join().expect("releaser");
     drop(permits);
     assert_eq!(sem.available_permits().expect("available"), 1);

@@ -59,10 +59,14 @@ pub fn woken_within(
     took
 }
 
-/// Asserts that a wait begun at `started` ended (now) no sooner than `at_least`
-/// and sooner than `under`; returns how long it took.
-pub fn assert_took_between(started: Instant, at_least: Duration, under: Duration) -> Duration {
+/// Asserts that a wait begun at `started` took (until now) `ms`: no fewer
+/// milliseconds than its start, fewer than its end; returns how long.
+pub fn assert_took_ms(started: Instant, ms: std::ops::Range<u64>) -> Duration {
     let took = started.elapsed();
+    let (at_least, under) = (
+        Duration::from_millis(ms.start),
+        Duration::from_millis(ms.end),
+    );
     assert!(
         took >= at_least && took < under,
         "took {took:?}, not within [{at_least:?}, {under:?})"
