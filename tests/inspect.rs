@@ -646,7 +646,7 @@ fn cluster_inspect_scan_and_guarded_force_unlock() {
 #[cfg(feature = "serde")]
 #[test]
 fn lock_info_serialises_to_the_versioned_json_shape() {
-    let (server, client) = RedisServer::start_with_client();
+    let (_server, client) = RedisServer::start_with_client();
     let _g = client
         .read_write_lock("j")
         .write_lock()
