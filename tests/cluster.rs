@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, ShardedSubscription};
-use support::cluster::Cluster;
+use support::cluster::{Cluster, Node};
 use support::eventually;
 use support::waiter::Waiter;
 
@@ -279,6 +279,14 @@ fn acquire_follows_moved_to_the_new_owner() {
     assert!(!to.cmd::<bool>(&["EXISTS", name]));
 }
 
+/// Asserts that the lock `name` is gone from `to`, its new owner.
+fn assert_released_on(to: &Node, name: &str) {
+    assert!(
+        !to.cmd::<bool>(&["EXISTS", name]),
+        "released on the new owner"
+    );
+}
+
 #[test]
 fn unlock_follows_moved_with_the_lock_migrated() {
     let cluster = cluster();
@@ -295,10 +303,7 @@ fn unlock_follows_moved_with_the_lock_migrated() {
         moved_count(from) > moved_before,
         "the client's table was stale"
     );
-    assert!(
-        !to.cmd::<bool>(&["EXISTS", name]),
-        "released on the new owner"
-    );
+    assert_released_on(to, name);
 }
 
 #[test]
@@ -412,10 +417,7 @@ fn ask_and_tryagain_during_a_slot_migration() {
         error_count(to, "TRYAGAIN") > tryagains,
         "the target answered TRYAGAIN"
     );
-    assert!(
-        !to.cmd::<bool>(&["EXISTS", name]),
-        "released on the new owner"
-    );
+    assert_released_on(to, name);
 }
 
 #[test]

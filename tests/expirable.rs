@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use redisson_lock::{Client, Error, PermitId};
 use support::RedisServer;
 use support::cluster::Cluster;
 use support::proxy::{Fault, Proxy};
+use support::sync::{assert_took_ms, spawn_reporting, woken_within};
 
 const SENTINEL: &str = "922337203685477";
 
@@ -49,8 +49,7 @@ fn zset(server: &RedisServer, key: &str) -> Vec<(Vec<u8>, String)> {
 
 #[test]
 fn permits_ids_leases_and_counts_are_redissons() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.permit_expirable_semaphore("pes1");
     assert_eq!(sem.name(), "pes1");
     assert_eq!(sem.available_permits().expect("available"), 0);
@@ -160,8 +159,7 @@ fn permits_ids_leases_and_counts_are_redissons() {
 
 #[test]
 fn payloads_are_redissons() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.permit_expirable_semaphore("pay");
     let mut sub = server.subscriber(&["redisson_sc:{pay}"]);
     let next = |sub: &mut support::RawSubscriber| {
@@ -191,33 +189,23 @@ fn payloads_are_redissons() {
 
 #[test]
 fn a_release_and_an_expiry_wake_waiters() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let sem = client.permit_expirable_semaphore("wake");
     assert!(sem.try_set_permits(1).expect("set"));
 
     // Released: the message wakes the waiter at once.
     let held = sem.acquire(None).expect("held");
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
+    let (rx, waiter) = {
         let sem = sem.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(None).expect("waiter");
-            tx.send(Instant::now()).expect("send");
-            permits.release().expect("release");
-        })
+        spawn_reporting(move || sem.acquire(None).expect("waiter"))
     };
     thread::sleep(Duration::from_millis(300));
     assert!(rx.try_recv().is_err(), "acquired while held");
     let released = Instant::now();
     held.release().expect("release");
-    let at = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
-    assert!(
-        at - released < Duration::from_millis(500),
-        "{:?}",
-        at - released
-    );
-    waiter.join().expect("waiter");
+    woken_within(&rx, released, Duration::from_millis(500), "release");
+    let permits = waiter.join().expect("waiter");
+    permits.release().expect("release");
 
     // Expired: nothing is published; the nearest-expiry hint wakes it well
     // before the 3 s safety re-poll.
@@ -230,11 +218,7 @@ fn a_release_and_an_expiry_wake_waiters() {
         .try_acquire_for(Duration::from_secs(10), None)
         .expect("wait")
         .expect("the expired permit");
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_millis(1500),
-        "{took:?}"
-    );
+    assert_took_ms(started, 300..1500);
     assert!(!sem.try_release(leased[0]).expect("expired id"));
     drop(got);
 
@@ -309,8 +293,7 @@ fn a_lost_reply_is_an_unknown_outcome_never_a_resend() {
 
 #[test]
 fn bad_input_is_refused() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let sem = client.permit_expirable_semaphore("bad");
     for bad in [
         "",
@@ -352,9 +335,7 @@ fn bad_input_is_refused() {
 #[test]
 fn cluster_waiters_wake_on_every_master() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     for name in cluster.names_on_different_masters("pes-", 3) {
         let sem = client.permit_expirable_semaphore(name.as_str());
         assert!(sem.try_set_permits(1).expect("set"));

@@ -10,7 +10,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::{Client, Error, Lock, Reentrant};
 use support::state::{exists, pttl};
 use support::{RedisServer, eventually};
 
@@ -33,6 +33,23 @@ fn keep_busy(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
             .expect("busy script");
         assert_eq!(done, 1);
     })
+}
+
+/// A busy-ready server, a client of it with the watchdog timeout `lease`
+/// that gives up on a reply after `response_timeout`, and its lock `name`.
+fn busy_lock(
+    name: &str,
+    lease: Duration,
+    response_timeout: Duration,
+) -> (RedisServer, Client, Lock<Reentrant>) {
+    let server = busy_server();
+    let client = Client::builder(server.url())
+        .watchdog_timeout(lease)
+        .response_timeout(response_timeout)
+        .build()
+        .expect("client");
+    let lock = client.lock(name);
+    (server, client, lock)
 }
 
 /// How many `BUSY` errors the server has replied.
@@ -62,15 +79,8 @@ fn just_renewed(server: &RedisServer, name: &str) -> Instant {
 
 #[test]
 fn busy_spell_shorter_than_the_lease_is_survived() {
-    let server = busy_server();
-    let lease = Duration::from_millis(1500);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .response_timeout(Duration::from_secs(1))
-        .build()
-        .expect("client");
-    let name = "busy-short";
-    let lock = client.lock(name);
+    let (name, lease) = ("busy-short", Duration::from_millis(1500));
+    let (server, client, lock) = busy_lock(name, lease, Duration::from_secs(1));
     let guard = lock.lock().expect("lock");
     let field = client.owner_field();
 
@@ -105,15 +115,8 @@ fn busy_spell_shorter_than_the_lease_is_survived() {
 
 #[test]
 fn busy_spell_longer_than_the_lease_loses_the_lock() {
-    let server = busy_server();
-    let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .expect("client");
-    let name = "busy-long";
-    let lock = client.lock(name);
+    let (name, lease) = ("busy-long", Duration::from_millis(600));
+    let (server, _client, lock) = busy_lock(name, lease, Duration::from_millis(500));
     let guard = lock.lock().expect("lock");
     thread::sleep(lease); // renewed a few times
 

@@ -16,7 +16,14 @@ use std::time::Duration;
 use redisson_lock::Client;
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
-use support::state::{channel, exists, pttl};
+use support::state::{channel, exists, lock_twice, pttl};
+
+/// A fresh server, a proxy in front of it and a [`proxied_client`] of it.
+fn proxied() -> (RedisServer, Proxy, Client) {
+    let (server, proxy) = Proxy::with_server();
+    let client = proxied_client(&proxy);
+    (server, proxy, client)
+}
 
 /// What identifies a guard's release on the wire: its script's SHA1.
 fn release() -> String {
@@ -50,8 +57,7 @@ fn latch_keys(server: &RedisServer) -> Vec<String> {
 
 #[test]
 fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxied_client(&proxy);
+    let (server, proxy, client) = proxied();
     for (round, fault) in FAULTS.into_iter().enumerate() {
         let name = format!("lost-reply-{round}");
         let mut watcher = server.subscriber(&[&channel(&name)]);
@@ -92,14 +98,12 @@ fn unlock_with_a_lost_reply_releases_exactly_once_and_succeeds() {
 
 #[test]
 fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxied_client(&proxy);
+    let (server, proxy, client) = proxied();
     for (round, fault) in FAULTS.into_iter().enumerate() {
         let name = format!("lost-reentrant-{round}");
         let lock = client.lock(name.as_str());
         let mut watcher = server.subscriber(&[&channel(&name)]);
-        let outer = lock.lock().expect("lock");
-        let inner = lock.lock().expect("reentry");
+        let (outer, inner) = lock_twice(&lock);
         let field = client.owner_field();
         assert_eq!(
             server.cmd::<HashMap<String, String>>(&["HGETALL", &name]),
@@ -140,8 +144,7 @@ fn reentrant_unlock_with_a_lost_reply_releases_exactly_one_hold() {
 
 #[test]
 fn acquire_with_a_lost_reply_is_not_counted_twice() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxied_client(&proxy);
+    let (server, proxy, client) = proxied();
     for (round, fault) in [Fault::DropReplyAndClose, Fault::DropRequestAndClose]
         .into_iter()
         .enumerate()

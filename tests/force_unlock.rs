@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
-use support::state::exists;
+use support::state::{exists, lock_twice};
 use support::waiter::Waiter;
 use support::{RedisServer, eventually};
 
@@ -58,8 +58,7 @@ fn force_unlock_of_a_free_lock_returns_false_and_publishes_nothing() {
 fn force_unlock_makes_this_clients_guards_lost() {
     let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("mine");
-    let first = lock.lock().expect("lock");
-    let second = lock.lock().expect("reentry");
+    let (first, second) = lock_twice(&lock);
     assert_eq!(client.diagnostics().registered_holds, 1);
 
     assert!(lock.force_unlock().expect("force_unlock"));

@@ -13,10 +13,11 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, HolderSide, LockKind, LostReason, RwMode};
+use redisson_lock::{Client, Error, HolderSide, Kind, Lock, LockKind, LostReason, RwMode};
 use support::RedisServer;
 use support::cluster::Cluster;
 use support::eventually;
+use support::state::{WRITE_LOCKED, lock_twice};
 
 /// A waiter must be woken by the unlock message, not by a TTL running out.
 const WAKE: Duration = Duration::from_secs(1);
@@ -77,11 +78,9 @@ fn assert_ttl_near(ttl: Option<Duration>, around: Duration) {
 
 #[test]
 fn reentrant_lock_held_twice() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("r");
-    let _a = lock.lock().expect("lock");
-    let _b = lock.lock().expect("reentry");
+    let (_a, _b) = lock_twice(&lock);
     let info = client.inspect("r").expect("inspect");
     assert!(info.locked);
     assert_eq!(info.kind, LockKind::Reentrant);
@@ -103,8 +102,7 @@ fn reentrant_lock_held_twice() {
 
 #[test]
 fn fair_lock_with_three_queued_waiters_in_order() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let holder = client.fair_lock("f").lock().expect("lock");
     let queue_key = "redisson_lock_queue:{f}";
     let mut fields = Vec::new();
@@ -164,8 +162,7 @@ fn fair_lock_with_three_queued_waiters_in_order() {
 
 #[test]
 fn read_lock_with_two_readers_and_a_waiting_writer() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let readers: Vec<Held> = (0..2)
         .map(|_| {
             let client = client.clone();
@@ -218,17 +215,11 @@ fn read_lock_with_two_readers_and_a_waiting_writer() {
 
 #[test]
 fn write_lock_with_a_read_hold_of_the_writer() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let rw = client.read_write_lock("w");
     let _write = rw.write_lock().lock().expect("write");
     let info = client.inspect("w").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     assert_eq!(info.holders.len(), 1);
     assert_eq!(info.holders[0].side, HolderSide::Write);
     assert_eq!(
@@ -237,12 +228,7 @@ fn write_lock_with_a_read_hold_of_the_writer() {
     );
     let _read = rw.read_lock().lock().expect("the writer reads too");
     let info = client.inspect("w").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     let sides: Vec<HolderSide> = info.holders.iter().map(|h| h.side).collect();
     assert!(sides.contains(&HolderSide::Write) && sides.contains(&HolderSide::Read));
     let reader = info
@@ -255,8 +241,7 @@ fn write_lock_with_a_read_hold_of_the_writer() {
 
 #[test]
 fn fenced_spin_and_non_reentrant_locks() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let fenced = client.fenced_lock("fenced").lock().expect("fenced");
     let info = client.inspect("fenced").expect("inspect");
     assert_eq!(info.kind, LockKind::Fenced);
@@ -286,8 +271,7 @@ fn fenced_spin_and_non_reentrant_locks() {
 
 #[test]
 fn absent_lock_and_keys_that_are_no_lock() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let info = client.inspect("nothing").expect("inspect");
     assert!(!info.locked);
     assert_eq!(info.kind, LockKind::Unknown);
@@ -318,8 +302,7 @@ fn absent_lock_and_keys_that_are_no_lock() {
 
 #[test]
 fn integer_strings_are_counters_and_with_their_zset_permit_expirable_semaphores() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _: () = server.cmd(&["SET", "count", "-2"]);
     let info = client.inspect("count").expect("a counter");
     assert_eq!(info.kind, LockKind::Counter { value: -2 });
@@ -348,8 +331,7 @@ fn integer_strings_are_counters_and_with_their_zset_permit_expirable_semaphores(
 
 #[test]
 fn scan_locks_reports_locks_and_skips_other_keys() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _a = client.lock("job:a").lock().expect("a");
     let _f = client.fair_lock("job:f").lock().expect("f");
     let _r = client
@@ -401,8 +383,7 @@ fn scan_locks_reports_locks_and_skips_other_keys() {
 
 #[test]
 fn force_unlock_with_a_stale_owner_changes_nothing() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("client");
     let stale = "0b6e5c3a-6f43-4d3e-9a57-8f5cbe7c1d2a:1";
     let guard = client.lock("x").lock().expect("lock");
@@ -472,137 +453,111 @@ fn force_unlock_wakes(
     holder.release();
 }
 
+/// The three clients of [`force_unlock_wakes_a_waiter`]: the holder's, the
+/// waiter's and the one that force-unlocks.
+struct Clients {
+    holder: Client,
+    waiter: Client,
+    admin: Client,
+}
+
+/// A thread of `holder` holds `held(holder)` (its owner field plus
+/// `field_suffix` is the hash field), a thread of `waiter` waits for
+/// `waited(waiter)`; once `settle` holds, `admin` force-unlocks
+/// `held(admin)` by that field and the waiter gets its lock within [`WAKE`].
+fn force_unlock_wakes_a_waiter<H: Kind, W: Kind>(
+    clients: &Clients,
+    (held, field_suffix): (fn(&Client) -> Lock<H>, &'static str),
+    waited: fn(&Client) -> Lock<W>,
+    settle: impl Fn() -> bool,
+) {
+    let h = clients.holder.clone();
+    let holder = hold(move || {
+        let g = held(&h).lock().expect("lock");
+        (
+            format!("{}{field_suffix}", h.owner_field()),
+            Box::new(g) as Box<dyn Any>,
+        )
+    });
+    let w = clients.waiter.clone();
+    force_unlock_wakes(
+        holder,
+        move || drop(waited(&w).lock().expect("waiter")),
+        settle,
+        |field| {
+            held(&clients.admin)
+                .force_unlock_owned_by(field)
+                .expect("force")
+        },
+    );
+}
+
 #[test]
 fn force_unlock_by_the_owner_wakes_a_waiter_of_every_kind() {
     let server = RedisServer::start();
-    let holder_client = Client::open(server.url()).expect("client");
-    let waiter_client = Client::open(server.url()).expect("client");
-    let admin = Client::open(server.url()).expect("client");
-    let subscribed = |server: &RedisServer, channel: &str| {
+    let clients = Clients {
+        holder: server.client(),
+        waiter: server.client(),
+        admin: server.client(),
+    };
+    let subscribed = |channel: &str| {
         let n: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
         matches!(n.get(1), Some(redis::Value::Int(1)))
     };
 
     // Reentrant.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.lock("k").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.lock("k").lock().expect("waiter")),
-        || subscribed(&server, "redisson_lock__channel:{k}"),
-        |field| admin.lock("k").force_unlock_owned_by(field).expect("force"),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.lock("k"), ""),
+        |c| c.lock("k"),
+        || subscribed("redisson_lock__channel:{k}"),
     );
 
     // Fair: the head is woken on its own channel.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.fair_lock("fk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.fair_lock("fk").lock().expect("waiter")),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.fair_lock("fk"), ""),
+        |c| c.fair_lock("fk"),
         || server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{fk}"]) == 1,
-        |field| {
-            admin
-                .fair_lock("fk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
     );
 
     // Write side: a reader wakes on message 1.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.read_write_lock("wk").write_lock().lock().expect("lock");
-        (
-            format!("{}:write", h.owner_field()),
-            Box::new(g) as Box<dyn Any>,
-        )
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.read_write_lock("wk").read_lock().lock().expect("waiter")),
-        || subscribed(&server, "redisson_rwlock:{wk}"),
-        |field| {
-            admin
-                .read_write_lock("wk")
-                .write_lock()
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.read_write_lock("wk").write_lock(), ":write"),
+        |c| c.read_write_lock("wk").read_lock(),
+        || subscribed("redisson_rwlock:{wk}"),
     );
 
     // Read side: a writer wakes on message 0.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.read_write_lock("rk").read_lock().lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.read_write_lock("rk").write_lock().lock().expect("waiter")),
-        || subscribed(&server, "redisson_rwlock:{rk}"),
-        |field| {
-            admin
-                .read_write_lock("rk")
-                .read_lock()
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.read_write_lock("rk").read_lock(), ""),
+        |c| c.read_write_lock("rk").write_lock(),
+        || subscribed("redisson_rwlock:{rk}"),
     );
 
     // Spin: no message, the waiter polls (at most 128 ms apart).
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.spin_lock("sk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.spin_lock("sk").lock().expect("waiter")),
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.spin_lock("sk"), ""),
+        |c| c.spin_lock("sk"),
         || true,
-        |field| {
-            admin
-                .spin_lock("sk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
     );
 
     // Fenced: the reentrant channel; the token stays.
-    let h = holder_client.clone();
-    let held = hold(move || {
-        let g = h.fenced_lock("tk").lock().expect("lock");
-        (h.owner_field(), Box::new(g) as Box<dyn Any>)
-    });
-    let w = waiter_client.clone();
-    force_unlock_wakes(
-        held,
-        move || drop(w.fenced_lock("tk").lock().expect("waiter")),
-        || subscribed(&server, "redisson_lock__channel:{tk}"),
-        |field| {
-            admin
-                .fenced_lock("tk")
-                .force_unlock_owned_by(field)
-                .expect("force")
-        },
+    force_unlock_wakes_a_waiter(
+        &clients,
+        (|c| c.fenced_lock("tk"), ""),
+        |c| c.fenced_lock("tk"),
+        || subscribed("redisson_lock__channel:{tk}"),
     );
-    assert_eq!(admin.inspect("tk").expect("inspect").token, Some(2));
+    assert_eq!(clients.admin.inspect("tk").expect("inspect").token, Some(2));
 }
 
 #[test]
 fn force_unlock_of_own_lock_marks_the_guard_lost() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.lock("own");
     let guard = lock.lock().expect("lock");
     assert!(
@@ -616,9 +571,7 @@ fn force_unlock_of_own_lock_marks_the_guard_lost() {
 #[test]
 fn cluster_inspect_scan_and_guarded_force_unlock() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     let other = Client::cluster_builder(cluster.urls())
         .build()
         .expect("cluster client");
@@ -693,8 +646,7 @@ fn cluster_inspect_scan_and_guarded_force_unlock() {
 #[cfg(feature = "serde")]
 #[test]
 fn lock_info_serialises_to_the_versioned_json_shape() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let _g = client
         .read_write_lock("j")
         .write_lock()

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
 use support::assert_waiting;
-use support::cluster::{Cluster, Node};
+use support::cluster::Node;
 use support::eventually;
-use support::java::{JavaDriver, Redisson, for_each_redisson_version};
+use support::java::{Redisson, for_each_redisson_version, start_cluster};
 use support::state::channel;
 use support::waiter::Waiter;
 
@@ -32,28 +32,12 @@ for_each_redisson_version!(
     fair_write_and_fenced_locks_wake_across_languages,
 );
 
-fn start(redisson: Redisson) -> (&'static Cluster, JavaDriver, Client) {
-    let cluster = Cluster::shared();
-    let seeds = format!("cluster:{}", cluster.urls().join(","));
-    let java = JavaDriver::start(redisson, &seeds, Duration::from_secs(30));
-    java.warm_up();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
-    (cluster, java, client)
-}
-
-fn shard_subscribers(node: &Node, channel: &str) -> i64 {
-    let reply: (String, i64) = node.cmd(&["PUBSUB", "SHARDNUMSUB", channel]);
-    reply.1
-}
-
 fn prefix(redisson: Redisson, scenario: &str) -> String {
     format!("{scenario}-{}-", redisson.version())
 }
 
 fn rust_unlock_wakes_java_waiters_on_every_master(redisson: Redisson) {
-    let (cluster, java, client) = start(redisson);
+    let (cluster, java, client) = start_cluster(redisson);
     for name in cluster.names_on_different_masters(&prefix(redisson, "r2j"), 3) {
         let owner = cluster.owner(&name);
         let guard = client.lock(&name).lock().expect("lock");
@@ -61,10 +45,9 @@ fn rust_unlock_wakes_java_waiters_on_every_master(redisson: Redisson) {
         assert!(!reply.value::<bool>(0), "Java took a lock Rust holds");
         java.send("j2", &format!("lock {name}"));
         assert!(
-            eventually(Duration::from_secs(10), || shard_subscribers(
-                owner,
-                &channel(&name)
-            ) == 1),
+            eventually(Duration::from_secs(10), || owner
+                .shard_subscribers(&channel(&name))
+                == 1),
             "the Java waiter never SSUBSCRIBEd on the slot's master"
         );
         java.assert_kept_out("j2", Duration::from_millis(100));
@@ -79,7 +62,7 @@ fn rust_unlock_wakes_java_waiters_on_every_master(redisson: Redisson) {
 }
 
 fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
-    let (cluster, java, client) = start(redisson);
+    let (cluster, java, client) = start_cluster(redisson);
     for name in cluster.names_on_different_masters(&prefix(redisson, "j2r"), 3) {
         let owner = cluster.owner(&name);
         java.ok("j", &format!("lock {name}"));
@@ -88,7 +71,7 @@ fn java_unlock_wakes_rust_waiters_on_every_master(redisson: Redisson) {
         assert!(
             eventually(Duration::from_secs(10), || client.diagnostics().waiters
                 == 1
-                && shard_subscribers(owner, &channel(&name)) == 1),
+                && owner.shard_subscribers(&channel(&name)) == 1),
             "the Rust waiter never SSUBSCRIBEd on the slot's master"
         );
         let released = Instant::now();
@@ -109,7 +92,7 @@ fn shard_channels(node: &Node, name: &str) -> usize {
 /// lock's channel) and the fenced lock: a Rust unlock wakes a Java waiter
 /// and a Java unlock wakes a Rust waiter, within 200 ms, on sharded pub/sub.
 fn fair_write_and_fenced_locks_wake_across_languages(redisson: Redisson) {
-    let (cluster, java, client) = start(redisson);
+    let (cluster, java, client) = start_cluster(redisson);
     macro_rules! both_ways {
         ($java_type:literal, $rust_lock:expr) => {{
             let name = format!("{}{}", prefix(redisson, "family"), $java_type);

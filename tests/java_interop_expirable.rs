@@ -10,8 +10,9 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, PermitId};
-use support::java::{Redisson, for_each_redisson_version, start};
+use redisson_lock::{PermitExpirableSemaphore, PermitId};
+use support::RedisServer;
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_client};
 
 for_each_redisson_version!(
     java_permit_is_read_renewed_and_released_from_rust,
@@ -20,10 +21,18 @@ for_each_redisson_version!(
     a_rust_release_wakes_a_java_acquire,
 );
 
+/// A fresh server, a warmed-up Redisson driver on it, and the permit expirable semaphore
+/// `name` of a Rust client of the same server.
+fn start_with_permit_expirable_semaphore(
+    redisson: Redisson,
+    name: &str,
+) -> (RedisServer, JavaDriver, PermitExpirableSemaphore) {
+    let (server, java, client) = start_with_client(redisson);
+    (server, java, client.permit_expirable_semaphore(name))
+}
+
 fn java_permit_is_read_renewed_and_released_from_rust(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.permit_expirable_semaphore("jp1");
+    let (_server, java, sem) = start_with_permit_expirable_semaphore(redisson, "jp1");
     assert!(java.flag("j", "pes.trySetPermits jp1 2"));
     let id: String = java.ok("j", "pes.acquire jp1 5000").value(0);
     assert_eq!(id.len(), 32);
@@ -44,9 +53,7 @@ fn java_permit_is_read_renewed_and_released_from_rust(redisson: Redisson) {
 }
 
 fn rust_permit_is_read_renewed_and_released_from_java(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.permit_expirable_semaphore("jp2");
+    let (_server, java, sem) = start_with_permit_expirable_semaphore(redisson, "jp2");
     assert!(sem.try_set_permits(2).expect("set"));
     let id = sem
         .acquire(Some(Duration::from_secs(5)))
@@ -75,9 +82,7 @@ fn rust_permit_is_read_renewed_and_released_from_java(redisson: Redisson) {
 }
 
 fn expired_permits_come_back_to_the_other_language(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.permit_expirable_semaphore("jp3");
+    let (_server, java, sem) = start_with_permit_expirable_semaphore(redisson, "jp3");
     assert!(sem.try_set_permits(1).expect("set"));
 
     // Java's permit expires; the Rust waiter's hint wakes it.
@@ -101,9 +106,7 @@ fn expired_permits_come_back_to_the_other_language(redisson: Redisson) {
 }
 
 fn a_rust_release_wakes_a_java_acquire(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.permit_expirable_semaphore("jp4");
+    let (_server, java, sem) = start_with_permit_expirable_semaphore(redisson, "jp4");
     assert!(sem.try_set_permits(1).expect("set"));
     let held = sem.acquire(None).expect("held");
     // Permanent: Java's acquire() has no timer, only the message.

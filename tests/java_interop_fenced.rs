@@ -11,7 +11,7 @@ use redisson_lock::{Fenced, LockGuard};
 
 use support::actor::{RustThread, last};
 use support::java::{Redisson, for_each_redisson_version, start_with_client};
-use support::state::assert_held_elsewhere;
+use support::state::{assert_held_elsewhere, lock_twice};
 
 /// How soon a waiter must get a lock after its holder releases it: woken
 /// by the unlock message, not by sleeping out a 30 s TTL.
@@ -35,8 +35,7 @@ fn interleaved_java_and_rust_tokens_strictly_increase(redisson: Redisson) {
         tokens.push(java.ok("j", "lockToken fenced/f1").value(0));
         java.ok("j", "unlock fenced/f1");
         java.ok("j", "unlock fenced/f1");
-        let outer = lock.lock().expect("lock");
-        let inner = lock.lock().expect("reentry");
+        let (outer, inner) = lock_twice(&lock);
         tokens.extend([outer.token(), inner.token()]);
         drop(inner);
         drop(outer);

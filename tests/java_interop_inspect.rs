@@ -8,10 +8,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, HolderSide, LockKind, RwMode};
+use redisson_lock::{HolderSide, LockKind, RwMode};
 use support::RedisServer;
 use support::eventually;
-use support::java::{Redisson, for_each_redisson_version, start};
+use support::java::{Redisson, for_each_redisson_version, start_with_client};
+use support::state::WRITE_LOCKED;
 
 for_each_redisson_version!(
     inspect_a_java_reentrant_lock_held_twice,
@@ -31,8 +32,7 @@ fn queued(server: &RedisServer, name: &str, n: i64) {
 }
 
 fn inspect_a_java_reentrant_lock_held_twice(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (_server, java, client) = start_with_client(redisson);
     let field = java.owner_field("j");
     java.ok("j", "lock r");
     java.ok("j", "lock r");
@@ -50,8 +50,7 @@ fn inspect_a_java_reentrant_lock_held_twice(redisson: Redisson) {
 }
 
 fn inspect_a_java_fair_lock_with_a_java_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = java.owner_field("h");
     let waiter = java.owner_field("w");
     java.ok("h", "lock fair/f");
@@ -77,8 +76,7 @@ fn inspect_a_java_fair_lock_with_a_java_waiter(redisson: Redisson) {
 }
 
 fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let (r1, r2) = (java.owner_field("r1"), java.owner_field("r2"));
     java.ok("r1", "lock read/rw");
     java.ok("r2", "lock read/rw");
@@ -104,12 +102,7 @@ fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
     let writer = java.owner_field("w");
     java.ok("w", "lock write/rw2");
     let info = client.inspect("rw2").expect("inspect");
-    assert_eq!(
-        info.kind,
-        LockKind::ReadWrite {
-            mode: RwMode::Write
-        }
-    );
+    assert_eq!(info.kind, WRITE_LOCKED);
     assert_eq!(info.holders.len(), 1);
     assert_eq!(info.holders[0].side, HolderSide::Write);
     assert_eq!(info.holders[0].field(), format!("{writer}:write"));
@@ -118,8 +111,7 @@ fn inspect_java_readers_and_a_java_writer(redisson: Redisson) {
 }
 
 fn guarded_force_unlock_of_a_java_fair_lock_wakes_the_java_waiter(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let holder = java.owner_field("h");
     java.owner_field("w");
     java.ok("h", "lock fair/ff");

@@ -13,14 +13,14 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, CountDownLatch};
 use support::RedisServer;
-use support::cluster::{Cluster, calls};
-use support::java::{JavaDriver, Redisson, for_each_redisson_version, start};
+use support::cluster::calls;
+use support::java::{JavaDriver, Redisson, for_each_redisson_version};
+use support::java::{start_cluster, start_with_client};
+use support::sync::{latch_waiter as rust_waiter, woken_within};
 
 /// A publish-driven wake-up, far below the Rust side's 3 s safety re-poll:
 /// a functional bound (round trips, the driver's reply pipe), not a speed
@@ -57,16 +57,6 @@ fn await_subscribers(server: &RedisServer, name: &str, n: i64) {
     thread::sleep(Duration::from_millis(200));
 }
 
-fn rust_waiter(latch: &CountDownLatch) -> mpsc::Receiver<Instant> {
-    let latch = latch.clone();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        latch.wait().expect("wait");
-        let _ = tx.send(Instant::now());
-    });
-    rx
-}
-
 fn java_count(java: &JavaDriver, name: &str) -> i64 {
     java.ok("k", &format!("latch.getCount {name}")).value(0)
 }
@@ -74,8 +64,7 @@ fn java_count(java: &JavaDriver, name: &str) -> i64 {
 /// Java sets 2 and counts down twice; the Rust waiter stays blocked at 1
 /// and returns within a second of the count-down to 0.
 fn java_count_down_to_zero_wakes_a_rust_wait(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let latch = client.count_down_latch("jl-wake");
     assert!(java.flag("k", "latch.trySetCount jl-wake 2"));
     assert_eq!(latch.count().expect("count"), 2);
@@ -90,20 +79,15 @@ fn java_count_down_to_zero_wakes_a_rust_wait(redisson: Redisson) {
     );
     let sent = Instant::now();
     java.ok("k", "latch.countDown jl-wake");
-    let at = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("Java's count-down to 0 never woke the Rust waiter");
-    let took = at.saturating_duration_since(sent);
+    let took = woken_within(&rx, sent, PROMPT, "Java's count-down to 0");
     eprintln!("{}: Java countDown -> Rust wait() {took:?}", java.version);
-    assert!(took < PROMPT, "took {took:?}");
     assert_eq!(latch.count().expect("count"), 0);
 }
 
 /// Rust sets 2; a Java `await()` with no timeout blocks; Rust counts down
 /// twice; the Java thread returns within a second of the second.
 fn rust_count_down_to_zero_wakes_a_java_await_without_timeout(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let latch = client.count_down_latch("jl-await");
     assert!(latch.try_set_count(2).expect("set"));
     assert_eq!(java_count(&java, "jl-await"), 2);
@@ -117,21 +101,14 @@ fn rust_count_down_to_zero_wakes_a_java_await_without_timeout(redisson: Redisson
     );
     let sent = Instant::now();
     latch.count_down().expect("1 -> 0");
-    let reply = java
-        .try_recv("j", Duration::from_secs(10))
-        .expect("Rust's count-down to 0 never woke Java's await()");
-    assert!(reply.ok, "{}", reply.line);
-    let took = reply.at.saturating_duration_since(sent);
-    eprintln!("{}: Rust count_down -> Java await() {took:?}", java.version);
-    assert!(took < PROMPT, "took {took:?}");
+    java.java_woken("j", sent, PROMPT, "Rust count_down -> Java await()");
     assert_eq!(java_count(&java, "jl-await"), 0);
 }
 
 /// `trySetCount` is refused on either side while the other's count is
 /// set, and each side reads the other's count and count-downs.
 fn counts_set_on_either_side_read_the_same_on_the_other(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let latch = client.count_down_latch("jl-count");
     assert!(java.flag("k", "latch.trySetCount jl-count 5"));
     assert_eq!(latch.count().expect("count"), 5);
@@ -160,8 +137,7 @@ fn counts_set_on_either_side_read_the_same_on_the_other(redisson: Redisson) {
 /// re-reads the count, now 0), `await()` stays blocked until a later
 /// count-down to 0 (here: Rust sets 1 and counts it down).
 fn rust_delete_releases_rust_waiters_but_strands_java_ones(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
+    let (server, java, client) = start_with_client(redisson);
     let latch = client.count_down_latch("jl-del");
     assert!(latch.try_set_count(1).expect("set"));
 
@@ -178,11 +154,7 @@ fn rust_delete_releases_rust_waiters_but_strands_java_ones(redisson: Redisson) {
 
     let deleted_at = Instant::now();
     assert!(latch.delete().expect("delete"));
-    let at = rust
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the Rust waiter was not released by the delete");
-    let took = at.saturating_duration_since(deleted_at);
-    assert!(took < PROMPT, "Rust waiter released after {took:?}");
+    woken_within(&rust, deleted_at, PROMPT, "the delete");
 
     // Java's timed await: stranded until its time runs out, then `true`.
     let reply = java
@@ -210,23 +182,8 @@ fn rust_delete_releases_rust_waiters_but_strands_java_ones(redisson: Redisson) {
     assert!(latch.try_set_count(1).expect("set again"));
     let sent = Instant::now();
     latch.count_down().expect("1 -> 0");
-    let reply = java
-        .try_recv("j2", Duration::from_secs(10))
-        .expect("Java's await() stayed stranded after a count-down to 0");
-    assert!(reply.ok, "{}", reply.line);
-    let took = reply.at.saturating_duration_since(sent);
-    assert!(took < PROMPT, "took {took:?}");
-}
-
-fn start_cluster(redisson: Redisson) -> (&'static Cluster, JavaDriver, Client) {
-    let cluster = Cluster::shared();
-    let seeds = format!("cluster:{}", cluster.urls().join(","));
-    let java = JavaDriver::start(redisson, &seeds, Duration::from_secs(30));
-    java.warm_up();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
-    (cluster, java, client)
+    let what = "a count-down to 0 after the delete -> Java await()";
+    java.java_woken("j2", sent, PROMPT, what);
 }
 
 /// For a name on each master: a Java count-down to 0 wakes a Rust
@@ -237,48 +194,37 @@ fn cluster_count_downs_to_zero_wake_the_other_side_through_spublish(redisson: Re
     let prefix = format!("jl-cluster-{}-", redisson.version());
     for name in cluster.names_on_different_masters(&prefix, 3) {
         let owner = cluster.owner(&name);
-        let shard_subscribers = || {
-            let reply: (String, i64) = owner.cmd(&["PUBSUB", "SHARDNUMSUB", &channel(&name)]);
-            reply.1
+        // Waits for `who` to SSUBSCRIBE on the slot's master, `settle` more
+        // for it to park; then the master's SPUBLISH and PUBLISH counts.
+        let subscribed = |who: &str, settle: Duration| {
+            assert!(
+                support::eventually(Duration::from_secs(10), || owner
+                    .shard_subscribers(&channel(&name))
+                    >= 1),
+                "{name}: {who} never SSUBSCRIBEd on its slot's master"
+            );
+            thread::sleep(settle);
+            (calls(owner, "spublish"), calls(owner, "publish"))
         };
         let latch = client.count_down_latch(name.as_str());
 
         // Java -> Rust.
         assert!(java.flag("k", &format!("latch.trySetCount {name} 1")));
         let rx = rust_waiter(&latch);
-        assert!(
-            support::eventually(Duration::from_secs(10), || shard_subscribers() >= 1),
-            "{name}: the Rust waiter never SSUBSCRIBEd on its slot's master"
-        );
-        thread::sleep(Duration::from_millis(200));
-        let (spublish, publish) = (calls(owner, "spublish"), calls(owner, "publish"));
+        let (spublish, publish) = subscribed("the Rust waiter", Duration::from_millis(200));
         let sent = Instant::now();
         java.ok("k", &format!("latch.countDown {name}"));
-        let at = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("Java's count-down never woke the Rust waiter");
-        let took = at.saturating_duration_since(sent);
-        assert!(took < PROMPT, "{name}: Java -> Rust took {took:?}");
+        woken_within(&rx, sent, PROMPT, &format!("{name}: Java -> Rust"));
         assert_eq!(calls(owner, "spublish"), spublish + 1, "{name}: Java");
         assert_eq!(calls(owner, "publish"), publish, "{name}: Java");
 
         // Rust -> Java.
         assert!(latch.try_set_count(1).expect("set"));
         java.send("j", &format!("latch.await {name}"));
-        assert!(
-            support::eventually(Duration::from_secs(10), || shard_subscribers() >= 1),
-            "{name}: Java's await() never SSUBSCRIBEd on its slot's master"
-        );
-        thread::sleep(Duration::from_millis(300));
-        let (spublish, publish) = (calls(owner, "spublish"), calls(owner, "publish"));
+        let (spublish, publish) = subscribed("Java's await()", Duration::from_millis(300));
         let sent = Instant::now();
         latch.count_down().expect("count down");
-        let reply = java
-            .try_recv("j", Duration::from_secs(10))
-            .expect("Rust's count-down never woke Java's await()");
-        assert!(reply.ok, "{}", reply.line);
-        let took = reply.at.saturating_duration_since(sent);
-        assert!(took < PROMPT, "{name}: Rust -> Java took {took:?}");
+        java.java_woken("j", sent, PROMPT, &format!("{name}: Rust -> Java"));
         assert_eq!(calls(owner, "spublish"), spublish + 1, "{name}: Rust");
         assert_eq!(calls(owner, "publish"), publish, "{name}: Rust");
     }

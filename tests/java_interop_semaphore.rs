@@ -8,12 +8,13 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
-use support::java::{Redisson, for_each_redisson_version, start};
+use redisson_lock::Semaphore;
+use support::RedisServer;
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start_with_client};
+use support::sync::permit_waiter;
 
 /// Far under any fallback: a wake-up this fast came from the message.
 const WAKE_BOUND: Duration = Duration::from_millis(2000);
@@ -26,10 +27,15 @@ for_each_redisson_version!(
     rust_threads_and_java_actors_never_exceed_the_permits,
 );
 
+/// A fresh server, a warmed-up Redisson driver on it, and the semaphore
+/// `name` of a Rust client of the same server.
+fn start_with_semaphore(redisson: Redisson, name: &str) -> (RedisServer, JavaDriver, Semaphore) {
+    let (server, java, client) = start_with_client(redisson);
+    (server, java, client.semaphore(name))
+}
+
 fn each_side_reads_what_the_other_writes(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.semaphore("ji-s0");
+    let (server, java, sem) = start_with_semaphore(redisson, "ji-s0");
 
     assert!(java.flag("j", "sem.trySetPermits ji-s0 4"));
     assert!(!sem.try_set_permits(9).expect("try_set"));
@@ -57,6 +63,7 @@ fn each_side_reads_what_the_other_writes(redisson: Redisson) {
 
     // A Rust try_set with a TTL is a plain SET PX: Java (3.24.3 included)
     // uses the semaphore all the same.
+    let client = server.client();
     let ttl = client.semaphore("ji-s0-ttl");
     assert!(
         ttl.try_set_permits_with_ttl(2, Duration::from_secs(60))
@@ -82,9 +89,7 @@ fn each_side_reads_what_the_other_writes(redisson: Redisson) {
 }
 
 fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.semaphore("ji-s1");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s1");
 
     java.send("j", "sem.acquire ji-s1 2");
     thread::sleep(Duration::from_millis(800));
@@ -99,30 +104,14 @@ fn java_acquire_without_timeout_is_woken_by_a_rust_release(redisson: Redisson) {
     );
     let released = Instant::now();
     sem.release(1).expect("release 1 more");
-    let reply = java
-        .try_recv("j", Duration::from_secs(20))
-        .expect("Java's acquire() was never woken by the Rust release");
-    assert!(reply.ok, "{}", reply.line);
-    let took = reply.at.saturating_duration_since(released);
-    eprintln!("{}: Rust release -> Java acquire {took:?}", java.version);
-    assert!(took < WAKE_BOUND, "took {took:?}");
+    java.java_woken("j", released, WAKE_BOUND, "Rust release -> Java acquire");
     assert_eq!(sem.available_permits().expect("available"), 0);
 }
 
 fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.semaphore("ji-s2");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s2");
 
-    let (tx, rx) = mpsc::channel();
-    {
-        let sem = sem.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(3).expect("acquire 3");
-            tx.send(Instant::now()).expect("send");
-            permits.forget();
-        });
-    }
+    let rx = permit_waiter(&sem, 3);
     thread::sleep(Duration::from_millis(300));
     java.ok("j", "sem.release ji-s2 1");
     java.ok("j", "sem.addPermits ji-s2 1");
@@ -132,18 +121,13 @@ fn rust_acquire_is_woken_by_java_releases(redisson: Redisson) {
     );
     java.ok("j", "sem.release ji-s2 1");
     let released = Instant::now();
-    let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-    let took = at.saturating_duration_since(released);
-    eprintln!("{}: Java release -> Rust acquire {took:?}", java.version);
-    assert!(took < WAKE_BOUND, "took {took:?}");
+    java.rust_woken(&rx, released, WAKE_BOUND, "Java release -> Rust acquire");
     let java_count: i64 = java.ok("j", "sem.availablePermits ji-s2").value(0);
     assert_eq!(java_count, 0);
 }
 
 fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.semaphore("ji-s3");
+    let (_server, java, sem) = start_with_semaphore(redisson, "ji-s3");
     let actors = ["j1", "j2", "j3", "j4", "j5"];
     for actor in actors {
         java.send(actor, "sem.acquire ji-s3 1");
@@ -155,12 +139,7 @@ fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
     let released = Instant::now();
     sem.release(5).expect("release 5");
     for actor in actors {
-        let reply = java
-            .try_recv(actor, Duration::from_secs(20))
-            .unwrap_or_else(|| panic!("{actor} never woken by the release of 5"));
-        assert!(reply.ok, "{}", reply.line);
-        let took = reply.at.saturating_duration_since(released);
-        assert!(took < WAKE_BOUND, "{actor} took {took:?}");
+        java.java_woken(actor, released, WAKE_BOUND, "a Rust release of 5");
     }
     assert_eq!(sem.available_permits().expect("available"), 0);
 }
@@ -168,9 +147,7 @@ fn one_rust_release_of_five_wakes_five_java_waiters(redisson: Redisson) {
 fn rust_threads_and_java_actors_never_exceed_the_permits(redisson: Redisson) {
     const PERMITS: i64 = 3;
     const ROUNDS: u32 = 25;
-    let (server, java) = start(redisson);
-    let client = Client::open(server.url()).expect("client");
-    let sem = client.semaphore("ji-s4");
+    let (server, java, sem) = start_with_semaphore(redisson, "ji-s4");
     let occupancy = "ji-s4-holders";
     assert!(sem.try_set_permits(PERMITS as u32).expect("try_set"));
 
@@ -181,12 +158,8 @@ fn rust_threads_and_java_actors_never_exceed_the_permits(redisson: Redisson) {
     let rust: Vec<_> = (0..3)
         .map(|_| {
             let sem = sem.clone();
-            let url = server.url();
+            let mut con = server.con();
             thread::spawn(move || {
-                let mut con = redis::Client::open(url)
-                    .expect("redis client")
-                    .get_connection()
-                    .expect("connection");
                 let mut most = 0;
                 for _ in 0..ROUNDS {
                     let permit = sem.acquire(1).expect("acquire");

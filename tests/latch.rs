@@ -8,14 +8,14 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, CountDownLatch, Error};
+use redisson_lock::{Client, Error};
 use support::RedisServer;
 use support::cluster::{Cluster, calls};
 use support::proxy::{Fault, Proxy};
+use support::sync::{assert_took_ms, latch_waiter as waiter, woken_within};
 
 /// A message-driven wake-up must beat the waiters' 3 s safety re-poll by
 /// far: a functional bound, not a speed target.
@@ -23,17 +23,6 @@ const PROMPT: Duration = Duration::from_secs(1);
 
 fn channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
-}
-
-/// Spawns a thread blocked in `wait()`, reporting when it returned.
-fn waiter(latch: &CountDownLatch) -> mpsc::Receiver<Instant> {
-    let latch = latch.clone();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        latch.wait().expect("wait");
-        let _ = tx.send(Instant::now());
-    });
-    rx
 }
 
 /// Blocks until `client` has a subscription (the waiters are parked).
@@ -48,10 +37,16 @@ fn await_subscribed(client: &Client) {
     thread::sleep(Duration::from_millis(100));
 }
 
+/// Waits until `client` dropped its subscriptions with its last waiter.
+fn unsubscribed(client: &Client) {
+    support::assert_diagnostics(client, Duration::from_secs(5), |d| {
+        d.subscribed_channels == 0
+    });
+}
+
 #[test]
 fn set_count_down_and_read_the_count_as_redisson_does() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let latch = client.count_down_latch("l-basic");
     assert_eq!(latch.name(), "l-basic");
     assert_eq!(latch.count().expect("count"), 0, "missing key reads 0");
@@ -66,9 +61,11 @@ fn set_count_down_and_read_the_count_as_redisson_does() {
     assert_eq!(stored, "3", "a plain decimal string, as Java's");
     let ttl: i64 = server.cmd(&["PTTL", "l-basic"]);
     assert_eq!(ttl, -1, "no TTL");
-    let messages = watch.messages_within(Duration::from_millis(300));
-    assert_eq!(messages.len(), 1, "{messages:?}");
-    assert_eq!(messages[0].payload, "1", "NEW_COUNT_MESSAGE");
+    assert_eq!(
+        watch.payloads_within(Duration::from_millis(300)),
+        ["1"],
+        "NEW_COUNT_MESSAGE"
+    );
 
     assert!(!latch.wait_for(Duration::from_millis(200)).expect("closed"));
     latch.count_down().expect("3 -> 2");
@@ -79,9 +76,11 @@ fn set_count_down_and_read_the_count_as_redisson_does() {
         "only the count-down to 0 publishes"
     );
     latch.count_down().expect("1 -> 0");
-    let messages = watch.messages_within(Duration::from_millis(300));
-    assert_eq!(messages.len(), 1, "{messages:?}");
-    assert_eq!(messages[0].payload, "0", "ZERO_COUNT_MESSAGE");
+    assert_eq!(
+        watch.payloads_within(Duration::from_millis(300)),
+        ["0"],
+        "ZERO_COUNT_MESSAGE"
+    );
     let exists: bool = server.cmd(&["EXISTS", "l-basic"]);
     assert!(!exists, "the count-down to 0 deletes the key");
     assert_eq!(latch.count().expect("count"), 0);
@@ -97,9 +96,7 @@ fn set_count_down_and_read_the_count_as_redisson_does() {
     assert!(latch.try_set_count(2).expect("set"));
     let _ = watch.messages_within(Duration::from_millis(200));
     assert!(latch.delete().expect("delete"));
-    let messages = watch.messages_within(Duration::from_millis(300));
-    assert_eq!(messages.len(), 1, "{messages:?}");
-    assert_eq!(messages[0].payload, "1");
+    assert_eq!(watch.payloads_within(Duration::from_millis(300)), ["1"]);
     assert_eq!(latch.count().expect("count"), 0);
     // Latch operations are plain writes: no WAIT (Redisson's evalWrite).
     assert_eq!(server.command_calls("wait"), 0);
@@ -107,9 +104,8 @@ fn set_count_down_and_read_the_count_as_redisson_does() {
 
 #[test]
 fn count_down_to_zero_wakes_every_rust_waiter_promptly() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
-    let other = Client::open(server.url()).expect("other client");
+    let (server, client) = RedisServer::start_with_client();
+    let other = server.client();
     let latch = client.count_down_latch("l-wake");
     assert!(latch.try_set_count(2).expect("set"));
     let waiters: Vec<_> = (0..3).map(|_| waiter(&latch)).collect();
@@ -128,45 +124,33 @@ fn count_down_to_zero_wakes_every_rust_waiter_promptly() {
     let sent = Instant::now();
     remote.count_down().expect("1 -> 0");
     for rx in &waiters {
-        let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        let took = at.saturating_duration_since(sent);
-        assert!(took < PROMPT, "woken after {took:?}");
+        woken_within(rx, sent, PROMPT, "the count-down to 0");
     }
     assert!(timed.join().expect("timed waiter"), "wait_for saw 0");
-    assert!(
-        support::eventually(Duration::from_secs(5), || client
-            .diagnostics()
-            .subscribed_channels
-            == 0),
-        "the subscription outlived its waiters"
-    );
+    unsubscribed(&client);
 }
 
 #[test]
 fn delete_wakes_rust_waiters_which_recheck_the_count() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let latch = client.count_down_latch("l-del");
     assert!(latch.try_set_count(5).expect("set"));
     let rx = waiter(&latch);
     await_subscribed(&client);
     let sent = Instant::now();
     assert!(
-        Client::open(server.url())
-            .expect("client")
+        server
+            .client()
             .count_down_latch("l-del")
             .delete()
             .expect("delete")
     );
-    let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-    let took = at.saturating_duration_since(sent);
-    assert!(took < PROMPT, "woken by the '1' message after {took:?}");
+    woken_within(&rx, sent, PROMPT, "the delete's '1' message");
 }
 
 #[test]
 fn wait_for_times_out_on_a_closed_latch() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let latch = client.count_down_latch("l-timeout");
     assert!(latch.try_set_count(1).expect("set"));
     let start = Instant::now();
@@ -175,23 +159,15 @@ fn wait_for_times_out_on_a_closed_latch() {
             .wait_for(Duration::from_millis(400))
             .expect("wait_for")
     );
-    let took = start.elapsed();
-    assert!(
-        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
-        "{took:?}"
-    );
+    assert_took_ms(start, 400..3000);
     assert!(!latch.wait_for(Duration::ZERO).expect("one read"));
     assert_eq!(latch.count().expect("count"), 1, "waiting changes nothing");
 }
 
 #[test]
 fn a_count_down_whose_reply_is_lost_is_never_resent() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::builder(proxy.url())
-        .response_timeout(Duration::from_millis(300))
-        .build()
-        .expect("client through the proxy");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client_with_response_timeout(Duration::from_millis(300));
     // Load the script, so that the armed command is the one that runs.
     client
         .count_down_latch("warm-up")
@@ -206,24 +182,13 @@ fn a_count_down_whose_reply_is_lost_is_never_resent() {
         let name = format!("l-lost-{round}");
         let latch = client.count_down_latch(name.as_str());
         assert!(latch.try_set_count(3).expect("set"));
-        let before = proxy.requests_containing(&name);
-        proxy.arm(&name, fault);
-        match latch.count_down() {
-            Err(Error::OutcomeUnknown {
-                operation, name: n, ..
-            }) => {
-                assert_eq!(operation, "count_down");
-                assert_eq!(n, name);
-            }
-            other => panic!("{fault:?}: expected OutcomeUnknown, got {other:?}"),
-        }
-        assert!(!proxy.armed(), "{fault:?}: the count-down never went out");
-        assert_eq!(
-            proxy.requests_containing(&name) - before,
-            1,
-            "{fault:?}: the count-down was sent again"
+        // 900 ms: time for a delayed reply to land.
+        let settle = Duration::from_millis(900);
+        let e = proxy.outcome_unknown((&name, fault), "count_down", settle, || latch.count_down());
+        assert!(
+            matches!(&e, Error::OutcomeUnknown { name: n, .. } if *n == name),
+            "{e:?}"
         );
-        thread::sleep(Duration::from_millis(900)); // a delayed reply lands
         let count: String = server.cmd(&["GET", &name]);
         let expected = if runs { "2" } else { "3" };
         assert_eq!(count, expected, "{fault:?}: decremented exactly once");
@@ -239,8 +204,7 @@ fn a_count_down_whose_reply_is_lost_is_never_resent() {
 
 #[test]
 fn bad_input_and_edge_counts() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let empty = client.count_down_latch("");
     assert!(matches!(empty.count(), Err(Error::InvalidArgument(_))));
     assert!(matches!(empty.count_down(), Err(Error::InvalidArgument(_))));
@@ -288,8 +252,7 @@ fn bad_input_and_edge_counts() {
 
 #[test]
 fn keys_of_the_wrong_type_are_errors() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _: () = server.cmd(&["HSET", "l-hash", "f", "1"]);
     let latch = client.count_down_latch("l-hash");
     let is_wrongtype = |e: &Error| matches!(e, Error::Redis(r) if r.code() == Some("WRONGTYPE"));
@@ -321,9 +284,7 @@ fn keys_of_the_wrong_type_are_errors() {
 #[test]
 fn cluster_count_down_to_zero_wakes_waiters_through_spublish() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     let names = cluster.names_on_different_masters("l-cluster-", 3);
     for name in &names {
         let latch = client.count_down_latch(name.as_str());
@@ -333,30 +294,22 @@ fn cluster_count_down_to_zero_wakes_waiters_through_spublish() {
         await_subscribed(&client);
         let (spublish, publish) = (calls(owner, "spublish"), calls(owner, "publish"));
         let sent = Instant::now();
-        Client::cluster_builder(cluster.urls())
-            .build()
-            .expect("cluster client")
+        cluster
+            .client()
             .count_down_latch(name.as_str())
             .count_down()
             .expect("count down");
-        let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        let took = at.saturating_duration_since(sent);
-        assert!(took < PROMPT, "{name}: woken after {took:?}");
+        woken_within(&rx, sent, PROMPT, name);
         assert_eq!(calls(owner, "spublish"), spublish + 1, "{name}");
         assert_eq!(calls(owner, "publish"), publish, "{name}");
-        assert!(support::eventually(Duration::from_secs(5), || client
-            .diagnostics()
-            .subscribed_channels
-            == 0));
+        unsubscribed(&client);
     }
 }
 
 #[test]
 fn cluster_refuses_names_whose_channel_is_in_another_slot() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     // SYNCHRONIZERS §2.1: key slot 2906, channel slot 5936.
     let name = "{job}:latch";
     assert_ne!(

@@ -57,11 +57,16 @@ fn rival_takes(server: &RedisServer, name: &str) -> Instant {
     }
 }
 
+/// A fresh server, the SHA of its renewal script and a proxy in front of it.
+fn proxied_with_renewal_sha() -> (RedisServer, String, Proxy) {
+    let (server, proxy) = Proxy::with_server();
+    let sha = renewal_script_sha(&server);
+    (server, sha, proxy)
+}
+
 #[test]
 fn a_late_renewal_reply_does_not_hide_a_shorter_reentry_lease() {
-    let server = RedisServer::start();
-    let sha = renewal_script_sha(&server);
-    let proxy = Proxy::start(server.port());
+    let (server, sha, proxy) = proxied_with_renewal_sha();
     let client = support::watchdog_client(&proxy.url(), WATCHDOG);
     let lock = client.lock("renewal-vs-reentry");
     let watched = lock.lock().expect("lock");
@@ -83,9 +88,7 @@ fn a_late_renewal_reply_does_not_hide_a_shorter_reentry_lease() {
 
 #[test]
 fn a_late_renewal_reply_does_not_hide_a_partial_unlock_with_a_shorter_lease() {
-    let server = RedisServer::start();
-    let sha = renewal_script_sha(&server);
-    let proxy = Proxy::start(server.port());
+    let (server, sha, proxy) = proxied_with_renewal_sha();
     let client = support::watchdog_client(&proxy.url(), WATCHDOG);
     let lock = client.lock("renewal-vs-partial-unlock");
     // The explicit-lease hold first, then a watchdog-mode reentry keeps the
@@ -115,9 +118,7 @@ fn a_late_renewal_reply_does_not_hide_a_partial_unlock_with_a_shorter_lease() {
 /// that Redis still holds for us.
 #[test]
 fn renewals_that_race_nothing_keep_the_lock_alive() {
-    let server = RedisServer::start();
-    let sha = renewal_script_sha(&server);
-    let proxy = Proxy::start(server.port());
+    let (server, sha, proxy) = proxied_with_renewal_sha();
     let client = support::watchdog_client(&proxy.url(), Duration::from_millis(900));
     let lock = client.lock("renewed-with-slow-replies");
     let guard = lock.lock().expect("lock");

@@ -10,15 +10,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::Error;
 use support::RedisServer;
 use support::proxy::Proxy;
 
 const AT_ONCE: Duration = Duration::from_millis(100);
-
-fn client(server: &RedisServer) -> Client {
-    server.client()
-}
 
 fn refused<T: std::fmt::Debug>(result: redisson_lock::Result<T>, name: &str) {
     assert!(
@@ -32,8 +28,7 @@ fn refused<T: std::fmt::Debug>(result: redisson_lock::Result<T>, name: &str) {
 /// handle and one with a lease; no command reaches Redis for them.
 #[test]
 fn reentry_is_refused_at_once_through_every_acquire_method() {
-    let server = RedisServer::start();
-    let client = client(&server);
+    let (server, client) = RedisServer::start_with_client();
     let lock = client.non_reentrant_lock("once");
     let guard = lock.lock().expect("lock");
     let before = server.command_calls("evalsha") + server.command_calls("eval");
@@ -62,8 +57,7 @@ fn reentry_is_refused_at_once_through_every_acquire_method() {
 /// would, returns an error instead of waiting for itself forever.
 #[test]
 fn a_reentry_never_deadlocks() {
-    let server = RedisServer::start();
-    let client = client(&server);
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.non_reentrant_lock("self");
     let (done, finished) = mpsc::channel();
     thread::spawn(move || {
@@ -82,8 +76,7 @@ fn a_reentry_never_deadlocks() {
 /// holder and gets the lock when released (woken by the unlock message).
 #[test]
 fn another_thread_of_the_same_client_waits_and_is_woken() {
-    let server = RedisServer::start();
-    let client = client(&server);
+    let (_server, client) = RedisServer::start_with_client();
     let lock = client.non_reentrant_lock("threads");
     let guard = lock.lock().expect("lock");
     let other = lock.clone();

@@ -277,10 +277,7 @@ fn acquire_contention_loss_and_release_are_traced_and_measured() {
     install();
     let server = RedisServer::start();
     let lease = Duration::from_millis(900);
-    let a = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("a");
+    let a = server.watchdog_client(lease);
     let b = Client::open(server.url()).expect("b");
     let name = format!("obs-seq-{}", std::process::id());
     let kind = [("kind", "RedissonLock")];

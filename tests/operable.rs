@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, EventHandler, LockEvent, LostReason};
 use support::proxy::Proxy;
+use support::state::lock_twice;
 use support::{RedisServer, eventually};
 
 /// Every event the handler saw, as `(what, lock name, detail)`.
@@ -161,8 +162,7 @@ fn a_released_lock_is_never_signalled_lost() {
     let events = Recorder::default();
     let client = recorded_client(&server.url(), Duration::from_millis(600), &events);
     let lock = client.lock("kept");
-    let guard = lock.lock().expect("lock");
-    let again = lock.lock().expect("reentry");
+    let (guard, again) = lock_twice(&lock);
     let signal = guard.lost_signal();
     let channel = signal.receiver();
     let before = Instant::now();
@@ -259,10 +259,7 @@ fn a_slow_or_panicking_handler_delays_no_lock_call_and_no_renewal() {
 fn an_owned_guard_is_taken_on_one_thread_and_released_on_another() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(lease)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(lease);
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("job");
     let guard = lock.lock_owned().expect("lock_owned");
@@ -303,8 +300,7 @@ fn an_owned_guard_is_taken_on_one_thread_and_released_on_another() {
 
 #[test]
 fn owned_guards_of_every_kind_exclude_and_release() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let fair = client.fair_lock("owned-fair").lock_owned().expect("fair");
     assert!(
         client

@@ -7,14 +7,14 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::Error;
 use support::RedisServer;
 use support::cluster::{self, Cluster};
 use support::proxy::{Fault, Proxy};
+use support::sync::{assert_took_ms, permit_waiter, woken_within};
 
 /// Well under the waiters' 3 s safety re-poll: a wake-up this fast came
 /// from the message.
@@ -22,10 +22,6 @@ const WAKE_BOUND: Duration = Duration::from_millis(1500);
 
 fn channel(name: &str) -> String {
     format!("redisson_sc:{{{name}}}")
-}
-
-fn payloads(messages: Vec<support::Message>) -> Vec<String> {
-    messages.into_iter().map(|m| m.payload).collect()
 }
 
 fn sha(file: &str) -> String {
@@ -36,8 +32,7 @@ fn sha(file: &str) -> String {
 
 #[test]
 fn every_operation_writes_and_publishes_what_redisson_does() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s1");
     let mut sub = server.subscriber(&[&channel("s1")]);
     let get = |key: &str| server.cmd::<Option<String>>(&["GET", key]);
@@ -51,10 +46,7 @@ fn every_operation_writes_and_publishes_what_redisson_does() {
     assert!(sem.try_set_permits(3).expect("try_set"));
     assert!(!sem.try_set_permits(5).expect("try_set again"));
     assert_eq!(get("s1").as_deref(), Some("3"));
-    assert_eq!(
-        payloads(sub.messages_within(Duration::from_millis(300))),
-        ["3"]
-    );
+    assert_eq!(sub.payloads_within(Duration::from_millis(300)), ["3"]);
 
     sem.add_permits(-5).expect("add -5");
     assert_eq!(sem.available_permits().expect("available"), -2);
@@ -63,7 +55,7 @@ fn every_operation_writes_and_publishes_what_redisson_does() {
     assert!(sem.release_if_exists(1).expect("release_if_exists"));
     assert_eq!(get("s1").as_deref(), Some("6"));
     assert_eq!(
-        payloads(sub.messages_within(Duration::from_millis(300))),
+        sub.payloads_within(Duration::from_millis(300)),
         ["-2", "2", "5", "6"],
         "add publishes the new value even when negative, releases the new total"
     );
@@ -93,10 +85,7 @@ fn every_operation_writes_and_publishes_what_redisson_does() {
     sem.release(4).expect("release recreates");
     assert_eq!(get("s1").as_deref(), Some("4"));
     assert_eq!(server.cmd::<i64>(&["PTTL", "s1"]), -1);
-    assert_eq!(
-        payloads(sub.messages_within(Duration::from_millis(300))),
-        ["4"]
-    );
+    assert_eq!(sub.payloads_within(Duration::from_millis(300)), ["4"]);
 
     // TTLs: try_set with a TTL sets PX; release keeps it; add and drain drop it.
     let ttl = client.semaphore("s1-ttl");
@@ -127,8 +116,7 @@ fn every_operation_writes_and_publishes_what_redisson_does() {
 
 #[test]
 fn permits_go_back_on_drop_and_zero_permits_cost_no_round_trip() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s2");
     assert!(sem.try_set_permits(2).expect("try_set"));
 
@@ -168,49 +156,27 @@ fn permits_go_back_on_drop_and_zero_permits_cost_no_round_trip() {
 
 #[test]
 fn releases_wake_rust_waiters_within_the_message_path() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s3");
 
-    let (tx, rx) = mpsc::channel();
-    for _ in 0..3 {
-        let sem = sem.clone();
-        let tx = tx.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(1).expect("acquire");
-            tx.send(Instant::now()).expect("send");
-            permits.forget();
-        });
-    }
+    let waiters: Vec<_> = (0..3).map(|_| permit_waiter(&sem, 1)).collect();
     thread::sleep(Duration::from_millis(500));
-    assert!(rx.try_recv().is_err(), "acquired from an empty semaphore");
+    for rx in &waiters {
+        assert!(rx.try_recv().is_err(), "acquired from an empty semaphore");
+    }
     let released = Instant::now();
     client.semaphore("s3").release(3).expect("release 3");
-    for _ in 0..3 {
-        let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        assert!(
-            at.duration_since(released) < WAKE_BOUND,
-            "woken after {:?}",
-            at.duration_since(released)
-        );
+    for rx in &waiters {
+        woken_within(rx, released, WAKE_BOUND, "release 3");
     }
     assert_eq!(sem.available_permits().expect("available"), 0);
 }
 
 #[test]
 fn a_multi_permit_waiter_rechecks_after_every_message() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (_server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s4");
-    let (tx, rx) = mpsc::channel();
-    {
-        let sem = sem.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(3).expect("acquire 3");
-            tx.send(Instant::now()).expect("send");
-            permits.forget();
-        });
-    }
+    let rx = permit_waiter(&sem, 3);
     thread::sleep(Duration::from_millis(300));
     for expected in 1..=2 {
         sem.release(1).expect("release 1");
@@ -222,31 +188,20 @@ fn a_multi_permit_waiter_rechecks_after_every_message() {
     }
     let released = Instant::now();
     sem.release(1).expect("third release");
-    let at = rx.recv_timeout(Duration::from_secs(10)).expect("acquired");
-    assert!(at.duration_since(released) < WAKE_BOUND);
+    woken_within(&rx, released, WAKE_BOUND, "the third release");
     assert_eq!(sem.available_permits().expect("available"), 0);
 
     // An add (the same channel, any value) wakes as well.
-    let (tx, rx) = mpsc::channel();
-    {
-        let sem = sem.clone();
-        thread::spawn(move || {
-            let permits = sem.acquire(2).expect("acquire 2");
-            tx.send(Instant::now()).expect("send");
-            permits.forget();
-        });
-    }
+    let rx = permit_waiter(&sem, 2);
     thread::sleep(Duration::from_millis(300));
     let added = Instant::now();
     sem.add_permits(2).expect("add");
-    let at = rx.recv_timeout(Duration::from_secs(10)).expect("acquired");
-    assert!(at.duration_since(added) < WAKE_BOUND);
+    woken_within(&rx, added, WAKE_BOUND, "add");
 }
 
 #[test]
 fn try_acquire_for_waits_its_budget_and_no_more() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s5");
     assert!(sem.try_acquire(1).expect("loads the script").is_none());
 
@@ -270,11 +225,7 @@ fn try_acquire_for_waits_its_budget_and_no_more() {
             .expect("timed")
             .is_none()
     );
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(600) && waited < Duration::from_millis(1100),
-        "waited {waited:?}"
-    );
+    assert_took_ms(started, 600..1100);
 
     let releaser = {
         let sem = sem.clone();
@@ -288,11 +239,7 @@ fn try_acquire_for_waits_its_budget_and_no_more() {
         .try_acquire_for(1, Duration::from_secs(5))
         .expect("timed")
         .expect("released within the wait");
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(250) && waited < Duration::from_millis(1300),
-        "waited {waited:?}"
-    );
+    assert_took_ms(started, 250..1300);
     releaser.join().expect("releaser");
     drop(permits);
     assert_eq!(sem.available_permits().expect("available"), 1);
@@ -300,12 +247,8 @@ fn try_acquire_for_waits_its_budget_and_no_more() {
 
 #[test]
 fn a_lost_reply_is_outcome_unknown_and_never_resent() {
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let client = Client::builder(proxy.url())
-        .response_timeout(Duration::from_millis(300))
-        .build()
-        .expect("client through the proxy");
+    let (server, proxy) = Proxy::with_server();
+    let client = proxy.client_with_response_timeout(Duration::from_millis(300));
     let sem = client.semaphore("s6");
     // Load the scripts first, so that the armed command is the one that runs.
     assert!(sem.try_set_permits(10).expect("try_set"));
@@ -319,39 +262,13 @@ fn a_lost_reply_is_outcome_unknown_and_never_resent() {
         Fault::DropReplyAndClose,
         Fault::DelayReply(Duration::from_millis(600)),
     ] {
-        let sent = proxy.requests_containing(&acquire);
-        proxy.arm(&acquire, fault);
-        let e = sem.try_acquire(2).expect_err("lost reply");
-        assert!(
-            matches!(
-                e,
-                Error::OutcomeUnknown {
-                    operation: "acquire",
-                    ..
-                }
-            ),
-            "{fault:?}: {e:?}"
-        );
-        thread::sleep(Duration::from_millis(400)); // a delayed reply lands
-        assert_eq!(proxy.requests_containing(&acquire), sent + 1, "resent");
+        // 400 ms: time for a delayed reply to land.
+        let settle = Duration::from_millis(400);
+        proxy.outcome_unknown((&acquire, fault), "acquire", settle, || sem.try_acquire(2));
         expected -= 2;
         assert_eq!(get(), expected.to_string(), "{fault:?}: ran once");
 
-        let sent = proxy.requests_containing(&release);
-        proxy.arm(&release, fault);
-        let e = sem.release(3).expect_err("lost reply");
-        assert!(
-            matches!(
-                e,
-                Error::OutcomeUnknown {
-                    operation: "release",
-                    ..
-                }
-            ),
-            "{fault:?}: {e:?}"
-        );
-        thread::sleep(Duration::from_millis(400));
-        assert_eq!(proxy.requests_containing(&release), sent + 1, "resent");
+        proxy.outcome_unknown((&release, fault), "release", settle, || sem.release(3));
         expected += 3;
         assert_eq!(get(), expected.to_string(), "{fault:?}: ran once");
     }
@@ -367,8 +284,7 @@ fn a_lost_reply_is_outcome_unknown_and_never_resent() {
 
 #[test]
 fn bad_input_is_refused_before_any_round_trip() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let sem = client.semaphore("s7");
     let big = i32::MAX as u32 + 1;
     let invalid = |r: Result<(), Error>| matches!(r, Err(Error::InvalidArgument(_)));
@@ -402,8 +318,7 @@ fn bad_input_is_refused_before_any_round_trip() {
 
 #[test]
 fn a_key_of_another_type_is_a_clear_error() {
-    let server = RedisServer::start();
-    let client = Client::open(server.url()).expect("client");
+    let (server, client) = RedisServer::start_with_client();
     let _: () = server.cmd(&["HSET", "s8", "field", "1"]);
     let sem = client.semaphore("s8");
     let wrongtype = |e: Error| assert!(e.to_string().contains("WRONGTYPE"), "{e}");
@@ -426,23 +341,13 @@ fn a_key_of_another_type_is_a_clear_error() {
 #[test]
 fn in_a_cluster_releases_spublish_and_wake_waiters() {
     let cluster = Cluster::shared();
-    let client = Client::cluster_builder(cluster.urls())
-        .build()
-        .expect("cluster client");
+    let client = cluster.client();
     for name in cluster.names_on_different_masters("sem-", 3) {
         let sem = client.semaphore(&name);
         let owner = cluster.owner(&name);
         assert!(sem.try_set_permits(1).expect("try_set"), "{name}");
         let first = sem.acquire(1).expect("acquire");
-        let (tx, rx) = mpsc::channel();
-        {
-            let sem = sem.clone();
-            thread::spawn(move || {
-                let permits = sem.acquire(1).expect("acquire");
-                tx.send(Instant::now()).expect("send");
-                permits.forget();
-            });
-        }
+        let rx = permit_waiter(&sem, 1);
         thread::sleep(Duration::from_millis(500));
         assert!(rx.try_recv().is_err(), "{name}: two holders of one permit");
         let (spublish, publish) = (
@@ -451,12 +356,7 @@ fn in_a_cluster_releases_spublish_and_wake_waiters() {
         );
         let released = Instant::now();
         first.release().expect("release");
-        let at = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
-        assert!(
-            at.duration_since(released) < WAKE_BOUND,
-            "{name}: woken after {:?}",
-            at.duration_since(released)
-        );
+        woken_within(&rx, released, WAKE_BOUND, &name);
         assert_eq!(cluster::calls(owner, "spublish"), spublish + 1, "{name}");
         assert_eq!(cluster::calls(owner, "publish"), publish, "{name}");
         assert_eq!(sem.available_permits().expect("available"), 0);

@@ -83,6 +83,11 @@ fn lock_and_wake_up_through_the_sentinel_master() {
     );
     drop(holder);
     drop(waiter);
+    assert_sentinel_threads_end();
+}
+
+/// Asserts that the Sentinel threads end with their clients (within 3 s).
+fn assert_sentinel_threads_end() {
     assert!(
         support::eventually(Duration::from_secs(3), || {
             support::threads_named("rlock-sentinel") == 0
@@ -126,12 +131,7 @@ fn every_lock_type_locks_excludes_and_wakes_through_the_sentinel_master() {
     assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
     // Gone before the next test: a failover must not reach these clients.
     drop((holder, waiter));
-    assert!(
-        support::eventually(Duration::from_secs(3), || {
-            support::threads_named("rlock-sentinel") == 0
-        }),
-        "the Sentinel threads end with their clients"
-    );
+    assert_sentinel_threads_end();
 }
 
 #[test]

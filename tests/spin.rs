@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
-use support::state::{assert_no_phantom_hold, numsub};
+use support::state::{assert_no_phantom_hold, lock_twice, numsub};
 use support::waiter::Waiter;
 
 fn client(server: &RedisServer) -> Client {
@@ -59,8 +59,7 @@ fn unlock_and_force_unlock_publish_nothing() {
     let mut all = server.psubscriber(&["*"]);
     let lock = client.spin_lock("silent");
 
-    let outer = lock.lock().expect("lock");
-    let inner = lock.lock().expect("reentry");
+    let (outer, inner) = lock_twice(&lock);
     assert_eq!(lock.hold_count().expect("count"), 2);
     inner.unlock().expect("partial release");
     outer.unlock().expect("last release");

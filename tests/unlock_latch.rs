@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redisson_lock::{RequestId, UnlockOutcome};
 use support::RedisServer;
-use support::state::{exists, pttl};
+use support::state::{exists, lock_twice, pttl};
 
 const FOREIGN_FIELD: &str = "5d0b8f7e-1111-4222-8333-444455556666:1";
 
@@ -35,8 +35,7 @@ fn request_ids_are_32_lowercase_hex_digits_and_unique() {
 fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
     let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("latched");
-    let first = lock.lock().expect("lock");
-    let second = lock.lock().expect("reentry");
+    let (first, second) = lock_twice(&lock);
     assert_eq!(lock.hold_count().expect("count"), 2);
 
     let id = RequestId::new();
@@ -127,8 +126,7 @@ fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone()
 fn a_request_id_latch_is_kept_for_its_whole_ttl() {
     let (server, client) = RedisServer::start_with_client();
     let lock = client.lock("kept");
-    let _first = lock.lock().expect("lock");
-    let _second = lock.lock().expect("reentry");
+    let (_first, _second) = lock_twice(&lock);
     let id = RequestId::new();
     assert_eq!(
         lock.unlock_with_request_id(&id).expect("unlock"),
@@ -157,8 +155,7 @@ fn guard_releases_write_no_latch() {
     let mut events = server.psubscriber(&["__keyspace@0__:redisson_unlock_latch:*"]);
     let client = server.client();
     let lock = client.lock("spent");
-    let first = lock.lock().expect("lock");
-    let second = lock.lock().expect("reentry");
+    let (first, second) = lock_twice(&lock);
     second.unlock().expect("partial release");
     first.unlock().expect("final release");
     let seen = events.messages_within(Duration::from_millis(300));

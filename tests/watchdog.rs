@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
-use support::state::{exists, pttl};
+use support::state::{exists, lock_twice, pttl};
 use support::{RedisServer, eventually, logs};
 
 const FOREIGN_FIELD: &str = "c0ffee00-1234-4567-89ab-cdef01234567:5";
@@ -67,8 +67,7 @@ fn watchdog_renews_a_reentered_lock_until_the_last_hold_is_released() {
     let lease = Duration::from_millis(300);
     let client = client(&server, lease);
     let lock = client.lock("reentered");
-    let first = lock.lock().expect("lock");
-    let second = lock.lock().expect("reentry");
+    let (first, second) = lock_twice(&lock);
     second.unlock().expect("partial release");
     thread::sleep(lease * 3);
     assert!(!first.is_lost());
@@ -192,8 +191,7 @@ fn a_panic_in_the_critical_section_releases_the_lock_and_its_registration() {
         let client = client.clone();
         thread::spawn(move || {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                let _outer = lock.lock().expect("lock");
-                let _inner = lock.lock().expect("reentry");
+                let (_outer, _inner) = lock_twice(&lock);
                 assert_eq!(client.diagnostics().registered_holds, 1);
                 panic!("failure inside the critical section");
             }));

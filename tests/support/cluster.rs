@@ -44,6 +44,14 @@ impl Cluster {
         &SHARED
     }
 
+    /// A cluster client of this cluster (every node a seed), with the
+    /// default settings.
+    pub fn client(&self) -> redisson_lock::Client {
+        redisson_lock::Client::cluster_builder(self.urls())
+            .build()
+            .expect("cluster client")
+    }
+
     /// Starts `masters` masters with `replicas` replicas each and waits
     /// until every node reports `cluster_state:ok` and every master's
     /// replicas are listed by every node's `CLUSTER SLOTS`.
@@ -294,6 +302,12 @@ impl Node {
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         self.try_cmd(args)
             .unwrap_or_else(|e| panic!("{args:?} on {}: {e}", self.port))
+    }
+
+    /// Shard subscribers of `channel` on this node (`PUBSUB SHARDNUMSUB`).
+    pub fn shard_subscribers(&self, channel: &str) -> i64 {
+        let reply: (String, i64) = self.cmd(&["PUBSUB", "SHARDNUMSUB", channel]);
+        reply.1
     }
 
     /// `CLUSTER MYID`.

@@ -420,19 +420,18 @@ impl JavaDriver {
         bound: Duration,
         what: &str,
     ) -> Duration {
-        let at = acquired
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{what}: the Rust waiter was not woken"));
-        self.handoff(what, since, at, bound)
+        let handoff = super::sync::woken_within(acquired, since, bound, what);
+        eprintln!("{}: {what} {handoff:?}", self.version);
+        handoff
     }
 
-    /// Waits for `actor`'s reply to the lock command it waits in, asserts it
-    /// is `OK` and came within `bound` of `since` (the Rust release that
-    /// should wake it); `what` names the hand-off in the log and in a failure.
-    /// Returns the reply.
+    /// Waits for `actor`'s reply to the command it waits in (a lock, an
+    /// acquire, an await), asserts it is `OK` and came within `bound` of
+    /// `since` (the Rust release that should wake it); `what` names the
+    /// hand-off in the log and in a failure. Returns the reply.
     pub fn java_woken(&self, actor: &str, since: Instant, bound: Duration, what: &str) -> Reply {
         let reply = self.recv(actor);
-        assert!(reply.ok, "{what}: Java lock failed: `{}`", reply.line);
+        assert!(reply.ok, "{what}: Java's {actor} failed: `{}`", reply.line);
         self.handoff(what, since, reply.at, bound);
         reply
     }
@@ -544,6 +543,22 @@ pub fn start_with_client(
     let (server, java) = start(redisson);
     let client = server.client();
     (server, java, client)
+}
+
+/// The binary's shared 3-master cluster, a warmed-up Redisson driver on it
+/// (Java's watchdog timeout: 30 s) and a Rust cluster client of it.
+pub fn start_cluster(
+    redisson: Redisson,
+) -> (
+    &'static super::cluster::Cluster,
+    JavaDriver,
+    redisson_lock::Client,
+) {
+    let cluster = super::cluster::Cluster::shared();
+    let seeds = format!("cluster:{}", cluster.urls().join(","));
+    let java = JavaDriver::start(redisson, &seeds, Duration::from_secs(30));
+    java.warm_up();
+    (cluster, java, cluster.client())
 }
 
 /// [`start`] with Java's watchdog timeout set to `watchdog`.

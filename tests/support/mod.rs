@@ -13,6 +13,7 @@ pub mod mutex;
 pub mod proxy;
 pub mod sentinel;
 pub mod state;
+pub mod sync;
 pub mod tls;
 #[cfg(feature = "tls-rustls")]
 pub mod tls_topo;
@@ -548,6 +549,14 @@ impl RawSubscriber {
             messages.push(message);
         }
         messages
+    }
+
+    /// The payloads of [`RawSubscriber::messages_within`], in order.
+    pub fn payloads_within(&mut self, window: Duration) -> Vec<String> {
+        self.messages_within(window)
+            .into_iter()
+            .map(|m| m.payload)
+            .collect()
     }
 }
 

@@ -113,6 +113,52 @@ impl Proxy {
         redisson_lock::Client::open(self.url()).expect("client")
     }
 
+    /// A client through the proxy that gives up on a reply after
+    /// `response_timeout`.
+    pub fn client_with_response_timeout(
+        &self,
+        response_timeout: Duration,
+    ) -> redisson_lock::Client {
+        redisson_lock::Client::builder(self.url())
+            .response_timeout(response_timeout)
+            .build()
+            .expect("client through the proxy")
+    }
+
+    /// Runs `call` with `fault` on the next command containing `marker`: it
+    /// must fail with [`redisson_lock::Error::OutcomeUnknown`] for
+    /// `operation`, having sent that command exactly once, and nothing may
+    /// resend it within `settle` (time for a delayed reply to land).
+    /// Returns the error.
+    pub fn outcome_unknown<T: std::fmt::Debug>(
+        &self,
+        (marker, fault): (&str, Fault),
+        operation: &str,
+        settle: Duration,
+        call: impl FnOnce() -> redisson_lock::Result<T>,
+    ) -> redisson_lock::Error {
+        let sent = self.requests_containing(marker);
+        self.arm(marker, fault);
+        let e = call().expect_err("a lost reply or request");
+        assert!(
+            matches!(&e, redisson_lock::Error::OutcomeUnknown { operation: op, .. } if *op == operation),
+            "{fault:?}: expected OutcomeUnknown of {operation}, got {e:?}"
+        );
+        assert!(!self.armed(), "{fault:?}: {operation} never went out");
+        assert_eq!(
+            self.requests_containing(marker),
+            sent + 1,
+            "{fault:?}: sent"
+        );
+        thread::sleep(settle);
+        assert_eq!(
+            self.requests_containing(marker),
+            sent + 1,
+            "{fault:?}: {operation} was sent again"
+        );
+        e
+    }
+
     /// Runs `call` with the reply to the next command containing `marker`
     /// dropped and the connection closed (what a lost reply looks like),
     /// and asserts that the fault hit. Returns what `call` returned.

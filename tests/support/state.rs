@@ -5,9 +5,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::{Kind, Lock};
+use redisson_lock::{Kind, Lock, LockGuard, LockKind, RwMode};
 
 use super::{RedisServer, eventually};
+
+/// What `Client::inspect` reports for a read/write lock held for writing.
+pub const WRITE_LOCKED: LockKind = LockKind::ReadWrite {
+    mode: RwMode::Write,
+};
 
 /// Every field of the hash `key` (empty when the key does not exist).
 pub fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
@@ -90,4 +95,12 @@ pub fn assert_free<K: Kind>(lock: &Lock<K>) {
         .expect("try_lock")
         .expect("the lock is free, and nobody thinks otherwise");
     guard.unlock().expect("unlock");
+}
+
+/// Takes `lock` and enters it again (a reentry): the outer and the inner
+/// guard.
+pub fn lock_twice<K: Kind>(lock: &Lock<K>) -> (LockGuard<K>, LockGuard<K>) {
+    let outer = lock.lock().expect("lock");
+    let inner = lock.lock().expect("reentry");
+    (outer, inner)
 }
