@@ -70,10 +70,15 @@
 //! | `IllegalMonitorStateException`             | [`Error::NotHeld`]                       |
 //! | `redisson.getCountDownLatch(name)`         | [`Client::count_down_latch`] ([`CountDownLatch`]) |
 //! | `redisson.getSemaphore(name)` (`RSemaphore`) | [`Client::semaphore`] ([`Semaphore`], [`SemaphorePermits`]) |
+//! | `redisson.getPermitExpirableSemaphore(name)` | [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], [`ExpirablePermits`]) |
+//! | `lock(leaseTime, unit, threadId)`          | [`Lock::lock_owned`] ([`OwnedLockGuard`]) |
 //!
 //! What Redisson leaves silent this crate reports: a lock whose renewal finds
 //! it gone, or whose lease ran out while Redis was unreachable, marks its
-//! guards [lost](LockGuard::is_lost).
+//! guards [lost](LockGuard::is_lost), and a [`LostSignal`] tells any thread
+//! ([`LockGuard::lost_signal`]); [`ClientBuilder::event_handler`] hears every
+//! lock event of a client; [`Client::inspect`] and [`Client::scan_locks`]
+//! show who holds what, Java's holders included.
 //!
 //! [Redisson]: https://redisson.org
 
