@@ -72,20 +72,17 @@ impl Pool {
         self.get_within(Duration::ZERO)
     }
 
-    /// [`Pool::get`], but a refused connect (or one the server reset before
-    /// it was set up: a server going down as it accepted) is tried again for
-    /// up to `grace`: for a command whose connection just dropped, as when
-    /// the server restarts, which takes it a moment to listen again. Nothing
-    /// was sent on such a connection.
+    /// [`Pool::get`], but a refused connect is tried again for up to
+    /// `grace`: for a command whose connection just dropped, as when the
+    /// server restarts, which takes it a moment to listen again. (A connect
+    /// the server resets, as one at `maxclients` does, is an answer: it is
+    /// reported at once.)
     pub fn get_within(&self, grace: Duration) -> Result<Checkout<'_>> {
         let until = Instant::now() + grace;
         let mut pause = Duration::from_millis(5);
         loop {
             match self.checkout_or_open(true) {
-                Err(e)
-                    if (e.is_connection_refusal() || e.is_connection_dropped())
-                        && Instant::now() + pause < until =>
-                {
+                Err(e) if e.is_connection_refusal() && Instant::now() + pause < until => {
                     std::thread::sleep(pause);
                     pause *= 2;
                 }
