@@ -11,15 +11,13 @@
 //! type's public alias lives in `crate::lock::kinds`.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::ConnectionLike;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::lua::{Invocation, Lua};
-use crate::names;
+use crate::lua::Invocation;
 use replies::unlock_outcome;
 
 /// A `LazyLock<Lua>` of the script `lua/<file>`.
@@ -77,6 +75,7 @@ mod reentrant;
 pub(crate) mod replies;
 pub(crate) mod semaphore;
 mod spin;
+mod unlocking;
 mod write;
 
 pub use fair::Fair;
@@ -89,6 +88,7 @@ pub use reentrant::Reentrant;
 pub use replies::UnlockOutcome;
 pub use spin::Spin;
 pub(crate) use spin::Spinning;
+pub use unlocking::{UnlockScripts, Unlocking};
 pub use write::Write;
 
 /// A lock type of the Redisson family (sealed: implemented by this crate's
@@ -354,150 +354,5 @@ impl AcquireRequest<'_> {
 
     fn resend_flag(&self) -> &'static str {
         if self.resend { "1" } else { "0" }
-    }
-}
-
-/// A type's three unlock scripts.
-pub struct UnlockScripts {
-    /// A guard's release (`request.remaining` holds kept).
-    release: LazyLock<Lua>,
-    /// Redisson's unlock with an unlock latch.
-    unlock: LazyLock<Lua>,
-    /// The force unlock.
-    force: LazyLock<Lua>,
-    /// The force unlock guarded by an owner (this crate's own).
-    force_owned: LazyLock<Lua>,
-}
-
-/// How a type's unlock scripts are called (PROTOCOL §2.2). A release or a
-/// latched unlock sends KEYS `[name, queue?, timeout?, channel?, reader
-/// keys?, latch?]` and ARGV `[message?, lease (not a reader's), field,
-/// now?, publish?, remaining | latch TTL]`; a force unlock sends KEYS `[name,
-/// queue?, timeout?, channel?]` and ARGV `[message?, now?, publish?,
-/// mode?]`.
-pub struct Unlocking<'a> {
-    scripts: &'static UnlockScripts,
-    /// A fair lock's queue and timeout zset: KEYS after the name, and the
-    /// client's clock (ms) in ARGV before `publish`.
-    queue: Option<(&'a str, &'a str)>,
-    /// The channel and the message a release publishes there, with the
-    /// `publish` flag; `None`: no pub/sub at all (the spin lock).
-    channel: Option<(&'a str, &'a str)>,
-    /// A reader's release and latched unlock: KEYS add the thread's marker
-    /// prefix and the lock's key prefix (this) after the channel, ARGV has
-    /// no lease, and a release with holds left replies `{0, ttl}`.
-    reader: Option<&'a str>,
-    /// A read/write lock's force unlock deletes it only in this mode.
-    mode: Option<&'a str>,
-}
-
-impl<'a> Unlocking<'a> {
-    /// Scripts that take the lock's name alone (and the field's arguments).
-    fn new(scripts: &'static UnlockScripts) -> Self {
-        Unlocking {
-            scripts,
-            queue: None,
-            channel: None,
-            reader: None,
-            mode: None,
-        }
-    }
-
-    /// A release publishes `message` on `channel`.
-    fn publishing(self, channel: &'a str, message: &'a str) -> Self {
-        Unlocking {
-            channel: Some((channel, message)),
-            ..self
-        }
-    }
-
-    /// A fair lock's `queue` and `timeout` keys.
-    fn queued(self, queue: &'a str, timeout: &'a str) -> Self {
-        Unlocking {
-            queue: Some((queue, timeout)),
-            ..self
-        }
-    }
-
-    /// A reader of the lock whose key prefix is `key_prefix`.
-    fn reader(self, key_prefix: &'a str) -> Self {
-        Unlocking {
-            reader: Some(key_prefix),
-            ..self
-        }
-    }
-
-    /// A read/write lock force-unlocked only in `mode`.
-    fn in_mode(self, mode: &'a str) -> Self {
-        Unlocking {
-            mode: Some(mode),
-            ..self
-        }
-    }
-
-    /// A release (`last`: the holds kept) or, with `latch`, a latched
-    /// unlock (`last`: the latch's TTL).
-    fn invocation<'s>(
-        &self,
-        script: &'s Lua,
-        request: &ReleaseRequest<'_>,
-        latch: Option<&str>,
-        last: u64,
-    ) -> Invocation<'s> {
-        let mut invocation = self.keys(script, request.name);
-        if let Some(key_prefix) = self.reader {
-            invocation
-                .key(names::rwlock_timeout_prefix(request.name, request.field))
-                .key(key_prefix);
-        }
-        if let Some(latch) = latch {
-            invocation.key(latch);
-        }
-        if let Some((_, message)) = self.channel {
-            invocation.arg(message);
-        }
-        if self.reader.is_none() {
-            invocation.arg(request.lease_ms);
-        }
-        invocation.arg(request.field);
-        self.clock_and_publish(&mut invocation, request.publish);
-        invocation.arg(last);
-        invocation
-    }
-
-    /// A force unlock's call of `script`: KEYS `[name, queue?, timeout?,
-    /// channel?]`, ARGV `[message?, now?, publish?, mode?]`.
-    fn force_invocation<'s>(&self, script: &'s Lua, name: &str, publish: &str) -> Invocation<'s> {
-        let mut invocation = self.keys(script, name);
-        if let Some((_, message)) = self.channel {
-            invocation.arg(message);
-        }
-        self.clock_and_publish(&mut invocation, publish);
-        if let Some(mode) = self.mode {
-            invocation.arg(mode);
-        }
-        invocation
-    }
-
-    /// KEYS `[name, queue?, timeout?, channel?]`.
-    fn keys<'s>(&self, script: &'s Lua, name: &str) -> Invocation<'s> {
-        let mut invocation = script.key(name);
-        if let Some((queue, timeout)) = self.queue {
-            invocation.key(queue).key(timeout);
-        }
-        if let Some((channel, _)) = self.channel {
-            invocation.key(channel);
-        }
-        invocation
-    }
-
-    /// ARGV `now?` (a fair lock's) and `publish?` (a type with a channel's).
-    fn clock_and_publish(&self, invocation: &mut Invocation<'_>, publish: &str) {
-        if self.queue.is_some() {
-            invocation.arg(epoch_millis());
-        }
-        if self.channel.is_some() {
-            invocation.arg(publish);
-        }
     }
 }

@@ -1,0 +1,216 @@
+//! Every hold of one client ([`Registry`]), and the `rlock-deadline`
+//! thread that signals the watched holds' deadlines.
+
+use super::*;
+
+/// The `rlock-deadline` thread: checks the watched holds at each one's
+/// next moment of interest, or when `woken` says the list changed, until
+/// the registry is dropped.
+fn watch_deadlines(watched: &Mutex<Vec<Weak<Hold>>>, woken: &Receiver<()>) {
+    loop {
+        let next = check_watched(watched, Instant::now());
+        let woke = match next {
+            Some(at) => woken.recv_deadline(at).map_err(|e| e.is_disconnected()),
+            None => woken.recv().map_err(|_| true),
+        };
+        if woke == Err(true) {
+            return;
+        }
+    }
+}
+
+/// Checks the watched holds at `now` (marking those past their deadline
+/// lost, raising "expiring"), forgets those that are over, and says when to
+/// look again.
+fn check_watched(watched: &Mutex<Vec<Weak<Hold>>>, now: Instant) -> Option<Instant> {
+    let holds: Vec<Arc<Hold>> = {
+        let mut watched = watched.lock();
+        watched.retain(|hold| hold.upgrade().is_some_and(|hold| !hold.is_over()));
+        watched.iter().filter_map(Weak::upgrade).collect()
+    };
+    let mut next: Option<Instant> = None;
+    for hold in holds {
+        hold.check_expiring(now);
+        if hold.is_lost() {
+            continue;
+        }
+        for at in [Some(hold.valid_until()), hold.expiring_at()]
+            .into_iter()
+            .flatten()
+        {
+            next = Some(next.map_or(at, |next| next.min(at)));
+        }
+    }
+    next
+}
+
+/// Every hold of one client, by lock name.
+pub(crate) struct Registry {
+    /// Keyed by the locks' own names (no copy per acquisition).
+    holds: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>>>,
+    /// The client's event handler's queue, if it has one.
+    events: Option<Events>,
+    /// The client's metrics settings, for each new hold.
+    observe: observe::Settings,
+    /// Holds whose deadline someone listens to (a lost signal's channel, or
+    /// the event handler), watched by the `rlock-deadline` thread.
+    watched: Arc<Mutex<Vec<Weak<Hold>>>>,
+    /// Wakes that thread (started by the first [`Registry::watch`]) when
+    /// `watched` changed; dropping it ends the thread.
+    watcher: OnceLock<Sender<()>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new(None, observe::Settings::default())
+    }
+}
+
+impl Registry {
+    /// An empty registry whose holds raise their events on `events` and
+    /// are observed with `observe`.
+    pub fn new(events: Option<Events>, observe: observe::Settings) -> Self {
+        Registry {
+            holds: Mutex::default(),
+            events,
+            observe,
+            watched: Arc::default(),
+            watcher: OnceLock::new(),
+        }
+    }
+
+    /// Has `hold`'s loss signalled at its deadline (and "expiring" raised
+    /// before it) by the `rlock-deadline` thread, whatever the watchdog is
+    /// doing: no later than the key can have expired. The thread is started
+    /// by the first call and ends with the registry.
+    pub fn watch(&self, hold: &Arc<Hold>) {
+        if hold.watched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.watched.lock().push(Arc::downgrade(hold));
+        let wake = self.watcher.get_or_init(|| {
+            let (wake, woken) = crossbeam_channel::bounded(1);
+            let watched = Arc::clone(&self.watched);
+            let started = std::thread::Builder::new()
+                .name("rlock-deadline".into())
+                .spawn(move || watch_deadlines(&watched, &woken));
+            if let Err(e) = started {
+                log::warn!("redisson-lock: cannot start the deadline thread: {e}");
+            }
+            wake
+        });
+        let _ = wake.try_send(());
+    }
+
+    /// Records a successful acquire sent at `sent` with `lease`. `reentered`
+    /// is the live hold the acquire was sent for (its lease command already
+    /// ended by the caller), joined by this acquisition; without it a new
+    /// hold starts, and any earlier hold of this owner is lost: `replaced`
+    /// says Redis reported it gone. `renewal` is how the watchdog renews a
+    /// new hold.
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquired(
+        &self,
+        name: &Arc<str>,
+        field: &str,
+        kind: &'static str,
+        renewal: Renewal,
+        lease: Duration,
+        renew: bool,
+        sent: Instant,
+        reentered: Option<&Arc<Hold>>,
+    ) -> Arc<Hold> {
+        if let Some(hold) = reentered {
+            hold.count.fetch_add(1, Ordering::AcqRel);
+            hold.renewers.fetch_add(u32::from(renew), Ordering::AcqRel);
+            hold.raise(|lock| Event::Acquired(lock, true));
+            return Arc::clone(hold);
+        }
+        let mut hold = Hold::new(name, field, renewal, renew, sent, lease);
+        hold.kind = kind;
+        hold.events.clone_from(&self.events);
+        hold.observed = HoldObserver::held(&self.observe, kind, name);
+        let hold = Arc::new(hold);
+        hold.raise(|lock| Event::Acquired(lock, false));
+        if self.events.is_some() {
+            self.watch(&hold);
+        }
+        let mut holds = self.holds.lock();
+        let entry = holds.entry(Arc::clone(name)).or_default();
+        entry.retain(|old| {
+            if &*old.field != field {
+                return true;
+            }
+            old.mark_lost(LostReason::Replaced);
+            false
+        });
+        entry.push(Arc::clone(&hold));
+        hold
+    }
+
+    /// Drops one acquisition (`renew`: one taken without an explicit lease);
+    /// `true` when it was the hold's last, which removes it from renewal.
+    pub fn released(&self, hold: &Arc<Hold>, renew: bool) -> bool {
+        if renew {
+            hold.renewers.fetch_sub(1, Ordering::AcqRel);
+        }
+        let last = hold.count.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            self.remove(hold);
+        }
+        last
+    }
+
+    /// This owner's live hold on `name`, if it has one that is not lost.
+    pub fn live(&self, name: &str, field: &str) -> Option<Arc<Hold>> {
+        self.holds.lock().get(name).and_then(|entry| {
+            entry
+                .iter()
+                .find(|hold| &*hold.field == field && !hold.is_lost())
+                .cloned()
+        })
+    }
+
+    /// How many acquisitions a hold counts.
+    pub fn count(hold: &Hold) -> u32 {
+        hold.count.load(Ordering::Acquire)
+    }
+
+    /// The holds on `name` right now.
+    pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
+        self.holds.lock().get(name).cloned().unwrap_or_default()
+    }
+
+    /// Number of holds (one per thread and lock) currently registered.
+    pub fn len(&self) -> usize {
+        self.holds.lock().values().map(Vec::len).sum()
+    }
+
+    /// Stops tracking `hold` (its lease is no longer renewed).
+    pub fn remove(&self, hold: &Arc<Hold>) {
+        let mut holds = self.holds.lock();
+        if let Entry::Occupied(mut entry) = holds.entry(Arc::clone(&hold.name)) {
+            entry.get_mut().retain(|other| !Arc::ptr_eq(other, hold));
+            if entry.get().is_empty() {
+                entry.remove();
+            }
+        }
+    }
+
+    /// The holds the watchdog renews.
+    pub fn renewable(&self) -> Vec<Arc<Hold>> {
+        self.holds
+            .lock()
+            .values()
+            .flatten()
+            .filter(|hold| hold.renews())
+            .cloned()
+            .collect()
+    }
+
+    /// Marks `hold` lost and stops renewing it.
+    pub fn lose(&self, hold: &Arc<Hold>, reason: LostReason) {
+        hold.mark_lost(reason);
+        self.remove(hold);
+    }
+}
