@@ -1,0 +1,244 @@
+//! `redisson-lock run` against real redis-server processes (the library's
+//! tests/support harness: free loopback ports, servers stopped by pid).
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Tmp, alive, bin, epoch_ns, read_ns, spawn_run, wait_exit};
+use support::RedisServer;
+use support::proxy::Proxy;
+
+#[test]
+fn two_runs_at_once_one_runs_the_other_is_busy_or_runs_after() {
+    let server = RedisServer::start();
+    let tmp = Tmp::new("two-runs");
+    let first = spawn_run(
+        &server.url(),
+        &["job", "--", "sh", "-c", &format!("sleep 1.5; date +%s%N > {}", tmp.path("first-end"))],
+    );
+    // The first one holds it once its job is running.
+    assert!(support::eventually(Duration::from_secs(10), || {
+        server.cmd::<i64>(&["EXISTS", "job"]) == 1
+    }));
+    let busy = bin(&server.url())
+        .args(["run", "-n", "job", "--", "touch", &tmp.path("busy-ran")])
+        .status()
+        .expect("run -n");
+    assert_eq!(busy.code(), Some(75), "-n on a busy lock exits 75");
+    assert!(!tmp.exists("busy-ran"), "the busy run must not run its job");
+    let zero = bin(&server.url())
+        .args(["run", "-n", "-E", "0", "job", "--", "true"])
+        .status()
+        .expect("run -n -E 0");
+    assert_eq!(zero.code(), Some(0), "-E 0 makes busy a success");
+    let after = bin(&server.url())
+        .args(["run", "-w", "10", "job", "--", "sh", "-c", &format!("date +%s%N > {}", tmp.path("second-start"))])
+        .status()
+        .expect("run -w");
+    assert_eq!(after.code(), Some(0));
+    assert_eq!(wait_exit(first, Duration::from_secs(10)), Some(0));
+    assert!(
+        read_ns(&tmp.path("second-start")) >= read_ns(&tmp.path("first-end")),
+        "the -w run started before the first job ended"
+    );
+    // The job's own status passes through.
+    let status = bin(&server.url())
+        .args(["run", "job", "--", "sh", "-c", "exit 7"])
+        .status()
+        .expect("run");
+    assert_eq!(status.code(), Some(7));
+}
+
+#[test]
+fn a_holder_cut_off_from_redis_kills_its_job_before_another_host_acquires() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let tmp = Tmp::new("cut-off");
+    let pidfile = tmp.path("child-pid");
+    let first = spawn_run(
+        &proxy.url(),
+        &[
+            "--response-timeout",
+            "500ms",
+            "run",
+            "--watchdog-timeout",
+            "3s",
+            "cut",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {pidfile}; exec sleep 1000"),
+        ],
+    );
+    assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
+    let child: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid");
+    // Another "host" waits for the lock, directly on the server.
+    let second_start = tmp.path("second-start");
+    let second = spawn_run(
+        &server.url(),
+        &["run", "-w", "30", "cut", "--", "sh", "-c", &format!("date +%s%N > {second_start}")],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let cut_at = Instant::now();
+    drop(proxy); // every connection of the first wrapper dropped, new ones refused
+    let mut died_ns = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if died_ns.is_none() && !alive(child) {
+            died_ns = Some(epoch_ns());
+        }
+        if died_ns.is_some() && tmp.exists("second-start") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let died_ns = died_ns.expect("the cut-off holder's job was never killed");
+    let died_after = cut_at.elapsed();
+    assert_eq!(wait_exit(first, Duration::from_secs(10)), Some(124), "the first exits 124");
+    assert_eq!(wait_exit(second, Duration::from_secs(30)), Some(0));
+    let acquired_ns = read_ns(&second_start);
+    assert!(
+        died_ns < acquired_ns,
+        "the first job died {} ms after the second acquired",
+        (died_ns - acquired_ns) / 1_000_000
+    );
+    eprintln!(
+        "job killed {died_after:?} after the cut; second acquired {} ms after the kill",
+        (acquired_ns - died_ns) / 1_000_000
+    );
+}
+
+#[test]
+fn kill_9_of_the_wrapper_kills_the_job_and_the_next_run_acquires_within_a_lease() {
+    let server = RedisServer::start();
+    let tmp = Tmp::new("kill9");
+    let pidfile = tmp.path("child-pid");
+    let mut first = spawn_run(
+        &server.url(),
+        &[
+            "run",
+            "--watchdog-timeout",
+            "3s",
+            "k9",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {pidfile}; exec sleep 1000"),
+        ],
+    );
+    assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
+    let child: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid");
+    first.kill().expect("kill -9 the wrapper");
+    let killed = Instant::now();
+    let _ = first.wait();
+    assert!(
+        support::eventually(Duration::from_secs(2), || !alive(child)),
+        "the job outlived its wrapper"
+    );
+    let status = bin(&server.url())
+        .args(["run", "-w", "10", "k9", "--", "true"])
+        .status()
+        .expect("next run");
+    assert_eq!(status.code(), Some(0));
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_millis(3500),
+        "the next run acquired {took:?} after the kill, more than one lease (3 s)"
+    );
+}
+
+#[test]
+fn a_job_that_backgrounds_leaves_no_process_of_its_group_after_a_loss() {
+    let server = RedisServer::start();
+    let tmp = Tmp::new("group");
+    let pg = tmp.path("pgid");
+    let bg = tmp.path("bg");
+    let run = spawn_run(
+        &server.url(),
+        &[
+            "run",
+            "--watchdog-timeout",
+            "3s",
+            "grp",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {pg}; sleep 1000 & echo $! > {bg}; wait"),
+        ],
+    );
+    assert!(support::eventually(Duration::from_secs(10), || {
+        tmp.exists("bg") && !std::fs::read_to_string(&bg).unwrap_or_default().trim().is_empty()
+    }));
+    let pgid: i32 = std::fs::read_to_string(&pg).expect("pgid").trim().parse().expect("pgid");
+    let sleeper: i32 = std::fs::read_to_string(&bg).expect("bg").trim().parse().expect("bg");
+    // A confirmed loss: the key is deleted behind the holder's back.
+    server.cmd::<i64>(&["DEL", "grp"]);
+    assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(124));
+    assert!(!alive(sleeper), "the background sleep survived the loss");
+    assert!(!common::group_alive(pgid), "a process of the job's group is left");
+}
+
+#[test]
+fn permits_2_with_five_concurrent_runs_never_runs_more_than_two() {
+    let server = RedisServer::start();
+    let tmp = Tmp::new("permits");
+    let log = tmp.path("log");
+    let runs: Vec<_> = (0..5)
+        .map(|_| {
+            spawn_run(
+                &server.url(),
+                &[
+                    "run",
+                    "--permits",
+                    "2",
+                    "-w",
+                    "30",
+                    "pool",
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("echo + >> {log}; sleep 0.4; echo - >> {log}"),
+                ],
+            )
+        })
+        .collect();
+    for run in runs {
+        assert_eq!(wait_exit(run, Duration::from_secs(30)), Some(0));
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    let (mut now, mut max, mut ran) = (0i32, 0i32, 0);
+    for line in text.lines() {
+        match line {
+            "+" => {
+                now += 1;
+                ran += 1;
+            }
+            "-" => now -= 1,
+            _ => {}
+        }
+        max = max.max(now);
+    }
+    assert_eq!(ran, 5, "every run ran its job once");
+    assert!(max <= 2, "{max} jobs ran at once with --permits 2");
+    assert_eq!(max, 2, "two permits should let two jobs overlap");
+}
+
+#[test]
+fn options_that_cannot_meet_the_kill_margin_are_refused() {
+    let server = RedisServer::start();
+    let status = bin(&server.url())
+        .args(["run", "--watchdog-timeout", "3s", "--kill-after", "5s", "m", "--", "true"])
+        .status()
+        .expect("run");
+    assert_eq!(status.code(), Some(64));
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "m"]), 0, "nothing taken");
+    let unreachable = bin("redis://127.0.0.1:1")
+        .args(["inspect", "m"])
+        .status()
+        .expect("inspect");
+    assert_eq!(unreachable.code(), Some(69));
+}
