@@ -211,7 +211,11 @@ pub struct RunArgs {
     pub name: String,
 
     /// The job and its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub job: Vec<OsString>,
 }
 

@@ -201,13 +201,9 @@ pub fn supervise(
     let mut killed = false;
     let status = loop {
         let now = Instant::now();
-        let expiry_guard = valid_until()
-            .checked_sub(schedule.margin)
-            .unwrap_or(now);
+        let expiry_guard = valid_until().checked_sub(schedule.margin).unwrap_or(now);
         if kill_at.is_none() {
-            let term_at = expiry_guard
-                .checked_sub(schedule.kill_after)
-                .unwrap_or(now);
+            let term_at = expiry_guard.checked_sub(schedule.kill_after).unwrap_or(now);
             if now >= term_at {
                 let reason = "renewals stopped succeeding: the lease may run out".to_owned();
                 if verbose {
@@ -231,9 +227,7 @@ pub fn supervise(
         let next = match kill_at {
             Some(at) if !killed => at,
             Some(_) => now + Duration::from_millis(100),
-            None => expiry_guard
-                .checked_sub(schedule.kill_after)
-                .unwrap_or(now),
+            None => expiry_guard.checked_sub(schedule.kill_after).unwrap_or(now),
         };
         let wait = next
             .saturating_duration_since(now)

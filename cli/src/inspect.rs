@@ -61,11 +61,7 @@ pub fn text(info: &LockInfo) -> String {
     };
     line(&mut out, "name", &info.name);
     line(&mut out, "kind", &kind_text(info.kind));
-    line(
-        &mut out,
-        "locked",
-        if info.locked { "yes" } else { "no" },
-    );
+    line(&mut out, "locked", if info.locked { "yes" } else { "no" });
     line(&mut out, "ttl", &ttl_text(info.ttl, info.persistent));
     if let Some(token) = info.token {
         line(&mut out, "token", &token.to_string());
@@ -97,9 +93,7 @@ pub fn text(info: &LockInfo) -> String {
         let remaining = waiter
             .remaining_ms
             .map_or("-".into(), |ms| format!("{ms} ms left"));
-        let deadline = waiter
-            .deadline_ms
-            .map_or("-".into(), |ms| ms.to_string());
+        let deadline = waiter.deadline_ms.map_or("-".into(), |ms| ms.to_string());
         line(
             &mut out,
             "queued",

@@ -66,7 +66,12 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
         ),
         Command::Completions { shell } => {
             let mut command = Cli::command();
-            clap_complete::generate(*shell, &mut command, "redisson-lock", &mut std::io::stdout());
+            clap_complete::generate(
+                *shell,
+                &mut command,
+                "redisson-lock",
+                &mut std::io::stdout(),
+            );
             Ok(0)
         }
     }

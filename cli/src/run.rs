@@ -76,7 +76,10 @@ fn job(args: &RunArgs) -> Result<(OsString, Vec<OsString>), Failure> {
             vec![OsString::from("-c"), OsString::from(shell)],
         )),
         (None, Some((program, rest))) => Ok((program.clone(), rest.to_vec())),
-        (Some(_), Some(_)) => Err(Failure::new(EX_USAGE, "give either -c or COMMAND, not both")),
+        (Some(_), Some(_)) => Err(Failure::new(
+            EX_USAGE,
+            "give either -c or COMMAND, not both",
+        )),
         (None, None) => Err(Failure::new(EX_USAGE, "no COMMAND to run (or -c)")),
     }
 }
@@ -138,7 +141,10 @@ impl Ctx<'_> {
     fn job(
         &self,
         env: Vec<(String, String)>,
-        events: (std::sync::mpsc::Sender<Event>, std::sync::mpsc::Receiver<Event>),
+        events: (
+            std::sync::mpsc::Sender<Event>,
+            std::sync::mpsc::Receiver<Event>,
+        ),
         valid_until: &dyn Fn() -> Instant,
     ) -> Result<child::Outcome, Failure> {
         let (tx, rx) = events;
@@ -152,7 +158,10 @@ impl Ctx<'_> {
                 std::io::ErrorKind::PermissionDenied => 126,
                 _ => connect::EX_SOFTWARE,
             };
-            Failure::new(code, format!("cannot run {}: {e}", program.to_string_lossy()))
+            Failure::new(
+                code,
+                format!("cannot run {}: {e}", program.to_string_lossy()),
+            )
         })?;
         if self.verbose {
             eprintln!("redisson-lock: job started, pid {}", job.pid());
@@ -268,11 +277,7 @@ struct Renewal {
     stop: AtomicBool,
 }
 
-fn run_permit(
-    ctx: &Ctx<'_>,
-    sem: PermitExpirableSemaphore,
-    permits: u32,
-) -> Result<u8, Failure> {
+fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Result<u8, Failure> {
     let args = ctx.args;
     let lease = args.watchdog_timeout;
     // Only the first caller sets the pool's size (Redisson's trySetPermits).

@@ -150,7 +150,8 @@ pub fn watch(
     let messages = if sentinel {
         None
     } else {
-        urls.first().and_then(|url| release_messages(url, &args.name))
+        urls.first()
+            .and_then(|url| release_messages(url, &args.name))
     };
     let printer = Printer {
         output,

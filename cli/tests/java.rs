@@ -20,12 +20,23 @@ fn hold_at_least_keeps_a_short_job_locked_for_java_and_for_a_late_run() {
     let tmp = Tmp::new("hold");
     let started = Instant::now();
     let first = bin(&server.url())
-        .args(["run", "--hold-at-least", "5s", "nightly", "--", "sleep", "1"])
+        .args([
+            "run",
+            "--hold-at-least",
+            "5s",
+            "nightly",
+            "--",
+            "sleep",
+            "1",
+        ])
         .status()
         .expect("run");
     assert_eq!(first.code(), Some(0), "the job's own status");
     let ended = started.elapsed();
-    assert!(ended < Duration::from_secs(3), "the wrapper waited out the minimum ({ended:?})");
+    assert!(
+        ended < Duration::from_secs(3),
+        "the wrapper waited out the minimum ({ended:?})"
+    );
     // The lease is the rest of the minimum, not the watchdog's 30 s.
     let pttl: i64 = server.cmd(&["PTTL", "nightly"]);
     assert!(
@@ -39,7 +50,10 @@ fn hold_at_least_keeps_a_short_job_locked_for_java_and_for_a_late_run() {
         .expect("late run");
     assert_eq!(late.code(), Some(75), "a run 2 s later is busy");
     assert!(!tmp.exists("late-ran"), "the late run ran the job");
-    assert!(!java.flag("t1", "tryLockNow nightly"), "Java's tryLock() took it");
+    assert!(
+        !java.flag("t1", "tryLockNow nightly"),
+        "Java's tryLock() took it"
+    );
     // Once the minimum is over, it is free.
     assert!(support::eventually(Duration::from_secs(5), || {
         server.cmd::<i64>(&["EXISTS", "nightly"]) == 0
@@ -49,7 +63,11 @@ fn hold_at_least_keeps_a_short_job_locked_for_java_and_for_a_late_run() {
 
 fn json(args: &[&str], url: &str) -> serde_json::Value {
     let out = bin(url).args(args).output().expect("redisson-lock");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
@@ -78,10 +96,17 @@ fn a_java_fair_lock_is_inspected_in_order_and_force_unlocked_waking_its_head() {
         .iter()
         .map(|w| w["field"].as_str().expect("field"))
         .collect();
-    assert_eq!(queue, [first.as_str(), second.as_str()], "the queue, head first");
+    assert_eq!(
+        queue,
+        [first.as_str(), second.as_str()],
+        "the queue, head first"
+    );
     let text = bin(&url).args(["inspect", "q"]).output().expect("inspect");
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains(&format!("1. {first}")) && text.contains(&format!("2. {second}")), "{text}");
+    assert!(
+        text.contains(&format!("1. {first}")) && text.contains(&format!("2. {second}")),
+        "{text}"
+    );
 
     // A stale owner (the head, who does not hold it) changes nothing.
     let stale = bin(&url)
@@ -89,11 +114,17 @@ fn a_java_fair_lock_is_inspected_in_order_and_force_unlocked_waking_its_head() {
         .status()
         .expect("force-unlock --if-owner");
     assert_eq!(stale.code(), Some(1));
-    assert_eq!(json(&["--output", "json", "inspect", "q"], &url)["holders"][0]["field"], holder.as_str());
+    assert_eq!(
+        json(&["--output", "json", "inspect", "q"], &url)["holders"][0]["field"],
+        holder.as_str()
+    );
     assert!(java.try_recv("w1", Duration::from_millis(200)).is_none());
 
     // Without a terminal, confirmation needs --yes.
-    let refused = bin(&url).args(["force-unlock", "q"]).status().expect("force-unlock");
+    let refused = bin(&url)
+        .args(["force-unlock", "q"])
+        .status()
+        .expect("force-unlock");
     assert_eq!(refused.code(), Some(64));
 
     let freed_at = Instant::now();
@@ -106,8 +137,14 @@ fn a_java_fair_lock_is_inspected_in_order_and_force_unlocked_waking_its_head() {
         .try_recv("w1", Duration::from_secs(1))
         .expect("the Java head was not woken within a second");
     assert!(woken.ok, "{}", woken.line);
-    eprintln!("Java head woken {:?} after the force-unlock started", woken.at - freed_at);
-    assert!(java.try_recv("w2", Duration::from_millis(100)).is_none(), "w2 jumped the queue");
+    eprintln!(
+        "Java head woken {:?} after the force-unlock started",
+        woken.at - freed_at
+    );
+    assert!(
+        java.try_recv("w2", Duration::from_millis(100)).is_none(),
+        "w2 jumped the queue"
+    );
     java.ok("w1", "unlock fair/q");
     assert!(java.recv("w2").ok);
     java.ok("w2", "unlock fair/q");
@@ -120,7 +157,16 @@ fn watch_reports_a_java_holder_killed_with_kill_9_as_expired() {
     java.ok("t1", "lock w");
     let holder = java.owner_field("t1");
     let mut watch = bin(&url)
-        .args(["--output", "json", "watch", "w", "--until", "free", "--timeout", "20s"])
+        .args([
+            "--output",
+            "json",
+            "watch",
+            "w",
+            "--until",
+            "free",
+            "--timeout",
+            "20s",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .expect("watch");
@@ -136,8 +182,15 @@ fn watch_reports_a_java_holder_killed_with_kill_9_as_expired() {
         .lines()
         .map(|l| serde_json::from_str(&l.expect("line")).expect("a JSON line"))
         .collect();
-    assert_eq!(wait_exit(watch, Duration::from_secs(25)), Some(0), "--until free met");
-    let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().expect("event")).collect();
+    assert_eq!(
+        wait_exit(watch, Duration::from_secs(25)),
+        Some(0),
+        "--until free met"
+    );
+    let events: Vec<&str> = lines
+        .iter()
+        .map(|l| l["event"].as_str().expect("event"))
+        .collect();
     assert_eq!(events, ["expired"], "{lines:?}");
     assert_eq!(lines[0]["holder"], holder.as_str());
     drop(java);
@@ -150,7 +203,10 @@ fn watch_reports_a_java_holder_killed_with_kill_9_as_expired() {
         .spawn()
         .expect("watch");
     std::thread::sleep(Duration::from_millis(500));
-    let run = bin(&url).args(["run", "r", "--", "sleep", "0.5"]).status().expect("run");
+    let run = bin(&url)
+        .args(["run", "r", "--", "sleep", "0.5"])
+        .status()
+        .expect("run");
     assert_eq!(run.code(), Some(0));
     std::thread::sleep(Duration::from_millis(500));
     let _ = watch.kill();

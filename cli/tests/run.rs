@@ -18,7 +18,13 @@ fn two_runs_at_once_one_runs_the_other_is_busy_or_runs_after() {
     let tmp = Tmp::new("two-runs");
     let first = spawn_run(
         &server.url(),
-        &["job", "--", "sh", "-c", &format!("sleep 1.5; date +%s%N > {}", tmp.path("first-end"))],
+        &[
+            "job",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 1.5; date +%s%N > {}", tmp.path("first-end")),
+        ],
     );
     // The first one holds it once its job is running.
     assert!(support::eventually(Duration::from_secs(10), || {
@@ -36,7 +42,16 @@ fn two_runs_at_once_one_runs_the_other_is_busy_or_runs_after() {
         .expect("run -n -E 0");
     assert_eq!(zero.code(), Some(0), "-E 0 makes busy a success");
     let after = bin(&server.url())
-        .args(["run", "-w", "10", "job", "--", "sh", "-c", &format!("date +%s%N > {}", tmp.path("second-start"))])
+        .args([
+            "run",
+            "-w",
+            "10",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            &format!("date +%s%N > {}", tmp.path("second-start")),
+        ])
         .status()
         .expect("run -w");
     assert_eq!(after.code(), Some(0));
@@ -75,12 +90,25 @@ fn a_holder_cut_off_from_redis_kills_its_job_before_another_host_acquires() {
         ],
     );
     assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
-    let child: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid");
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
     // Another "host" waits for the lock, directly on the server.
     let second_start = tmp.path("second-start");
     let second = spawn_run(
         &server.url(),
-        &["run", "-w", "30", "cut", "--", "sh", "-c", &format!("date +%s%N > {second_start}")],
+        &[
+            "run",
+            "-w",
+            "30",
+            "cut",
+            "--",
+            "sh",
+            "-c",
+            &format!("date +%s%N > {second_start}"),
+        ],
     );
     std::thread::sleep(Duration::from_millis(300));
     let cut_at = Instant::now();
@@ -98,7 +126,11 @@ fn a_holder_cut_off_from_redis_kills_its_job_before_another_host_acquires() {
     }
     let died_ns = died_ns.expect("the cut-off holder's job was never killed");
     let died_after = cut_at.elapsed();
-    assert_eq!(wait_exit(first, Duration::from_secs(10)), Some(124), "the first exits 124");
+    assert_eq!(
+        wait_exit(first, Duration::from_secs(10)),
+        Some(124),
+        "the first exits 124"
+    );
     assert_eq!(wait_exit(second, Duration::from_secs(30)), Some(0));
     let acquired_ns = read_ns(&second_start);
     assert!(
@@ -131,7 +163,11 @@ fn kill_9_of_the_wrapper_kills_the_job_and_the_next_run_acquires_within_a_lease(
         ],
     );
     assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
-    let child: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid");
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
     first.kill().expect("kill -9 the wrapper");
     let killed = Instant::now();
     let _ = first.wait();
@@ -171,15 +207,30 @@ fn a_job_that_backgrounds_leaves_no_process_of_its_group_after_a_loss() {
         ],
     );
     assert!(support::eventually(Duration::from_secs(10), || {
-        tmp.exists("bg") && !std::fs::read_to_string(&bg).unwrap_or_default().trim().is_empty()
+        tmp.exists("bg")
+            && !std::fs::read_to_string(&bg)
+                .unwrap_or_default()
+                .trim()
+                .is_empty()
     }));
-    let pgid: i32 = std::fs::read_to_string(&pg).expect("pgid").trim().parse().expect("pgid");
-    let sleeper: i32 = std::fs::read_to_string(&bg).expect("bg").trim().parse().expect("bg");
+    let pgid: i32 = std::fs::read_to_string(&pg)
+        .expect("pgid")
+        .trim()
+        .parse()
+        .expect("pgid");
+    let sleeper: i32 = std::fs::read_to_string(&bg)
+        .expect("bg")
+        .trim()
+        .parse()
+        .expect("bg");
     // A confirmed loss: the key is deleted behind the holder's back.
     server.cmd::<i64>(&["DEL", "grp"]);
     assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(124));
     assert!(!alive(sleeper), "the background sleep survived the loss");
-    assert!(!common::group_alive(pgid), "a process of the job's group is left");
+    assert!(
+        !common::group_alive(pgid),
+        "a process of the job's group is left"
+    );
 }
 
 #[test]
@@ -231,7 +282,16 @@ fn permits_2_with_five_concurrent_runs_never_runs_more_than_two() {
 fn options_that_cannot_meet_the_kill_margin_are_refused() {
     let server = RedisServer::start();
     let status = bin(&server.url())
-        .args(["run", "--watchdog-timeout", "3s", "--kill-after", "5s", "m", "--", "true"])
+        .args([
+            "run",
+            "--watchdog-timeout",
+            "3s",
+            "--kill-after",
+            "5s",
+            "m",
+            "--",
+            "true",
+        ])
         .status()
         .expect("run");
     assert_eq!(status.code(), Some(64));

@@ -19,7 +19,10 @@ pub fn bin(url: &str) -> Command {
 
 /// Starts `redisson-lock ARGS` (a `run` unless the args say otherwise).
 pub fn spawn_run(url: &str, args: &[&str]) -> Child {
-    let args: Vec<&str> = if args.first().is_some_and(|a| *a == "run" || a.starts_with("--")) {
+    let args: Vec<&str> = if args
+        .first()
+        .is_some_and(|a| *a == "run" || a.starts_with("--"))
+    {
         args.to_vec()
     } else {
         std::iter::once("run").chain(args.iter().copied()).collect()
