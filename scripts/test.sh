@@ -19,13 +19,16 @@ ensure_cargo
 # built once.
 bench_target=${CARGO_TARGET_DIR:-$PWD/target}
 echo "==> cargo fmt --check"
-cargo fmt --check
+cargo fmt --all --check
 cargo fmt --check --manifest-path bench/Cargo.toml
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
 cargo clippy --all-targets --features tracing,metrics -- -D warnings
+# The workspace: the library and the command-line tool (cli/).
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
@@ -50,8 +53,14 @@ for version in "$newest" 3.24.3; do
   echo "    redisson-driver-$version.jar ready in $((SECONDS - started)) s"
 done
 
+# At the workspace root, `cargo test` builds the root package (the library)
+# only; the command-line tool's tests are the next step's.
 echo "==> cargo test"
 cargo test --all-targets
+# The command-line tool (cli/): its unit tests, its runs against throwaway
+# redis-server processes and beside Redisson (about 45 s).
+echo "==> cargo test -p redisson-lock-cli"
+cargo test -p redisson-lock-cli
 cargo test --doc
 # LockInfo's JSON shape (the README's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
