@@ -110,7 +110,8 @@ pub enum Command {
         /// The lock's (or synchronizer's) name: its Redis key.
         name: String,
     },
-    /// List the locks matching a glob, on every master (SCAN, never KEYS).
+    /// List the locks and synchronizers (semaphores, latches) matching a
+    /// glob, on every master (SCAN, never KEYS).
     List {
         /// A Redis glob (`*`, `?`, `[...]`).
         #[arg(long, default_value = "*")]

@@ -49,7 +49,10 @@ pub fn exit_code(error: &Error) -> u8 {
     match error {
         Error::Redis(e)
             if e.kind() == redisson_lock::redis::ErrorKind::AuthenticationFailed
-                || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) =>
+                || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+                // A server with a password closes an unauthenticated client
+                // that sends a large command (a script) with this.
+                || e.to_string().contains("unauthenticated") =>
         {
             EX_NOPERM
         }

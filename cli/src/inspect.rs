@@ -118,14 +118,18 @@ pub fn text(info: &LockInfo) -> String {
 /// `list --pattern GLOB`.
 pub fn list(client: &Client, pattern: &str, output: Output) -> Result<u8, Failure> {
     let mut found: Vec<LockSummary> = Vec::new();
-    for summary in client.scan_locks(pattern) {
+    for summary in client.scan_locks(pattern).with_synchronizers() {
         let summary = summary?;
         if output == Output::Text {
+            let state = match summary.kind {
+                LockKind::Counter { .. } | LockKind::PermitExpirableSemaphore { .. } => "-",
+                _ if summary.locked => "locked",
+                _ => "free",
+            };
             println!(
-                "{}\t{}\t{}\tholders={}\tttl={}",
+                "{}\t{}\t{state}\tholders={}\tttl={}",
                 summary.name,
                 kind_text(summary.kind),
-                if summary.locked { "locked" } else { "free" },
                 summary.holders,
                 ttl_text(summary.ttl, false)
             );

@@ -302,3 +302,117 @@ fn options_that_cannot_meet_the_kill_margin_are_refused() {
         .expect("inspect");
     assert_eq!(unreachable.code(), Some(69));
 }
+
+#[test]
+fn the_job_gets_its_lock_in_the_environment_and_the_wrapper_s_signals() {
+    let server = RedisServer::start();
+    let out = bin(&server.url())
+        .args([
+            "run",
+            "--kind",
+            "fenced",
+            "env",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDISSON_LOCK_NAME $REDISSON_LOCK_OWNER $REDISSON_LOCK_TOKEN",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{text}");
+    assert_eq!(words[0], "env");
+    assert!(words[1].contains(':'), "owner field {}", words[1]);
+    assert_eq!(words[2], "1", "the first fenced token");
+
+    // TERM to the wrapper reaches the job, whose status is passed on.
+    let tmp = Tmp::new("signals");
+    let run = spawn_run(
+        &server.url(),
+        &[
+            "sig",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "trap 'echo got > {}; exit 9' TERM; touch {}; while :; do sleep 0.05; done",
+                tmp.path("got"),
+                tmp.path("up")
+            ),
+        ],
+    );
+    assert!(support::eventually(Duration::from_secs(10), || tmp.exists("up")));
+    let pid = run.id() as i32;
+    // SAFETY: kill(2) on the wrapper this test started.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(9));
+    assert!(tmp.exists("got"), "the job did not get the TERM");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "sig"]),
+        0,
+        "released after the job"
+    );
+
+    // A job killed by a signal: 128+N.
+    let killed = bin(&server.url())
+        .args(["run", "k", "--", "sh", "-c", "kill -KILL $$"])
+        .status()
+        .expect("run");
+    assert_eq!(killed.code(), Some(137));
+    let missing = bin(&server.url())
+        .args(["run", "k", "--", "/nonexistent/job"])
+        .status()
+        .expect("run");
+    assert_eq!(missing.code(), Some(127));
+}
+
+#[test]
+fn a_refused_password_is_77_and_list_shows_synchronizers() {
+    let secured = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let refused = bin(&secured.url())
+        .args(["inspect", "x"])
+        .status()
+        .expect("inspect");
+    assert_eq!(refused.code(), Some(77));
+    let wrong = secured.url().replace("redis://", "redis://:wrong@");
+    let wrong = bin(&wrong)
+        .args(["inspect", "x"])
+        .status()
+        .expect("inspect");
+    assert_eq!(wrong.code(), Some(77), "a wrong password");
+
+    let server = RedisServer::start();
+    let held = spawn_run(&server.url(), &["batch:lock", "--", "sleep", "1"]);
+    assert!(support::eventually(Duration::from_secs(10), || {
+        server.cmd::<i64>(&["EXISTS", "batch:lock"]) == 1
+    }));
+    let _: () = server.cmd(&["SET", "batch:sem", "3"]);
+    let out = bin(&server.url())
+        .args(["--output", "json", "list", "--pattern", "batch:*"])
+        .output()
+        .expect("list");
+    assert!(out.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut names: Vec<(&str, &str)> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().expect("name"),
+                s["kind"].as_str().expect("kind"),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [("batch:lock", "reentrant"), ("batch:sem", "counter")]
+    );
+    assert_eq!(wait_exit(held, Duration::from_secs(10)), Some(0));
+}
