@@ -98,6 +98,11 @@ pub fn spawn(
     }
     let child = command.spawn()?;
     let pid = child.id() as i32;
+    // SAFETY: setpgid takes plain integers. The child does the same before
+    // exec; doing it here too closes the race with `give_terminal`.
+    unsafe {
+        libc::setpgid(pid, pid);
+    }
     // `child` is never waited on through std: the reaper below owns waitpid.
     drop(child);
     thread::Builder::new()
@@ -125,6 +130,34 @@ fn reap(job: i32, events: &Sender<Event>) {
 }
 
 impl Job {
+    /// When the wrapper is the foreground job of a terminal on stdin, makes
+    /// the job's group the foreground one (so that it may read the
+    /// terminal, and Ctrl-C reaches it directly); `true` if it did.
+    pub fn give_terminal(&self) -> bool {
+        // SAFETY: isatty/tcgetpgrp/getpgrp/signal/tcsetpgrp take plain
+        // integers; SIGTTOU is ignored after the job was spawned, so the
+        // job does not inherit the disposition.
+        unsafe {
+            if libc::isatty(0) != 1 || libc::tcgetpgrp(0) != libc::getpgrp() {
+                return false;
+            }
+            libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            let given = libc::tcsetpgrp(0, self.pid) == 0;
+            // A job that touched the terminal before it was given one was
+            // stopped (SIGTTIN/SIGTTOU): continue it.
+            libc::kill(-self.pid, libc::SIGCONT);
+            given
+        }
+    }
+
+    /// Takes the terminal back after [`give_terminal`](Self::give_terminal).
+    pub fn take_terminal(&self) {
+        // SAFETY: as in `give_terminal`.
+        unsafe {
+            libc::tcsetpgrp(0, libc::getpgrp());
+        }
+    }
+
     /// The job's pid (its process group id too).
     pub fn pid(&self) -> i32 {
         self.pid

@@ -166,13 +166,12 @@ impl Ctx<'_> {
         if self.verbose {
             eprintln!("redisson-lock: job started, pid {}", job.pid());
         }
-        Ok(child::supervise(
-            &job,
-            &rx,
-            valid_until,
-            self.schedule,
-            self.verbose,
-        ))
+        let terminal = job.give_terminal();
+        let outcome = child::supervise(&job, &rx, valid_until, self.schedule, self.verbose);
+        if terminal {
+            job.take_terminal();
+        }
+        Ok(outcome)
     }
 
     /// The exit code for `outcome`, with a diagnostic for a loss.
@@ -251,6 +250,16 @@ fn run_lock<K: Kind>(
         // released: the process exits at once, its watchdog with it.
         match lock.with_lease(rest).try_lock() {
             Ok(Some(kept)) => {
+                // A watchdog renewal in flight at that moment may have set
+                // the lease back to the watchdog timeout: look once, and
+                // set it again if so (the process exits right after).
+                if let Ok(Some(ttl)) = lock.remaining_ttl()
+                    && ttl > rest + Duration::from_millis(500)
+                    && let Some(rest) = ctx.rest(taken)
+                    && let Ok(Some(again)) = lock.with_lease(rest).try_lock()
+                {
+                    std::mem::forget(again);
+                }
                 if ctx.verbose {
                     eprintln!("redisson-lock: `{}` kept for {rest:?}", args.name);
                 }
