@@ -416,3 +416,49 @@ fn a_refused_password_is_77_and_list_shows_synchronizers() {
     );
     assert_eq!(wait_exit(held, Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn watch_reports_a_fair_queue_and_the_hand_off() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let watch = bin(&url)
+        .args(["--output", "json", "watch", "fq", "--timeout", "5s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(Duration::from_millis(300));
+    let first = spawn_run(&url, &["run", "--kind", "fair", "fq", "--", "sleep", "1.5"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let second = spawn_run(
+        &url,
+        &[
+            "run", "--kind", "fair", "-w", "10", "fq", "--", "sleep", "0.3",
+        ],
+    );
+    assert_eq!(wait_exit(first, Duration::from_secs(10)), Some(0));
+    assert_eq!(wait_exit(second, Duration::from_secs(10)), Some(0));
+    let out = watch.wait_with_output().expect("watch output");
+    assert_eq!(out.status.code(), Some(1), "--timeout ran out");
+    let events: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+            v["event"].as_str().expect("event").to_owned()
+        })
+        .collect();
+    // The second run queues, is handed the lock (released, then acquired:
+    // the fair lock's unlock message goes to the queue head), leaves the
+    // queue, and releases.
+    for wanted in ["acquired", "queue_joined", "queue_left", "released"] {
+        assert!(
+            events.iter().any(|e| e == wanted),
+            "no {wanted} in {events:?}"
+        );
+    }
+    assert_eq!(
+        events.iter().filter(|e| *e == "acquired").count(),
+        2,
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| e == "expired"), "{events:?}");
+}
