@@ -170,6 +170,9 @@ fn kill_9_of_the_wrapper_kills_the_job_and_the_next_run_acquires_within_a_lease(
         .expect("pid");
     first.kill().expect("kill -9 the wrapper");
     let killed = Instant::now();
+    // Nothing renews it now: it expires within one lease.
+    let pttl: i64 = server.cmd(&["PTTL", "k9"]);
+    assert!(pttl > 0 && pttl <= 3000, "PTTL {pttl} ms after the kill");
     let _ = first.wait();
     assert!(
         support::eventually(Duration::from_secs(2), || !alive(child)),
@@ -181,8 +184,11 @@ fn kill_9_of_the_wrapper_kills_the_job_and_the_next_run_acquires_within_a_lease(
         .expect("next run");
     assert_eq!(status.code(), Some(0));
     let took = killed.elapsed();
+    eprintln!("the next run acquired and ran its job {took:?} after the kill -9");
+    // One lease, plus the next run's own start and wake-up (a loaded
+    // machine's allowance).
     assert!(
-        took < Duration::from_millis(3500),
+        took < Duration::from_millis(4000),
         "the next run acquired {took:?} after the kill, more than one lease (3 s)"
     );
 }
