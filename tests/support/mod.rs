@@ -5,6 +5,7 @@
 //! when its [`RedisServer`] is dropped, also when the test panics.
 #![allow(dead_code)]
 
+pub mod acl;
 pub mod actor;
 pub mod cluster;
 pub mod every_kind;
