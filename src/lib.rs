@@ -166,3 +166,16 @@ pub use topology::cluster::slot::key_slot;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The guides' snippets (docs/, linked from the README), likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/topologies.md")]
+struct TopologiesDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/operating.md")]
+struct OperatingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/synchronizers.md")]
+struct SynchronizersDoctests;
