@@ -301,7 +301,7 @@ fn single_server_recipe_works_and_each_command_is_needed() {
         // first: their next command fails at once and they end.
         let _: () = query(&mut con, &strings(&["ACL", "SETUSER", "locker", "off"]));
         let _: i64 = query(&mut con, &strings(&["CLIENT", "KILL", "USER", "locker"]));
-        thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_millis(100));
         set_locker(&mut con, commands);
         let _: () = query(&mut con, &strings(&["FLUSHALL"]));
         let _: () = query(&mut con, &strings(&["SCRIPT", "FLUSH"]));
@@ -351,7 +351,7 @@ fn cluster_recipe_works_and_each_cluster_permission_is_needed() {
             let _: () = query(&mut con, &strings(&["ACL", "SETUSER", "locker", "off"]));
             let _: i64 = query(&mut con, &strings(&["CLIENT", "KILL", "USER", "locker"]));
         }
-        thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_millis(100));
         cluster.flush();
         for node in nodes() {
             let mut con = node.con().expect("node connection");
@@ -405,7 +405,7 @@ fn sentinel_recipes_work_and_each_sentinel_permission_is_needed() {
             let _: () = query(&mut con, &strings(&["ACL", "SETUSER", "locker", "off"]));
             let _: i64 = query(&mut con, &strings(&["CLIENT", "KILL", "USER", "locker"]));
         }
-        thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_millis(100));
         for &port in ports {
             let mut con = sentinel::con(port);
             set_locker(&mut con, permissions);
