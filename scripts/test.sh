@@ -87,7 +87,7 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 cargo test --doc
-# LockInfo's JSON shape (the README's "Lock info JSON") needs the feature.
+# LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
 # TLS (rediss://) needs the feature: a TLS-only server with a CA made by

@@ -37,7 +37,7 @@
 //! | Feature | What it adds | What it costs |
 //! |---|---|---|
 //! | `tls-rustls` | `rediss://` URLs for every connection (commands, watchdog, subscriber, Sentinel nodes), with `ClientBuilder::tls_root_ca_pem` and `ClientBuilder::tls_client_cert_pem` (mutual TLS) and [`Error::TlsCertificate`] for a refused certificate | rustls with the `ring` provider (installed as the process default only when the application has none) and the system's trust store (`rustls-native-certs`) |
-//! | `serde` | `serde::Serialize` for [`LockInfo`], [`LockSummary`], [`Holder`], [`Waiter`] and [`PermitInfo`]: the versioned JSON shape ([`LOCK_INFO_JSON_VERSION`]) of the README's "Lock info JSON" | `serde` with `derive` |
+//! | `serde` | `serde::Serialize` for [`LockInfo`], [`LockSummary`], [`Holder`], [`Waiter`] and [`PermitInfo`]: the versioned JSON shape ([`LOCK_INFO_JSON_VERSION`]) of "Lock info JSON" in docs/operating.md | `serde` with `derive` |
 //! | `tracing` | spans `lock.acquire`, `lock.release`, `lock.renew` and the WARN events "lock lost" and "renewal failed" | the `tracing` facade only; the application installs the subscriber |
 //! | `metrics` | the `redisson_lock_*` counters, gauges and histograms, and `ClientBuilder::metrics_lock_label` | the `metrics` facade only; the application installs the recorder |
 //!
@@ -107,7 +107,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-// Six layers, imports only downward (see the README's "Architecture" and
+// Six layers, imports only downward (see CONTRIBUTING.md's "Architecture" and
 // tests/layering.rs, which checks it):
 // L0 base
 mod config;

@@ -1,4 +1,4 @@
-//! The versioned JSON shape of [`LockInfo`] and [`LockSummary`] (README,
+//! The versioned JSON shape of [`LockInfo`] and [`LockSummary`] (docs/operating.md,
 //! "Lock info JSON"), with the `serde` feature.
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
