@@ -59,7 +59,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 minimal=target/minimal-versions
 rm -rf "$minimal/redisson-lock-$version"
 mkdir -p "$minimal"
-tar -xzf "target/package/redisson-lock-$version.crate" -C "$minimal"
+tar -xzf "${CARGO_TARGET_DIR:-target}/package/redisson-lock-$version.crate" -C "$minimal"
 (
   cd "$minimal/redisson-lock-$version"
   # Its own workspace, not the checkout's.
