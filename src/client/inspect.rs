@@ -15,8 +15,8 @@ use crate::locks::inspect::{Snapshot, SnapshotKind, SnapshotSide};
 use crate::names::WRITE_FIELD_SUFFIX;
 
 /// The version of the JSON shape [`LockInfo`] and [`LockSummary`] serialise
-/// to with the `serde` feature (the `"version"` field; see the README's
-/// "Lock info JSON"). Raised when a field changes meaning or goes away;
+/// to with the `serde` feature (the `"version"` field; see "Lock info JSON"
+/// in docs/operating.md). Raised when a field changes meaning or goes away;
 /// new fields may be added within a version.
 pub const LOCK_INFO_JSON_VERSION: u32 = 1;
 
