@@ -11,6 +11,7 @@ pub mod every_kind;
 pub mod java;
 pub mod mutex;
 pub mod proxy;
+pub mod replicated;
 pub mod sentinel;
 pub mod state;
 pub mod sync;
