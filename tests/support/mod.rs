@@ -8,6 +8,7 @@
 pub mod actor;
 pub mod cluster;
 pub mod every_kind;
+pub mod every_synchronizer;
 pub mod java;
 pub mod mutex;
 pub mod proxy;
