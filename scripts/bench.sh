@@ -12,7 +12,8 @@
 #                              run's files alone
 #   ... --report-only          re-renders the report from the last run's raw.jsonl
 #   ... --only N               runs scenario N alone (1-6; 7: the paired measurements
-#                              and the contended semaphore;
+#                              and the contended semaphore, with Redisson's
+#                              synchronizers beside them;
 #                              8: the paired measurements on a 3-master Redis Cluster;
 #                              with --quick, to check one
 #                              scenario: the report then holds that scenario only)
@@ -141,7 +142,7 @@ ensure_cargo
 ensure_redis_server
 java_ok=1
 java_needed=1
-case "$only" in 7|8) java_needed=0 ;; esac   # the paired scenarios have no Redisson side
+case "$only" in 8) java_needed=0 ;; esac   # the cluster's paired scenario has no Redisson side
 if [ "$java_needed" = 0 ] || [ "${BENCH_SKIP_JAVA:-0}" = 1 ] || ! ( ensure_java_maven ) >>"$log" 2>&1; then
   java_ok=0
 fi
@@ -450,9 +451,10 @@ paired() {
     failed "rep $rep paired $1 threads $2"
 }
 
-# sync_contended CONTENDER (floor or crate): 8 threads over one 2-permit
-# semaphore, scenario 3's iterations and hold, the floor waiting on the
-# semaphore's channel (bench/src/sync_types.rs); hand-offs computed in-process.
+# sync_contended CONTENDER (floor, crate or redisson): 8 threads over one
+# 2-permit semaphore, scenario 3's iterations and hold, the floor waiting on
+# the semaphore's channel (bench/src/sync_types.rs; Redisson's: Bench.java
+# syncContended); hand-offs computed in-process.
 sync_contended() {
   flush
   run_one "$1" --scenario sync_contended --threads 8 --permits 2 --iterations "$s3_iter" \
@@ -530,8 +532,14 @@ for ((rep = 1; rep <= reps; rep++)); do
     paired 1 lock; paired 4 lock; paired 1 fair; paired 4 read shared
     for t in read write fenced spin nonreentrant; do paired 1 "$t"; done
     for t in semaphore pes latch; do paired 1 "$t"; done   # the synchronizers, each against its floor
+    if [ "$java_ok" = 1 ]; then   # Redisson's synchronizers beside them, in their own JVM
+      for t in semaphore pes latch; do
+        simple redisson sync_uncontended --lock-type "$t" --threads 1 --duration-ms "$s5_ms" --warmup "$s5_warmup"
+      done
+    fi
     if [ $((rep % 2)) = 1 ]; then sync_contended floor; sync_contended crate
     else sync_contended crate; sync_contended floor; fi
+    if [ "$java_ok" = 1 ]; then sync_contended redisson; fi
   fi
   if wanted 4 && [ "$rep" -le "$s4_reps" ]; then
     for c in $contenders; do

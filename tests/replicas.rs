@@ -8,31 +8,8 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
 use support::RedisServer;
+use support::replicated::{master_and_replica, synced_client};
 use support::state::assert_free;
-
-/// A master and a replica that has finished its first sync.
-fn master_and_replica() -> (RedisServer, RedisServer) {
-    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = master.port().to_string();
-    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    assert!(
-        support::eventually(Duration::from_secs(10), || {
-            let info: String = master.cmd(&["INFO", "replication"]);
-            info.contains("connected_slaves:1") && info.contains("state=online")
-        }),
-        "the replica did not come online"
-    );
-    (master, replica)
-}
-
-fn synced_client(master: &RedisServer, check: bool) -> Client {
-    Client::builder(master.url())
-        .check_lock_synced_replicas(check)
-        .replicas_sync_timeout(Duration::from_millis(200))
-        .unlock_retries(2, Duration::from_millis(20))
-        .build()
-        .expect("client")
-}
 
 /// Cuts replication the way a network partition would: the replica is
 /// frozen and the master drops its link, so it no longer counts it.

@@ -1,7 +1,8 @@
 //! TLS (`rediss://`, feature `tls-rustls`) against a TLS-only server with a
 //! CA made by the test: every connection of the client goes through TLS
 //! (the server has no plain TCP port), the subscriber's included, so a
-//! waiter is woken by the unlock message, for every lock type; mutual TLS with a client
+//! waiter is woken by the unlock message, for every lock type, and by the
+//! release or count-down for every synchronizer; mutual TLS with a client
 //! certificate; a server certificate the client cannot verify (another
 //! CA, another host name) or a missing client certificate is refused at once
 //! with an error that is not transient (a configuration error), while a
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error};
 use support::every_kind::{Wake, every_kind};
+use support::every_synchronizer::{KINDS, Sides, every_synchronizer};
 use support::tls::{Certs, TlsServer};
 
 fn tls_client(
@@ -123,6 +125,42 @@ fn every_lock_type_over_tls() {
         }
     });
     assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
+}
+
+/// Redisson's synchronizers over TLS: a semaphore's, a permit-expirable
+/// semaphore's and a count-down latch's waiter on one client is woken by
+/// the other client's release (count-down) through its TLS subscriber.
+#[test]
+fn every_synchronizer_over_tls() {
+    let certs = Certs::make();
+    let server = TlsServer::start(&certs, false);
+    let holder = tls_client(&server, &certs, false).expect("build a TLS client");
+    let waiter = tls_client(&server, &certs, false).expect("build a TLS client");
+    let handoffs = every_synchronizer(&Sides {
+        holder: &holder,
+        waiter: &waiter,
+        name_for: &|kind| format!("tls-sync-{kind}"),
+        con_for: &|_| server.con(),
+        while_waiting: &|_, name, channel| {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(name)
+                .query(&mut server.con())
+                .expect("EXISTS");
+            assert!(exists, "{name} is on the server");
+            assert!(
+                support::eventually(Duration::from_secs(5), || {
+                    let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg(channel)
+                        .query(&mut server.con())
+                        .expect("PUBSUB NUMSUB");
+                    subscribers == 1 && pubsub_clients(&server) >= 1
+                }),
+                "{name}: the waiter subscribed to {channel} (over TLS: the only TCP port)"
+            );
+        },
+    });
+    assert_eq!(handoffs.len(), KINDS.len());
 }
 
 #[test]

@@ -5,7 +5,10 @@
 //! second client and handed to that client's waiter, woken by the unlock
 //! message through its subscriber (the spin lock: by its backoff): on every
 //! cluster master with sharded and with classic pub/sub, and on the master
-//! the sentinels name. As there is no plain port, every connection of the
+//! the sentinels name. So are Redisson's synchronizers (a semaphore, a
+//! permit-expirable semaphore, a count-down latch): one client's release
+//! or count-down wakes the other client's waiter, through its subscriber,
+//! in both topologies. As there is no plain port, every connection of the
 //! clients is TLS, the subscribers' included; the tests check the
 //! subscribers' connections on the node serving the lock all the same
 //! (`CLIENT LIST TYPE pubsub`, through TLS).
@@ -18,6 +21,7 @@ use std::time::Duration;
 
 use redisson_lock::{Client, ShardedSubscription};
 use support::every_kind::{Wake, every_kind};
+use support::every_synchronizer::{KINDS as SYNCHRONIZERS, Sides, every_synchronizer};
 use support::tls_topo::{MASTER_NAME, TlsCluster, TlsSentinels, pubsub_clients, tls_con};
 
 static CLUSTER: LazyLock<TlsCluster> = LazyLock::new(TlsCluster::start);
@@ -101,6 +105,16 @@ fn check_served(
     );
 }
 
+/// The Sentinel setup, flushed, with the lock that serializes the tests
+/// using it.
+fn sentinels() -> (&'static TlsSentinels, MutexGuard<'static, ()>) {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let setup = &*SENTINELS;
+    setup.flush();
+    (setup, serial)
+}
+
 fn cluster_client(cluster: &TlsCluster, mode: ShardedSubscription) -> Client {
     Client::cluster_builder(cluster.urls())
         .tls_root_ca_pem(cluster.certs.pem("ca.crt"))
@@ -151,6 +165,58 @@ fn every_kind_on_every_master(mode: ShardedSubscription, sharded: bool) {
     }
 }
 
+/// Every synchronizer on a name served by each master, with two clients
+/// in `mode`: the waiter's subscription on that master (`ssub` or `sub`),
+/// the semaphores' state on its replica too (their writes wait for it; the
+/// latch's, like Redisson's, do not).
+fn every_synchronizer_on_every_master(mode: ShardedSubscription, sharded: bool) {
+    let (cluster, _serial) = cluster();
+    let slots = cluster.slots();
+    let holder = cluster_client(cluster, mode);
+    let waiter = cluster_client(cluster, mode);
+    let prefix = if sharded { "tls-ssync" } else { "tls-csync" };
+    for master in cluster.masters() {
+        let replica = slots
+            .iter()
+            .find(|r| r.2 == master)
+            .and_then(|r| r.3.first().copied());
+        let name_for = |kind: &str| {
+            (0..10_000)
+                .map(|i| format!("{prefix}-{kind}-{i}"))
+                .find(|name| cluster.owner(name) == master)
+                .expect("a name on every master")
+        };
+        let handoffs = every_synchronizer(&Sides {
+            holder: &holder,
+            waiter: &waiter,
+            name_for: &name_for,
+            con_for: &|name| tls_con(&cluster.certs, cluster.owner(name)).expect("TLS connection"),
+            while_waiting: &|kind, name, _| {
+                let replica = replica.filter(|_| kind != "latch");
+                check_served(
+                    &cluster.certs,
+                    master,
+                    replica,
+                    name,
+                    Wake::Message,
+                    sharded,
+                );
+            },
+        });
+        assert_eq!(handoffs.len(), SYNCHRONIZERS.len());
+    }
+}
+
+#[test]
+fn every_synchronizer_on_every_master_of_a_tls_cluster_with_sharded_pubsub() {
+    every_synchronizer_on_every_master(ShardedSubscription::Auto, true);
+}
+
+#[test]
+fn every_synchronizer_on_every_master_of_a_tls_cluster_with_classic_pubsub() {
+    every_synchronizer_on_every_master(ShardedSubscription::Off, false);
+}
+
 #[test]
 fn every_lock_type_on_every_master_of_a_tls_cluster_with_sharded_pubsub() {
     // Redis 7: `Auto` probes `PUBSUB SHARDNUMSUB 0` (over TLS) and picks
@@ -165,8 +231,7 @@ fn every_lock_type_on_every_master_of_a_tls_cluster_with_classic_pubsub() {
 
 #[test]
 fn every_lock_type_through_tls_sentinels() {
-    let setup = &*SENTINELS;
-    setup.flush();
+    let (setup, _serial) = sentinels();
     let build = || {
         Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
             .tls_root_ca_pem(setup.certs.pem("ca.crt"))
@@ -181,4 +246,29 @@ fn every_lock_type_through_tls_sentinels() {
         check_served(&setup.certs, master, Some(replica), name, wake, false)
     });
     assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
+}
+
+#[test]
+fn every_synchronizer_through_tls_sentinels() {
+    let (setup, _serial) = sentinels();
+    let build = || {
+        Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
+            .tls_root_ca_pem(setup.certs.pem("ca.crt"))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("build a Sentinel client over TLS")
+    };
+    let (holder, waiter) = (build(), build());
+    let (master, replica) = (setup.master(), setup.data_ports[1]);
+    let handoffs = every_synchronizer(&Sides {
+        holder: &holder,
+        waiter: &waiter,
+        name_for: &|kind| format!("tls-sentinel-sync-{kind}"),
+        con_for: &|_| tls_con(&setup.certs, master).expect("TLS connection"),
+        while_waiting: &|kind, name, _| {
+            let replica = Some(replica).filter(|_| kind != "latch");
+            check_served(&setup.certs, master, replica, name, Wake::Message, false);
+        },
+    });
+    assert_eq!(handoffs.len(), SYNCHRONIZERS.len());
 }

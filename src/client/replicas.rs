@@ -14,8 +14,14 @@ impl ClientBuilder {
     /// [`unlock_retries`](Self::unlock_retries) settings, while the caller's
     /// wait lasts: a `try_lock` makes one attempt), then fails with
     /// [`Error::NotReplicated`](crate::Error::NotReplicated); an unlock is retried the same way (it is
-    /// idempotent). With `check` false the `WAIT` is still sent and a missing
-    /// acknowledgement only logged.
+    /// idempotent). The semaphores' writes are synced too: an acquire is
+    /// given back (a release, which publishes) and retried the same way;
+    /// their other writes are never sent twice when not idempotent (see
+    /// [`Semaphore`](crate::Semaphore) and
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore)). A
+    /// count-down latch sends no `WAIT` (Redisson's does not either). With
+    /// `check` false the `WAIT` is still sent and a missing acknowledgement
+    /// only logged.
     ///
     /// Off by default for a standalone server; on, with `check` true, for
     /// Sentinel and Redis Cluster, as in Redisson. It costs one `INFO

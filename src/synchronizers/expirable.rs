@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::ConnectionLike;
 
 use crate::engine::Engine;
+use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
 use crate::locks::epoch_millis;
@@ -47,6 +48,16 @@ use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 /// `try_set_permits` are not idempotent: when the reply is lost (a timeout,
 /// a dropped connection) they fail with [`Error::OutcomeUnknown`] instead
 /// of being sent again.
+///
+/// **Replica sync.** With it on (see
+/// [`ClientBuilder::check_lock_synced_replicas`](crate::ClientBuilder::check_lock_synced_replicas)),
+/// every write is followed by a `WAIT` in the same round trip. An acquire
+/// no replica acknowledged is given back (its ids released, which
+/// publishes) and tried again, as Redisson's; the idempotent writes
+/// (`set_permits`, `update_lease_time`, `delete`) are sent again; the
+/// others (a release, `try_set_permits`, `add_permits`) are
+/// [`Error::NotReplicated`] with the master's change kept (Redisson resends
+/// them, which can add permits twice or report a release as failed).
 ///
 /// Cheap to clone (`Arc`s), `Send + Sync`; no I/O until a method is called.
 /// Every method checks the process ([`Error::ForkedProcess`]) and that the
@@ -142,7 +153,10 @@ impl PermitExpirableSemaphore {
                     log::warn!("redisson-lock: {e}");
                     return Ok(value);
                 }
-                Some(_) if resendable && tries < self.engine.config.retry_attempts => tries += 1,
+                Some(_) if resendable && tries < self.engine.config.retry_attempts => {
+                    tries += 1;
+                    std::thread::sleep(self.engine.config.retry_delay);
+                }
                 Some(e) => return Err(e),
             }
         }
@@ -252,7 +266,9 @@ impl PermitExpirableSemaphore {
     /// under an id the caller does not know: it comes back when its lease
     /// runs out, or never for a permanent one). With replica sync on, an
     /// acquire no replica acknowledged is undone (its ids released) and
-    /// tried again, up to the client's retry attempts, then
+    /// tried again, up to the client's retry attempts (`retry_delay`
+    /// apart, and for the timed forms while their wait lasts; a
+    /// [`try_acquire`](Self::try_acquire) makes one attempt), then
     /// [`Error::NotReplicated`].
     pub fn acquire(&self, lease: Option<Duration>) -> Result<ExpirablePermits> {
         self.acquire_n(1, lease)
@@ -321,65 +337,13 @@ impl PermitExpirableSemaphore {
                 "a permit's lease must be at least 1 ms (None: permanent)",
             ));
         }
-        let ids = self
-            .engine
-            .wait_on(&self.keys.channel, deadline, || self.attempt(n, lease))?;
+        let ids = self.engine.wait_on(&self.keys.channel, deadline, || {
+            self.attempt(n, lease, deadline)
+        })?;
         Ok(ids.map(|ids| ExpirablePermits {
             semaphore: self.clone(),
             ids,
         }))
-    }
-
-    /// One acquire attempt (with its replica-sync compensation).
-    fn attempt(&self, n: u32, lease: Option<Duration>) -> Result<Attempted<Vec<PermitId>>> {
-        let mut tries = 0;
-        loop {
-            let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
-            let raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
-            let now = epoch_millis();
-            let expiry = expirable::expiry_score(now, lease);
-            let publish = self.engine.publish;
-            let name = &self.keys.name;
-            let (found, synced) = self
-                .engine
-                .with_synced_connection(name, "acquire", |con, resend| {
-                    if resend {
-                        return Err(self.unknown(
-                            "acquire",
-                            "the connection dropped after the request was sent".to_owned(),
-                        ));
-                    }
-                    expirable::try_acquire(con, &self.keys, &raw, expiry, now, publish)
-                })
-                .map_err(|e| match e {
-                    e if reply_lost(&e) => self.unknown("acquire", e.to_string()),
-                    e => e,
-                })?;
-            let TryAcquired::No { nearest_expiry_ms } = found else {
-                match synced.error("acquire", name) {
-                    None => return Ok(Attempted::Done(ids)),
-                    Some(e) if !self.engine.checks_replicas() => {
-                        log::warn!("redisson-lock: {e}");
-                        return Ok(Attempted::Done(ids));
-                    }
-                    Some(e) => {
-                        // Redisson's compensation: give the permits back
-                        // (which publishes), then try again.
-                        self.release_raw(&raw)?;
-                        tries += 1;
-                        if tries > self.engine.config.retry_attempts {
-                            return Err(e);
-                        }
-                        continue;
-                    }
-                }
-            };
-            let hint = nearest_expiry_ms.map(|at| {
-                let now = i64::try_from(epoch_millis()).unwrap_or(i64::MAX);
-                Duration::from_millis(at.saturating_sub(now).max(0).unsigned_abs())
-            });
-            return Ok(Attempted::Retry { hint });
-        }
     }
 
     fn release_raw(&self, raw: &[[u8; 16]]) -> Result<i64> {
@@ -492,6 +456,7 @@ impl PermitExpirableSemaphore {
     }
 }
 
+mod acquire;
 mod permits;
 pub use permits::{ExpirablePermits, PermitId};
 use permits::{far_future, not_released, permit_count};

@@ -44,7 +44,12 @@ use crate::names;
 /// [`Error::OutcomeUnknown`]. With replica sync on (the default in
 /// Sentinel and Cluster setups, see
 /// [`ClientBuilder::check_lock_synced_replicas`](crate::ClientBuilder::check_lock_synced_replicas)),
-/// each write is followed by a `WAIT` in the same round trip.
+/// each write is followed by a `WAIT` in the same round trip. An acquire
+/// no replica acknowledged is given back (a release, which publishes) and
+/// tried again, as Redisson's; any other unacknowledged write is
+/// [`Error::NotReplicated`] with the master's change kept and not sent
+/// again (Redisson resends `trySetPermits`, `addPermits` and
+/// `drainPermits`, which can apply them twice).
 ///
 /// `Clone`, `Send` and `Sync`; a clone is the same handle. Creating one does
 /// not talk to Redis.
@@ -169,20 +174,27 @@ impl Semaphore {
 
     /// Takes `n` permits if they are available now, without waiting
     /// (Redisson's `tryAcquire(n)`): `None` when fewer are available. One
-    /// round trip (none for `n == 0`). Lost replies and replica sync as
-    /// [`Semaphore::acquire`].
+    /// round trip (none for `n == 0`). Lost replies as
+    /// [`Semaphore::acquire`]; with replica sync checked, an acquisition no
+    /// replica acknowledged is given back and is [`Error::NotReplicated`]
+    /// at once, without another attempt (as a lock's `try_lock`; Redisson
+    /// retries it).
     pub fn try_acquire(&self, n: u32) -> Result<Option<SemaphorePermits>> {
         let n = checked(n)?;
         self.check()?;
         if n == 0 {
             return Ok(Some(self.permits(0)));
         }
-        Ok(self.attempt(n, None)?.then(|| self.permits(n)))
+        let once = Some(Instant::now());
+        Ok(self.attempt(n, once)?.then(|| self.permits(n)))
     }
 
     /// [`Semaphore::acquire`] that gives up after `wait` (Redisson's
     /// `tryAcquire(n, wait, unit)`): `None` when `n` permits could not be
-    /// taken within it. A `wait` of zero makes exactly one attempt.
+    /// taken within it. A `wait` of zero makes exactly one attempt. With
+    /// replica sync checked, an acquisition no replica acknowledged is
+    /// given back and tried again while the wait lasts (at most the
+    /// client's retry attempts), then [`Error::NotReplicated`].
     pub fn try_acquire_for(&self, n: u32, wait: Duration) -> Result<Option<SemaphorePermits>> {
         let deadline = Instant::now().checked_add(wait);
         self.wait_for(n, deadline)

@@ -121,6 +121,75 @@ fn semaphore_handoff(d: &Data, metric: &str) -> super::stats::Series {
 /// The synchronizers' `lock_type`s: paired with their own protocol floor.
 const SYNCHRONIZERS: [&str; 3] = ["semaphore", "pes", "latch"];
 
+/// Redisson's uncontended synchronizer records (its own JVM, scenario 7).
+const SYNC_UNCONTENDED: &str = "sync_uncontended";
+
+/// The synchronizer rows again, with Redisson's pairs/s beside them: the
+/// paired ratio (crate ÷ its protocol floor) and Redisson's own process.
+fn beside_redisson(w: &mut String, d: &Data) {
+    let redisson = |lock_type: &str, key: &str| {
+        Stat::of(
+            d.records
+                .iter()
+                .filter(|r| {
+                    r["scenario"] == SYNC_UNCONTENDED
+                        && r["contender"] == "redisson"
+                        && r["lock_type"] == lock_type
+                })
+                .filter_map(|r| r[key].as_f64()),
+        )
+    };
+    if !SYNCHRONIZERS
+        .iter()
+        .any(|t| redisson(t, "pairs_per_s").is_some())
+    {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "\n*Synchronizers beside Redisson*: the synchronizer rows above with Redisson's own pairs \
+         of the same calls, one thread on one name in its own JVM (`Bench.java` \
+         `sync_uncontended`: `RSemaphore.acquire(1)` + `release(1)`; \
+         `RPermitExpirableSemaphore.acquire()`, a permanent permit, + `release(id)`; \
+         `RCountDownLatch.countDown()` + `getCount()`), run after the paired measurement, \
+         {} ms after {} untimed pairs. Redisson's figures come from another process than the \
+         paired ones, so the last column carries whatever changed on the machine in between.\n\n\
+         | synchronizer (1 thread) | protocol floor pairs/s | redisson-lock pairs/s | \
+         redisson-lock ÷ floor (paired, goal ≥ {FLOOR_GOAL:.2}×) | Redisson pairs/s | \
+         Redisson p50 µs | redisson-lock ÷ Redisson |\n|---|---|---|---|---|---|---|",
+        d.m("s5_duration_ms"),
+        d.m("s5_warmup"),
+    );
+    let value = |s: Option<Stat>| {
+        s.map_or("–".into(), |s| {
+            format!("{} [{}–{}]", fmt(s.median), fmt(s.min), fmt(s.max))
+        })
+    };
+    for (what, scenario, threads, lock_type, _) in ROWS {
+        if !SYNCHRONIZERS.contains(&lock_type) {
+            continue;
+        }
+        let cell = |key: &str| metric(d, scenario, threads, lock_type, key);
+        let (ours, theirs) = (cell("pairs_per_s"), redisson(lock_type, "pairs_per_s"));
+        if ours.is_none() && theirs.is_none() {
+            continue;
+        }
+        let against = match (ours, theirs) {
+            (Some(a), Some(b)) if b.median > 0.0 => format!("{:.2}×", a.median / b.median),
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            w,
+            "| {what} | {} | {} | **{}** | {} | {} | {against} |",
+            value(cell("floor_pairs_per_s")),
+            value(ours),
+            ratio_text(cell("ratio_median"), 2),
+            value(theirs),
+            redisson(lock_type, "p50_us").map_or("–".into(), |s| fmt(s.median)),
+        );
+    }
+}
+
 /// The scenario name of scenario 8's records.
 const CLUSTER: &str = "cluster_paired";
 
@@ -219,6 +288,7 @@ pub fn section(w: &mut String, d: &Data) {
             ratio_text(cell("ratio_of_means"), 2),
         );
     }
+    beside_redisson(w, d);
     let p99 = semaphore_handoff(d, "handoff_p99_us");
     if !p99.is_empty() {
         let p50 = semaphore_handoff(d, "handoff_p50_us");
@@ -247,6 +317,19 @@ pub fn section(w: &mut String, d: &Data) {
             side(&p99, "crate"),
             ratio_text(ratio(&p99, "crate", "floor"), 2),
         );
+        if p99.contains_key("redisson") {
+            let _ = writeln!(
+                w,
+                "\nRedisson's contended semaphore (`RSemaphore.acquire()` + `release()`, the same \
+                 8 threads, iterations and hold, in its own JVM after the two; `Bench.java` \
+                 `syncContended`, hand-offs computed the same way): hand-off p50 {}, p99 {}; \
+                 p99 ÷ the floor's {}, redisson-lock's p99 ÷ Redisson's {}.",
+                side(&p50, "redisson"),
+                side(&p99, "redisson"),
+                ratio_text(ratio(&p99, "redisson", "floor"), 2),
+                ratio_text(ratio(&p99, "crate", "redisson"), 2),
+            );
+        }
     }
     let cluster: Vec<&Value> = d
         .records

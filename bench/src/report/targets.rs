@@ -291,6 +291,60 @@ mod tests {
     }
 
     #[test]
+    fn redissons_synchronizers_render_beside_the_paired_rows() {
+        let mut records = Vec::new();
+        for (rep, ours, theirs) in [(1, 2000.0, 1000.0), (2, 2200.0, 1100.0), (3, 1800.0, 900.0)] {
+            records.push(
+                json!({"scenario": "paired", "threads": 1, "lock_type": "semaphore",
+                "contender": "crate", "rep": rep, "ratio_median": 0.98,
+                "pairs_per_s": ours, "floor_pairs_per_s": ours / 0.98}),
+            );
+            records.push(json!({"scenario": "sync_uncontended", "threads": 1,
+                "lock_type": "semaphore", "contender": "redisson", "rep": rep,
+                "pairs_per_s": theirs, "p50_us": 900.0}));
+            for (c, p99) in [("floor", 400.0), ("crate", 440.0), ("redisson", 800.0)] {
+                records.push(
+                    json!({"scenario": "sync_contended", "contender": c, "rep": rep,
+                    "lock_type": "lock", "threads": 8, "permits": 2,
+                    "handoff_p50_us": p99 / 4.0, "handoff_p99_us": p99}),
+                );
+            }
+        }
+        let d = data(records);
+        let mut md = String::new();
+        crate::report::paired::section(&mut md, &d);
+        assert!(md.contains("*Synchronizers beside Redisson*"), "{md}");
+        assert!(
+            md.contains(
+                "| Semaphore acquire+release (1 thread) | 2041 [1837–2245] | \
+                 2000 [1800–2200] | **0.98× [0.98–0.98]** | 1000 [900–1100] | 900 | 2.00× |"
+            ),
+            "{md}"
+        );
+        // No Redisson record for the other two: no row without data.
+        assert!(
+            !md.contains("| Latch count_down+count (1 thread) |"),
+            "{md}"
+        );
+        // The contended semaphore with Redisson's hand-offs.
+        assert!(md.contains("p99 ratio 1.10× [1.10–1.10]"), "{md}");
+        assert!(
+            md.contains("Redisson's contended semaphore") && md.contains("p99 800 µs"),
+            "{md}"
+        );
+        assert!(md.contains("p99 ÷ the floor's 2.00×"), "{md}");
+        // The targets are the crate's: Redisson's records change none.
+        let without = data(
+            d.records
+                .iter()
+                .filter(|r| r["contender"] != "redisson")
+                .cloned()
+                .collect(),
+        );
+        assert_eq!(targets(&d, &[], None), targets(&without, &[], None));
+    }
+
+    #[test]
     fn cluster_paired_rows_are_their_own_and_held_to_095() {
         let mut records = Vec::new();
         for (rep, one, four) in [(1, 0.96, 0.93), (2, 0.95, 0.94), (3, 0.99, 0.97)] {

@@ -22,8 +22,11 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.redisson.Redisson;
 import org.redisson.api.RAtomicLong;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFuture;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -35,7 +38,8 @@ import org.redisson.config.Config;
  *
  * <pre>
  *   java -cp redisson-driver-&lt;v&gt;.jar dev.redissonlock.Bench \
- *       --scenario uncontended|scaled|contended|watchdog|family|redlock --url redis://127.0.0.1:PORT [--key value ...]
+ *       --scenario uncontended|scaled|contended|watchdog|family|sync_uncontended|sync_contended|redlock \
+ *       --url redis://127.0.0.1:PORT [--key value ...]
  * </pre>
  *
  * The contended scenario writes one line per acquisition to {@code --events}:
@@ -78,7 +82,11 @@ public final class Bench {
                     out = watchdog(client, a);
                     break;
                 case "family":
+                case "sync_uncontended":
                     out = family(client, a);
+                    break;
+                case "sync_contended":
+                    out = syncContended(client, a);
                     break;
                 case "redlock":
                     out = redlock(client, a);
@@ -350,7 +358,8 @@ public final class Bench {
     /**
      * Scenario 5, one measurement: {@code --threads} threads on ONE name of {@code --lock-type},
      * lock+unlock pairs for a fixed time (one thread for the uncontended rows, four readers
-     * sharing a read lock).
+     * sharing a read lock). As {@code sync_uncontended} (scenario 7's Redisson rows), the same
+     * for a synchronizer ({@code --lock-type semaphore|pes|latch}, see {@link #pairOf}).
      */
     static Json family(RedissonClient client, Map<String, String> a) throws Exception {
         int threads = (int) num(a, "threads", 1);
@@ -368,10 +377,9 @@ public final class Bench {
             final int idx = t;
             Thread w = new Thread(() -> {
                 try {
-                    RLock lock = lockOf(client, a, name);
+                    Pair pair = pairOf(client, a, name, threads);
                     for (long i = 0; i < warmup; i++) {
-                        lock.lock();
-                        lock.unlock();
+                        pair.run();
                     }
                     barrier.await();
                     long[] mine = new long[1 << 14];
@@ -383,8 +391,7 @@ public final class Bench {
                         if (t0 >= end) {
                             break;
                         }
-                        lock.lock();
-                        lock.unlock();
+                        pair.run();
                         if (n == mine.length) {
                             mine = Arrays.copyOf(mine, n * 2);
                         }
@@ -423,6 +430,141 @@ public final class Bench {
                 .put("p50_us", percentile(sorted, 0.50) / 1e3)
                 .put("p99_us", percentile(sorted, 0.99) / 1e3)
                 .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, total));
+    }
+
+    /** One timed pair of scenario 5 or of scenario 7's synchronizer rows. */
+    interface Pair {
+        void run() throws Exception;
+    }
+
+    /** A latch's count: more count-downs than any run makes, so it never opens. */
+    static final long LATCH_COUNT = 1_000_000_000_000L;
+
+    /**
+     * The pair of {@code --lock-type} on {@code name}, for {@code threads} threads sharing it:
+     * a lock's {@code lock()} + {@code unlock()}; an RSemaphore's {@code acquire(1)} +
+     * {@code release(1)} (one permit per thread, set if the semaphore has none); an
+     * RPermitExpirableSemaphore's {@code acquire()} (a permanent permit) + {@code release(id)};
+     * an RCountDownLatch's {@code countDown()} + {@code getCount()} on a count that never
+     * reaches 0. The same pairs as the crate's rows (bench/src/sync_types.rs).
+     */
+    static Pair pairOf(RedissonClient client, Map<String, String> a, String name, int threads) {
+        switch (a.getOrDefault("lock-type", "lock")) {
+            case "semaphore": {
+                RSemaphore semaphore = client.getSemaphore(name);
+                semaphore.trySetPermits(threads);
+                return () -> {
+                    semaphore.acquire(1);
+                    semaphore.release(1);
+                };
+            }
+            case "pes": {
+                RPermitExpirableSemaphore semaphore = client.getPermitExpirableSemaphore(name);
+                semaphore.trySetPermits(threads);
+                return () -> semaphore.release(semaphore.acquire());
+            }
+            case "latch": {
+                RCountDownLatch latch = client.getCountDownLatch(name);
+                latch.trySetCount(LATCH_COUNT);
+                return () -> {
+                    latch.countDown();
+                    if (latch.getCount() == 0) {
+                        throw new IllegalStateException("latch " + name + " opened");
+                    }
+                };
+            }
+            default: {
+                RLock lock = lockOf(client, a, name);
+                return () -> {
+                    lock.lock();
+                    lock.unlock();
+                };
+            }
+        }
+    }
+
+    /**
+     * Scenario 7's contended semaphore, Redisson's side: {@code --threads} threads over one
+     * RSemaphore of {@code --permits} permits, each taking one permit ({@code acquire()})
+     * {@code --iterations} times, holding it {@code --hold-us} and releasing it
+     * ({@code release()}), after {@code --warmup} untimed ones on another semaphore. Hand-offs
+     * as the crate's side computes them (bench/src/sync_types.rs {@code handoffs}).
+     */
+    static Json syncContended(RedissonClient client, Map<String, String> a) throws Exception {
+        int threads = (int) Math.max(1, num(a, "threads", 8));
+        int permits = (int) Math.max(1, num(a, "permits", 2));
+        long iterations = num(a, "iterations", 500);
+        long warmup = num(a, "warmup", 20);
+        long holdNs = TimeUnit.MICROSECONDS.toNanos(num(a, "hold-us", 100));
+        String runId = a.getOrDefault("run-id", "0");
+        RSemaphore hot = client.getSemaphore("bench:semc:" + runId);
+        RSemaphore warm = client.getSemaphore("bench:semcw:" + runId);
+        hot.trySetPermits(permits);
+        warm.trySetPermits(permits);
+        CyclicBarrier barrier = new CyclicBarrier(threads);
+        long[][] acquired = new long[threads][];
+        long[][] releases = new long[threads][];
+        Throwable[] errors = new Throwable[threads];
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            final int idx = t;
+            Thread w = new Thread(() -> {
+                try {
+                    for (long i = 0; i < warmup; i++) {
+                        warm.acquire();
+                        hold(holdNs);
+                        warm.release();
+                    }
+                    barrier.await();
+                    long[] got = new long[(int) iterations];
+                    long[] rel = new long[(int) iterations];
+                    for (int i = 0; i < iterations; i++) {
+                        hot.acquire();
+                        got[i] = System.nanoTime();
+                        hold(holdNs);
+                        rel[i] = System.nanoTime();
+                        hot.release();
+                    }
+                    acquired[idx] = got;
+                    releases[idx] = rel;
+                } catch (Throwable e) {
+                    errors[idx] = e;
+                    barrier.reset();
+                }
+            }, "bench-" + t);
+            w.start();
+            workers.add(w);
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        for (Throwable e : errors) {
+            if (e != null) {
+                throw new RuntimeException(e);
+            }
+        }
+        long[] got = Arrays.stream(acquired).flatMapToLong(Arrays::stream).sorted().toArray();
+        long[] rel = Arrays.stream(releases).flatMapToLong(Arrays::stream).sorted().toArray();
+        long[] gaps = new long[got.length];
+        int n = 0;
+        long overlaps = 0;
+        for (int k = permits; k < got.length; k++) {
+            if (k - permits < rel.length && got[k] >= rel[k - permits]) {
+                gaps[n++] = got[k] - rel[k - permits];
+            } else {
+                overlaps++;
+            }
+        }
+        long[] handoff = Arrays.copyOf(gaps, n);
+        Arrays.sort(handoff);
+        long start = got.length == 0 ? 0 : got[0];
+        long end = rel.length == 0 ? 0 : rel[rel.length - 1];
+        return new Json().put("threads", threads).put("permits", permits)
+                .put("acquisitions", got.length).put("total_ms", (end - start) / 1e6)
+                .put("handoff_p50_us", percentile(handoff, 0.50) / 1e3)
+                .put("handoff_p99_us", percentile(handoff, 0.99) / 1e3)
+                .put("handoff_max_us", percentile(handoff, 1.0) / 1e3)
+                .put("overlaps", overlaps);
     }
 
     /** The lock of {@code --lock-type} (default {@code lock}, RLock) called {@code name}. */
