@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::stream::Stream;
+use crate::net::stream::Stream;
 use super::{Flavour, Shared};
 
 /// How long the connection may stay silent before the thread checks it with
