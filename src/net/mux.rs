@@ -3,8 +3,9 @@
 //! as it comes and its reply read back in order ([`socket`]), so that many
 //! round trips overlap on one socket and one `read` serves many callers.
 //!
-//! A checkout ([`Shared`]) takes the least loaded socket (the first one
-//! nobody uses, so that a lone thread keeps to one socket), opened on the
+//! A checkout ([`Shared`]) takes the first socket with fewer than [`DEPTH`]
+//! checkouts (so that a lone thread keeps to one socket and batches stay
+//! deep), else the least loaded one, opened on the
 //! calling thread when it is missing or was closed. Nothing is ever sent
 //! twice by this layer: a socket that times out or breaks fails every
 //! request in flight on it (see [`socket`]) and is replaced for later ones.
@@ -20,6 +21,12 @@ use redis::{RedisResult, Value};
 
 use crate::net::connection::Connector;
 use socket::{Slot, Socket};
+
+/// Checkouts a socket takes before the next one is used: a deeper queue
+/// means fewer system calls per command on both sides (one `read` of the
+/// server's serves the whole batch), more sockets less head-of-line
+/// blocking behind a slow script.
+const DEPTH: usize = 32;
 
 /// The shared sockets of one server.
 pub(crate) struct Mux {
@@ -47,16 +54,18 @@ impl Mux {
     /// the connect timeout) if it is missing or closed, unless `open` is
     /// false: then `None` instead.
     pub fn get(&self, connector: &Connector, open: bool) -> RedisResult<Option<Shared>> {
+        // The first socket with room, else the least loaded.
         let mut index = 0;
         let mut least = usize::MAX;
         for (i, load) in self.load.iter().enumerate() {
             let load = load.load(Ordering::Relaxed);
+            if load < DEPTH {
+                index = i;
+                break;
+            }
             if load < least {
                 index = i;
                 least = load;
-                if load == 0 {
-                    break;
-                }
             }
         }
         let mut slot = self.sockets[index].lock();

@@ -3,8 +3,11 @@
 //! when nobody reads (the leader), who hands each reply that is not its own
 //! to its caller.
 //!
-//! Every request is queued (under the writer's mutex, so that the queue's
-//! order is the socket's) before it is written; the leader reads a reply,
+//! Every request is queued and its bytes appended to the outbox under one
+//! mutex, so that the queue's order is the socket's; whoever finds nobody
+//! writing writes the whole outbox in one `write` (again, until it is
+//! empty), so that many threads' commands go out in few system calls. The
+//! leader reads a reply,
 //! gives it to the queue's front, and stops reading once its own request is
 //! answered, waking the first caller still waiting so that it reads next. A
 //! lone thread is always its own leader: no hand-off, no other thread.
@@ -85,6 +88,12 @@ struct SlotState {
 struct State {
     /// Requests written (or being written), in the socket's order.
     queue: VecDeque<Arc<Slot>>,
+    /// Bytes of queued requests not handed to a writer yet.
+    outbox: Vec<u8>,
+    /// The outbox's other buffer, reused.
+    spare: Vec<u8>,
+    /// A caller writes the outbox out.
+    writing: bool,
     /// Replies read so far for the front (a pipeline's).
     partial: Vec<Value>,
     /// A leader reads the socket.
@@ -100,6 +109,7 @@ struct Reader {
 
 /// One shared command socket (see the module docs).
 pub(crate) struct Socket {
+    /// Only the caller that set `writing` takes it.
     writer: Mutex<Stream>,
     reader: Mutex<Reader>,
     /// A clone kept to shut the socket down whoever holds the others.
@@ -170,6 +180,9 @@ impl Socket {
             }),
             state: Mutex::new(State {
                 queue: VecDeque::new(),
+                outbox: Vec::new(),
+                spare: Vec::new(),
+                writing: false,
                 partial: Vec::new(),
                 reading: false,
                 failed: None,
@@ -191,7 +204,8 @@ impl Socket {
         self.retired.store(true, Ordering::Release);
     }
 
-    /// Queues a request awaiting `expected` replies and writes `packed`.
+    /// Queues a request awaiting `expected` replies and writes `packed`
+    /// (or leaves it to the caller already writing, who writes it next).
     /// `Err`: nothing was sent (the socket had failed). A failed write
     /// closes the socket: the slot then holds the error.
     pub fn send(&self, packed: &[u8], expected: usize) -> RedisResult<Arc<Slot>> {
@@ -201,29 +215,45 @@ impl Socket {
             wake: Condvar::new(),
             inner: Mutex::new(SlotState::default()),
         });
-        let mut writer = self.writer.lock();
-        {
-            let mut state = self.state.lock();
-            if state.failed.is_some() {
-                // Nothing sent: a dropped connection, which may be sent
-                // again (as a pooled connection found dropped).
-                return Err(Failure::Dropped.error());
+        let mut state = self.state.lock();
+        if state.failed.is_some() {
+            // Nothing sent: a dropped connection, which may be sent
+            // again (as a pooled connection found dropped).
+            return Err(Failure::Dropped.error());
+        }
+        state.queue.push_back(Arc::clone(&slot));
+        state.outbox.extend_from_slice(packed);
+        if state.writing {
+            return Ok(slot);
+        }
+        state.writing = true;
+        loop {
+            let spare = std::mem::take(&mut state.spare);
+            let mut batch = std::mem::replace(&mut state.outbox, spare);
+            drop(state);
+            let written = self.writer.lock().write_all(&batch);
+            batch.clear();
+            state = self.state.lock();
+            state.spare = batch;
+            if let Err(e) = written {
+                state.writing = false;
+                drop(state);
+                let timed_out = matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                );
+                self.fail(if timed_out {
+                    Failure::TimedOut
+                } else {
+                    Failure::Dropped
+                });
+                return Ok(slot);
             }
-            state.queue.push_back(Arc::clone(&slot));
+            if state.outbox.is_empty() || state.failed.is_some() {
+                state.writing = false;
+                return Ok(slot);
+            }
         }
-        if let Err(e) = writer.write_all(packed) {
-            drop(writer);
-            let timed_out = matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            );
-            self.fail(if timed_out {
-                Failure::TimedOut
-            } else {
-                Failure::Dropped
-            });
-        }
-        Ok(slot)
     }
 
     /// The replies to `slot`, read by this caller when nobody else reads.
@@ -391,6 +421,7 @@ impl Socket {
             }
         }
         state.partial.clear();
+        state.outbox.clear();
         for slot in state.queue.drain(..) {
             let mut inner = slot.inner.lock();
             inner.outcome = Some(Err(failure.error()));
