@@ -107,7 +107,11 @@ fn a_killed_socket_with_fifty_commands_in_flight_loses_no_unlock() {
                     let lock = client.lock(format!("mux-kill-{n}"));
                     let started = Instant::now();
                     let attempt = lock.try_lock_for(Duration::from_millis(300));
-                    assert!(started.elapsed() < bound, "acquire took {:?}", started.elapsed());
+                    assert!(
+                        started.elapsed() < bound,
+                        "acquire took {:?}",
+                        started.elapsed()
+                    );
                     let guard = match attempt {
                         Ok(Some(guard)) => guard,
                         Ok(None) => continue,
@@ -117,13 +121,20 @@ fn a_killed_socket_with_fifty_commands_in_flight_loses_no_unlock() {
                             continue;
                         }
                     };
-                    assert!(!held[n].swap(true, Ordering::SeqCst), "double acquire of {n}");
+                    assert!(
+                        !held[n].swap(true, Ordering::SeqCst),
+                        "double acquire of {n}"
+                    );
                     acquired.fetch_add(1, Ordering::Relaxed);
                     thread::sleep(Duration::from_micros(200));
                     held[n].store(false, Ordering::SeqCst);
                     let started = Instant::now();
                     let released = guard.unlock();
-                    assert!(started.elapsed() < bound, "unlock took {:?}", started.elapsed());
+                    assert!(
+                        started.elapsed() < bound,
+                        "unlock took {:?}",
+                        started.elapsed()
+                    );
                     if let Err(e) = released {
                         assert!(e.is_transient(), "{e:?}");
                         failures.fetch_add(1, Ordering::Relaxed);
@@ -152,7 +163,12 @@ fn a_killed_socket_with_fifty_commands_in_flight_loses_no_unlock() {
         assert!(!lock.is_locked().expect("is_locked"), "lock {n} left held");
     }
     // Later commands work on fresh sockets.
-    client.lock("mux-kill-after").lock().expect("after").unlock().expect("after unlock");
+    client
+        .lock("mux-kill-after")
+        .lock()
+        .expect("after")
+        .unlock()
+        .expect("after unlock");
     eprintln!(
         "killed {kills} connections; {} acquisitions, {} transient failures",
         acquired.load(Ordering::Relaxed),
@@ -184,11 +200,20 @@ fn a_reply_delayed_past_the_timeout_fails_what_is_in_flight_and_nothing_is_resen
     let started = Instant::now();
     let e = lock.try_lock().expect_err("a delayed reply");
     let took = started.elapsed();
-    assert!(matches!(e, Error::Timeout { .. } | Error::OutcomeUnknown { .. }), "{e:?}");
-    assert!(took < Duration::from_millis(300 + 300), "answered after {took:?}");
+    assert!(
+        matches!(e, Error::Timeout { .. } | Error::OutcomeUnknown { .. }),
+        "{e:?}"
+    );
+    assert!(
+        took < Duration::from_millis(300 + 300),
+        "answered after {took:?}"
+    );
     for other in others {
         let (name, result, took) = other.join().expect("other");
-        assert!(took < Duration::from_millis(700), "{name} answered after {took:?}");
+        assert!(
+            took < Duration::from_millis(700),
+            "{name} answered after {took:?}"
+        );
         if let Err(e) = result {
             assert!(e.is_transient(), "{name}: {e:?}");
         }
@@ -207,6 +232,9 @@ fn a_reply_delayed_past_the_timeout_fails_what_is_in_flight_and_nothing_is_resen
 
 #[test]
 fn multiplexed_rejects_zero_connections() {
-    let e = Client::builder("redis://127.0.0.1:1/").multiplexed(0).build().expect_err("0");
+    let e = Client::builder("redis://127.0.0.1:1/")
+        .multiplexed(0)
+        .build()
+        .expect_err("0");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
 }

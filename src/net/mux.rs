@@ -128,7 +128,12 @@ impl Shared {
     /// Writes `packed` (`count` commands whose first `offset` replies are
     /// dropped), with a pending `ASKING` ahead of it, and waits for the
     /// replies. One write; no other thread's command comes in between.
-    pub fn request(&mut self, packed: &[u8], offset: usize, count: usize) -> RedisResult<Vec<Value>> {
+    pub fn request(
+        &mut self,
+        packed: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
         let (slot, skip) = self.send(packed, offset + count)?;
         let mut replies = self.socket.receive(&slot, None)?;
         replies.drain(..(skip + offset).min(replies.len()));
@@ -171,9 +176,10 @@ impl Shared {
         };
         let give_up = (within < usual).then(|| Instant::now() + within);
         let replies = self.socket.receive(&slot, give_up)?;
-        replies.into_iter().next_back().ok_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Client, "no reply"))
-        })
+        replies
+            .into_iter()
+            .next_back()
+            .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no reply")))
     }
 
     /// Drops a request written but not received (its reply is read and

@@ -40,7 +40,6 @@ mod entries;
 mod replies;
 mod shard;
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;

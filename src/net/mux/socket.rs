@@ -163,7 +163,11 @@ impl Socket {
             let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
             ask(&mut stream, &mut parser, &select)?;
         }
-        ask(&mut stream, &mut parser, &redis::cmd("PING").get_packed_command())?;
+        ask(
+            &mut stream,
+            &mut parser,
+            &redis::cmd("PING").get_packed_command(),
+        )?;
         stream
             .set_read_timeout(Some(response_timeout))
             .map_err(redis_io)?;
