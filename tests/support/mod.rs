@@ -344,6 +344,12 @@ pub fn connections(builder: redisson_lock::ClientBuilder) -> redisson_lock::Clie
     }
 }
 
+/// `Client::builder(url)` through [`connections`]: the builder the tests
+/// that build their own clients start from.
+pub fn builder(url: impl redis::IntoConnectionInfo) -> redisson_lock::ClientBuilder {
+    connections(Client::builder(url))
+}
+
 /// A client of `url` (a server's, a proxy's) whose watchdog timeout is
 /// `watchdog`.
 pub fn watchdog_client(url: &str, watchdog: Duration) -> Client {
