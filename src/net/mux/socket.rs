@@ -355,28 +355,33 @@ impl Socket {
                 }
             };
             let now = Instant::now();
-            if now >= front_deadline {
-                self.fail(Failure::TimedOut);
-                continue;
-            }
             if give_up.is_some_and(|g| now >= g) {
                 return true;
             }
-            let limit = give_up.map_or(front_deadline, |g| g.min(front_deadline)) - now;
+            // A deadline passed while nobody read still gets one short
+            // read: the reply may be waiting in the socket.
+            let limit = give_up
+                .map_or(front_deadline, |g| g.min(front_deadline))
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1));
             if *timeout > limit + slack || *timeout + slack < limit {
-                let wanted = limit.max(Duration::from_millis(1));
-                if stream.set_read_timeout(Some(wanted)).is_err() {
+                if stream.set_read_timeout(Some(limit)).is_err() {
                     self.fail(Failure::Dropped);
                     continue;
                 }
-                *timeout = wanted;
+                *timeout = limit;
             }
             match parser.parse_value(&mut *stream) {
                 // RESP3 push data is not a reply.
                 Ok(Value::Push { .. }) => {}
                 Ok(reply) => self.deliver(reply),
-                // The loop checks the deadlines again.
-                Err(e) if e.is_timeout() => {}
+                // The front's time is up: nothing more may be waited for
+                // on this socket. (Else the loop checks `give_up`.)
+                Err(e) if e.is_timeout() => {
+                    if Instant::now() >= front_deadline {
+                        self.fail(Failure::TimedOut);
+                    }
+                }
                 Err(_) => self.fail(Failure::Dropped),
             }
         }
