@@ -123,8 +123,11 @@ impl ClientBuilder {
     /// socket that breaks fails them as a dropped connection (sent once
     /// more, flagged as a resend, as on a pooled connection). A slow script
     /// delays the commands behind it on its socket, up to the response
-    /// timeout. The watchdog's renewals (outside a cluster) and the
-    /// subscriber keep connections of their own. Replaces
+    /// timeout; so does a replica-synced write's `WAIT` (Sentinel and
+    /// cluster clients, [`check_lock_synced_replicas`](Self::check_lock_synced_replicas)),
+    /// until the replicas acknowledge: with replicas that may lag, the pool
+    /// isolates callers better. The watchdog's renewals (outside a cluster)
+    /// and the subscriber keep connections of their own. Replaces
     /// [`pool_size`](Self::pool_size).
     pub fn multiplexed(mut self, connections: u32) -> Self {
         self.multiplexed = Some(connections);
