@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error};
+use redisson_lock::{Client, Error, MultiLock};
 use support::RedisServer;
 use support::every_kind::every_kind;
 use support::proxy::{Fault, Proxy};
@@ -237,4 +237,28 @@ fn multiplexed_rejects_zero_connections() {
         .build()
         .expect_err("0");
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+}
+
+#[test]
+fn a_multilock_scatters_its_members_over_the_shared_socket() {
+    // Every member's acquire is written before any reply is read: on one
+    // shared socket, pipelined; each reply goes to its member.
+    let server = RedisServer::start();
+    let client = multiplexed(&server.url(), 1, Duration::from_secs(3));
+    let other = multiplexed(&server.url(), 1, Duration::from_secs(3));
+    let names = ["mux-m-a", "mux-m-b", "mux-m-c"];
+    let multi = MultiLock::new(names.map(|name| client.lock(name)));
+    let guard = multi
+        .try_lock_for(Duration::from_secs(1))
+        .expect("try_lock_for")
+        .expect("free members");
+    assert_eq!(guard.guards().len(), 3);
+    for name in names {
+        assert!(other.lock(name).is_locked().expect("is_locked"), "{name}");
+        assert!(other.lock(name).try_lock().expect("try_lock").is_none(), "{name}");
+    }
+    guard.unlock().expect("unlock");
+    for name in names {
+        assert!(!other.lock(name).is_locked().expect("is_locked"), "{name}");
+    }
 }
