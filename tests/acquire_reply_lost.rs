@@ -48,7 +48,9 @@ fn acquire_timed_out_while_redis_was_frozen_does_not_keep_the_lock_after_the_nex
         .response_timeout(Duration::from_millis(200))
         .build()
         .expect("client");
-    let other = support::builder(server.url()).build().expect("other client");
+    let other = support::builder(server.url())
+        .build()
+        .expect("other client");
     let lock = client.lock("frozen");
     // Warm a pooled connection and the server's script cache, so that the
     // frozen EVALSHA is the acquire itself (not a NOSCRIPT round).

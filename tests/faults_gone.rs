@@ -134,7 +134,9 @@ fn waiters_fail_promptly_when_the_server_dies() {
 #[test]
 fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
     let server = RedisServer::start();
-    let holder = support::builder(server.url()).build().expect("holder client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
     let guard = holder.lock("frozen").lock().expect("holder lock");
     // One pooled connection for two waiters: neither may hang on it.
     let waiter = waiter_client(&server, 1);
@@ -179,7 +181,9 @@ fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
 #[test]
 fn waiters_fail_promptly_when_the_server_refuses_connections_and_recover_after() {
     let server = RedisServer::start();
-    let holder = support::builder(server.url()).build().expect("holder client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
     let guard = holder.lock("crowded").lock().expect("holder lock");
     let waiter = waiter_client(&server, 2);
     let waits = [Wait::Lock, Wait::TryLockFor];

@@ -255,7 +255,10 @@ fn a_multilock_scatters_its_members_over_the_shared_socket() {
     assert_eq!(guard.guards().len(), 3);
     for name in names {
         assert!(other.lock(name).is_locked().expect("is_locked"), "{name}");
-        assert!(other.lock(name).try_lock().expect("try_lock").is_none(), "{name}");
+        assert!(
+            other.lock(name).try_lock().expect("try_lock").is_none(),
+            "{name}"
+        );
     }
     guard.unlock().expect("unlock");
     for name in names {
