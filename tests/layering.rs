@@ -1,6 +1,6 @@
 //! The crate's layers, checked: every `crate::` path in `src/` (in `use`
 //! items and inline, `$crate::` in macros too) must name a module of its
-//! own layer or one below. The table is the README's "Architecture":
+//! own layer or one below. The table is CONTRIBUTING.md's "Architecture":
 //!
 //! | layer | top-level modules |
 //! |---|---|

@@ -2,9 +2,11 @@
 //!
 //! - Everything works against a server with `requirepass`, and with an ACL
 //!   user that may run only the commands the crate needs, on only the keys
-//!   and channels it needs. That command list is the one README.md documents
-//!   ("Redis ACL"), and each command on it is shown to be needed: without it,
-//!   the server's `ACL LOG` records the crate being refused that very command.
+//!   and channels it needs. That command list is docs/security.md's "minimal
+//!   recipe for reentrant locks only", and each command on it is shown to be
+//!   needed: without it, the server's `ACL LOG` records the crate being
+//!   refused that very command. (tests/acl_recipes.rs does the same for every
+//!   kind, synchronizer and topology.)
 //! - Credentials never show in `Debug`/`Display` of the crate's types and
 //!   errors, nor in any log line, whatever fails (wrong password, unparsable
 //!   URL, server gone, subscriber reconnects).
@@ -18,8 +20,8 @@ use std::time::{Duration, Instant};
 use redisson_lock::{Client, Error, LockGuard, RequestId, UnlockOutcome};
 use support::RedisServer;
 
-/// The commands README.md's "Redis ACL" section lists as required, as the
-/// server names them in `ACL LOG`.
+/// The commands docs/security.md's "minimal recipe for reentrant locks
+/// only" lists as required, as the server names them in `ACL LOG`.
 const REQUIRED: &[&str] = &[
     "evalsha",
     "script|load",

@@ -5,8 +5,6 @@
 //! master). The script and its reading are `crate::locks::inspect`'s; here
 //! are the public types.
 
-use std::collections::VecDeque;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,11 +13,10 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::locks::inspect::{Snapshot, SnapshotKind, SnapshotSide};
 use crate::names::WRITE_FIELD_SUFFIX;
-use crate::net::pool::Pool;
 
 /// The version of the JSON shape [`LockInfo`] and [`LockSummary`] serialise
-/// to with the `serde` feature (the `"version"` field; see the README's
-/// "Lock info JSON"). Raised when a field changes meaning or goes away;
+/// to with the `serde` feature (the `"version"` field; see "Lock info JSON"
+/// in docs/operating.md). Raised when a field changes meaning or goes away;
 /// new fields may be added within a version.
 pub const LOCK_INFO_JSON_VERSION: u32 = 1;
 
@@ -363,102 +360,12 @@ impl Client {
     /// during the scan may be missed or reported twice). After an error the
     /// iterator ends. No I/O until the first `next`.
     pub fn scan_locks(&self, pattern: impl Into<String>) -> LockScan {
-        LockScan {
-            engine: Arc::clone(&self.engine),
-            pattern: pattern.into(),
-            page_size: 100,
-            pools: None,
-            master: 0,
-            cursor: 0,
-            page: VecDeque::new(),
-            done: false,
-        }
-    }
-}
-
-/// The iterator of [`Client::scan_locks`]: one `SCAN` page per round trip,
-/// plus one snapshot per hash found.
-pub struct LockScan {
-    engine: Arc<Engine>,
-    pattern: String,
-    page_size: u32,
-    /// Every master's pool, read on the first `next`.
-    pools: Option<Vec<Arc<Pool>>>,
-    master: usize,
-    cursor: u64,
-    page: VecDeque<String>,
-    done: bool,
-}
-
-impl LockScan {
-    /// The `COUNT` hint of each `SCAN` (how many keys the server looks at
-    /// per page; at least 1). No round trip.
-    #[must_use = "this returns the changed scan"]
-    pub fn page_size(mut self, count: u32) -> LockScan {
-        self.page_size = count.max(1);
-        self
-    }
-
-    /// The next page of hash keys from the current master; `false` when
-    /// every master is scanned.
-    fn next_page(&mut self) -> Result<bool> {
-        if self.pools.is_none() {
-            self.engine.check_process()?;
-            self.pools = Some(self.engine.topology.master_pools()?);
-        }
-        let pools = self.pools.as_deref().unwrap_or_default();
-        let Some(pool) = pools.get(self.master) else {
-            return Ok(false);
-        };
-        let (cursor, keys) =
-            self.engine
-                .scan_page(pool, self.cursor, &self.pattern, self.page_size)?;
-        self.page.extend(keys);
-        if cursor == 0 {
-            self.master += 1;
-        }
-        self.cursor = cursor;
-        Ok(true)
-    }
-}
-
-impl Iterator for LockScan {
-    type Item = Result<LockSummary>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            if let Some(name) = self.page.pop_front() {
-                match inspect(&self.engine, &name) {
-                    Ok(info) if info.locked => return Some(Ok(LockSummary::from(&info))),
-                    Ok(_) | Err(Error::NotALock { .. }) => continue,
-                    Err(e) => {
-                        self.done = true;
-                        return Some(Err(e));
-                    }
-                }
-            }
-            match self.next_page() {
-                Ok(true) => {}
-                Ok(false) => self.done = true,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
-        }
-        None
-    }
-}
-
-impl fmt::Debug for LockScan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockScan")
-            .field("pattern", &self.pattern)
-            .field("master", &self.master)
-            .field("cursor", &self.cursor)
-            .finish_non_exhaustive()
+        LockScan::new(Arc::clone(&self.engine), pattern.into())
     }
 }
 
 #[cfg(feature = "serde")]
 mod json;
+mod scan;
+
+pub use scan::LockScan;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::client::ClientBuilder;
 use crate::engine::observe::Settings;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 impl ClientBuilder {
     /// Adds a `lock` label to the client's per-lock metrics (those with a
     /// `kind` label: acquire and hold durations, contended, lost, held,

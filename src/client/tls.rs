@@ -3,6 +3,7 @@
 
 use crate::client::ClientBuilder;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tls-rustls")))]
 impl ClientBuilder {
     /// Trusts the certificate authorities in `pem` (one or more PEM
     /// `CERTIFICATE` blocks) for `rediss://` servers, instead of the

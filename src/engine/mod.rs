@@ -149,26 +149,28 @@ impl Engine {
             .map_err(|e| self.timeout_error(operation, e))
     }
 
-    /// One `SCAN <cursor> MATCH <pattern> COUNT <count> TYPE hash` on a
-    /// connection of `pool` (one master): the next cursor (0: that master is
-    /// done) and the hash keys of the page. One round trip.
+    /// One `SCAN <cursor> MATCH <pattern> COUNT <count> [TYPE <key_type>]`
+    /// on a connection of `pool` (one master): the next cursor (0: that
+    /// master is done) and the keys of the page. One round trip.
     pub fn scan_page(
         &self,
         pool: &Pool,
         cursor: u64,
         pattern: &str,
         count: u32,
+        key_type: Option<&str>,
     ) -> Result<(u64, Vec<String>)> {
         let mut con = pool.get_within(RECONNECT_GRACE)?;
-        redis::cmd("SCAN")
-            .arg(cursor)
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
             .arg("MATCH")
             .arg(pattern)
             .arg("COUNT")
-            .arg(count)
-            .arg("TYPE")
-            .arg("hash")
-            .query(&mut con)
+            .arg(count);
+        if let Some(key_type) = key_type {
+            cmd.arg("TYPE").arg(key_type);
+        }
+        cmd.query(&mut con)
             .map_err(|e| self.timeout_error("scan_locks", Error::Redis(e)))
     }
 

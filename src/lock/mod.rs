@@ -46,6 +46,24 @@ type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
 /// or making another one with the same name from the same client gives the same
 /// lock.
 ///
+/// # Thread pools that share threads between tasks
+///
+/// Because the owner is the OS thread, two *tasks* that run on one thread
+/// are one owner: on a work-stealing pool (rayon: a thread blocked in
+/// `join` or `scope` runs stolen tasks meanwhile) or an async executor's
+/// worker (a guard held across an `.await`), task B run on the thread where
+/// task A holds `"orders"` **re-enters A's hold** instead of waiting,
+/// and both run the critical section at once. Redisson has the same hazard
+/// with its thread-id owners (virtual threads on one carrier, executor
+/// callbacks). A guard is `!Send`, so a hold cannot move between threads,
+/// but nothing stops another task from taking the lock on the same thread.
+/// When the unit of work is a task or a job rather than a thread, take the
+/// lock with [`Lock::lock_owned`] (or [`Lock::try_lock_owned`],
+/// [`Lock::try_lock_owned_for`]): the [`crate::OwnedLockGuard`] has an owner
+/// id of its own, never a thread's, so a second task waits for it like any
+/// other owner, and the guard is `Send + 'static`, released by whichever
+/// thread drops it.
+///
 /// # Waiting
 ///
 /// [`lock`](Lock::lock), [`try_lock_for`](Lock::try_lock_for) and

@@ -76,8 +76,8 @@ pub struct MultiLock<K: Kind = Reentrant> {
 /// on its own connection before any reply is read, on the calling thread.
 /// Without an explicit lease each member
 /// is renewed by its own client's watchdog, and the watchdog timeout counts
-/// as the lease for validity. See the README's "Choosing a lock for
-/// correctness" for what RedLock does and does not guarantee.
+/// as the lease for validity. See the README's "Choosing a lock", "For
+/// correctness", for what RedLock does and does not guarantee.
 pub struct RedLock<K: Kind = Reentrant> {
     inner: Composite<K>,
 }

@@ -18,7 +18,7 @@ use std::sync::{LazyLock, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{came_up, eventually, free_port, redis_server_binary, run_ok};
+use super::{came_up, eventually, free_port, redis_cli_binary, redis_server_binary, run_ok};
 
 /// One node of the cluster.
 pub struct Node {
@@ -69,7 +69,7 @@ impl Cluster {
         }
         let cluster = Cluster { nodes, dir };
         cluster.spawn_reaper();
-        let mut create = Command::new("redis-cli");
+        let mut create = Command::new(redis_cli_binary());
         create.arg("--cluster").arg("create");
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));

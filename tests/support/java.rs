@@ -44,8 +44,14 @@ impl Redisson {
 /// limit only (a JVM stuck or crashed), never a speed target.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The repository's root: this crate's, or its parent's when the harness
+/// is included by the `cli/` workspace member's tests.
 fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match dir.parent() {
+        Some(parent) if !dir.join("interop").exists() => parent,
+        _ => dir,
+    }
 }
 
 fn interop_dir() -> PathBuf {
@@ -480,6 +486,12 @@ impl JavaDriver {
             "{what}: woken {handoff:?} after the release, not within {bound:?}"
         );
         handoff
+    }
+
+    /// The JVM's pid (to `kill -9` it: a Redisson client that dies holding
+    /// its locks).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What the driver wrote to stderr so far.

@@ -5,6 +5,7 @@
 //! when its [`RedisServer`] is dropped, also when the test panics.
 #![allow(dead_code)]
 
+pub mod acl;
 pub mod actor;
 pub mod cluster;
 pub mod every_kind;
@@ -53,8 +54,17 @@ const NODE_ARGS: [&str; 10] = [
 
 static SERVERS: AtomicU32 = AtomicU32::new(0);
 
+/// The server binary every harness (standalone, Sentinel, cluster) runs:
+/// `$REDIS_SERVER`, else `redis-server` on the `PATH`. A `valkey-server`
+/// works too (scripts/test.sh's Valkey stage).
 fn redis_server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// The CLI that forms clusters (`--cluster create`): `$REDIS_CLI`, else
+/// `redis-cli` on the `PATH` (a `valkey-cli` works too).
+fn redis_cli_binary() -> String {
+    std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into())
 }
 
 fn free_port() -> u16 {

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::tls::Certs;
 use super::{
-    NODE_ARGS, eventually, free_port, listens_on, redis_server_binary, run_ok, topology_dir,
+    NODE_ARGS, eventually, free_port, listens_on, redis_cli_binary, redis_server_binary, run_ok,
+    topology_dir,
 };
 
 pub const MASTER_NAME: &str = "tlsmaster";
@@ -189,7 +190,9 @@ impl TlsCluster {
         // Bounded: it waits for the nodes to join for as long as it takes.
         let mut create = Command::new("timeout");
         create
-            .args(["60", "redis-cli", "--tls", "--cacert"])
+            .arg("60")
+            .arg(redis_cli_binary())
+            .args(["--tls", "--cacert"])
             .arg(certs.path("ca.crt"))
             .args(["--cluster", "create"]);
         for port in &ports {

@@ -1,4 +1,4 @@
-//! The versioned JSON shape of [`LockInfo`] and [`LockSummary`] (README,
+//! The versioned JSON shape of [`LockInfo`] and [`LockSummary`] (docs/operating.md,
 //! "Lock info JSON"), with the `serde` feature.
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
@@ -28,6 +28,7 @@ fn counter(kind: LockKind) -> Option<i64> {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for PermitInfo {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let mut st = s.serialize_struct("PermitInfo", 3)?;
@@ -42,6 +43,7 @@ fn ms(d: Option<Duration>) -> Option<u64> {
     d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for Holder {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let mut st = s.serialize_struct("Holder", 6)?;
@@ -63,6 +65,7 @@ impl Serialize for Holder {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for Waiter {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let mut st = s.serialize_struct("Waiter", 5)?;
@@ -75,6 +78,7 @@ impl Serialize for Waiter {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for LockInfo {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let (kind, mode) = kind_name(self.kind);
@@ -96,6 +100,7 @@ impl Serialize for LockInfo {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for LockSummary {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         let (kind, mode) = kind_name(self.kind);

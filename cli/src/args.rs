@@ -1,0 +1,348 @@
+//! The command line: clap's derive API, with `env` fallbacks for the
+//! connection options.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The README's "From the shell" section, in short: shown after `--help`.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0..     the job's own exit status (128+N when it was killed by signal N)
+  75      the lock was busy (-n, or -w ran out); change it with -E (-E 0: success)
+  124     the lock was lost while the job ran: the job was signalled (--lost-exit-code)
+  64      usage error, or options that cannot meet the kill-on-loss margin
+  69      Redis unreachable      77  authentication or ACL refusal      78  configuration
+  1       force-unlock/--if-owner found another holder; watch --until timed out
+
+Cron on several machines, run on one of them, never twice within 5 minutes:
+  */5 * * * * redisson-lock run -n -E 0 --hold-at-least 4m nightly-report -- /opt/report.sh
+
+The password comes from the URL (redis://:secret@host) or REDISSON_LOCK_URL /
+REDIS_URL, never from a flag.";
+
+/// Run a job under a Redisson lock (flock(1) across machines, with
+/// kill-on-loss), and inspect, list, force-unlock and watch locks shared with
+/// Java (Redisson) services.
+#[derive(Debug, Parser)]
+#[command(name = "redisson-lock", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// How to reach Redis (shared by every subcommand).
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    /// Data on stdout as text (for people) or JSON (versioned, for scripts).
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+
+    /// Diagnostics on stderr: acquiring, renewals failing, signals sent.
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--output`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned text.
+    Text,
+    /// JSON (one document, or one line per event for `watch`).
+    Json,
+}
+
+/// The connection options.
+#[derive(Debug, Args)]
+pub struct ConnArgs {
+    /// Redis URL (redis:// or rediss://, password inside); repeat it, or
+    /// separate with commas, for cluster seeds or sentinels. Default: env
+    /// REDISSON_LOCK_URL, then REDIS_URL, then redis://127.0.0.1:6379.
+    #[arg(
+        long,
+        global = true,
+        env = "REDISSON_LOCK_URL",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub url: Vec<String>,
+
+    /// The URLs are seeds of a Redis Cluster.
+    #[arg(long, global = true, conflicts_with = "sentinel")]
+    pub cluster: bool,
+
+    /// The URLs are sentinels; MASTER is the monitored master's name.
+    #[arg(long, global = true, value_name = "MASTER")]
+    pub sentinel: Option<String>,
+
+    /// PEM file of the CA that signed the server's certificate (rediss://).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM client certificate chain for mutual TLS (with --tls-key).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// How long a connect may take (e.g. 500ms, 2s).
+    #[arg(long, global = true, value_name = "DUR", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
+
+    /// How long a reply may take.
+    #[arg(long, global = true, value_name = "DUR", value_parser = parse_duration)]
+    pub response_timeout: Option<Duration>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run COMMAND while holding the lock NAME (or one permit of a semaphore).
+    Run(RunArgs),
+    /// Show who holds NAME: holders, TTL, kind, readers, fair queue, token,
+    /// permits.
+    Inspect {
+        /// The lock's (or synchronizer's) name: its Redis key.
+        name: String,
+    },
+    /// List the locks and synchronizers (semaphores, latches) matching a
+    /// glob, on every master (SCAN, never KEYS).
+    List {
+        /// A Redis glob (`*`, `?`, `[...]`).
+        #[arg(long, default_value = "*")]
+        pattern: String,
+    },
+    /// Free NAME with its kind's own force unlock: waiters of every language
+    /// wake at once.
+    ForceUnlock {
+        /// The lock's name.
+        name: String,
+        /// Only if this owner (`<client id>:<thread>`, as `inspect` shows it)
+        /// still holds it; exit 1 and change nothing otherwise.
+        #[arg(long, value_name = "OWNER")]
+        if_owner: Option<String>,
+        /// Do not ask for confirmation (needed when stdin is not a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+    /// Print NAME's events as JSON lines: acquired, reentered, released,
+    /// expired, holder_changed, queue_joined, queue_left.
+    Watch(WatchArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `run`'s options.
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "redisson-lock run [OPTIONS] NAME [--] COMMAND [ARGS]...\n       redisson-lock run [OPTIONS] NAME -c 'SHELL COMMAND'"
+)]
+pub struct RunArgs {
+    /// Fail at once (exit with the conflict code) when the lock is busy.
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub nonblock: bool,
+
+    /// Wait at most DUR for the lock (e.g. 10, 10s, 500ms, 2m), then fail
+    /// with the conflict code. Default: wait as long as it takes.
+    #[arg(short = 'w', long, value_name = "DUR", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+
+    /// Exit code when the lock is busy (sysexits' EX_TEMPFAIL); 0 makes
+    /// "someone else ran it" a success.
+    #[arg(short = 'E', long, value_name = "N", default_value_t = 75)]
+    pub conflict_exit_code: u8,
+
+    /// The lock type (Redisson's getLock, getFairLock, getFencedLock,
+    /// getSpinLock, getReadWriteLock's readLock/writeLock).
+    #[arg(long, value_enum, default_value_t = LockType::Lock)]
+    pub kind: LockType,
+
+    /// Shared: the read side of the read/write lock NAME (flock -s).
+    #[arg(short = 's', long, conflicts_with_all = ["exclusive", "kind", "permits"])]
+    pub shared: bool,
+
+    /// Exclusive: the write side of the read/write lock NAME (flock -x).
+    #[arg(short = 'x', long, conflicts_with_all = ["kind", "permits"])]
+    pub exclusive: bool,
+
+    /// Take one permit of the permit-expirable semaphore NAME of N permits
+    /// instead of a lock: at most N copies of the job at once. The permit's
+    /// lease is renewed while the job runs.
+    #[arg(long, value_name = "N", conflicts_with = "kind", value_parser = clap::value_parser!(u32).range(1..))]
+    pub permits: Option<u32>,
+
+    /// The lease, renewed every third of it while the job runs (Redisson's
+    /// lockWatchdogTimeout).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    pub watchdog_timeout: Duration,
+
+    /// Keep the lock until DUR after it was taken even when the job ends
+    /// sooner (its lease set to the rest), so that a late cron elsewhere
+    /// does not run the job again (ShedLock's lockAtLeastFor).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub hold_at_least: Option<Duration>,
+
+    /// The signal sent to the job's process group when the lock is lost or
+    /// its renewals stop (a name like TERM or SIGINT, or a number).
+    #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub signal: i32,
+
+    /// After --signal, SIGKILL the group this much later; always before
+    /// the lease can have expired. Default: the lease's sixth, at most 5 s.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
+
+    /// Exit code when the lock was lost while the job ran.
+    #[arg(long, value_name = "N", default_value_t = 124)]
+    pub lost_exit_code: u8,
+
+    /// Run this string with `sh -c` instead of COMMAND.
+    #[arg(short = 'c', long = "command", value_name = "SHELL COMMAND")]
+    pub shell: Option<String>,
+
+    /// The lock's name (its Redis key), as Java's getLock(NAME) names it.
+    pub name: String,
+
+    /// The job and its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub job: Vec<OsString>,
+}
+
+/// `--kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LockType {
+    /// The reentrant lock (RLock).
+    Lock,
+    /// The fair lock: first come, first served.
+    Fair,
+    /// The fenced lock: the token is in REDISSON_LOCK_TOKEN.
+    Fenced,
+    /// The spin lock (no pub/sub).
+    Spin,
+    /// The read side of a read/write lock (shared).
+    Read,
+    /// The write side of a read/write lock (exclusive).
+    Write,
+}
+
+/// `watch`'s options.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The lock's name.
+    pub name: String,
+    /// Stop (exit 0) at the first time the lock is free, locked, or changes.
+    #[arg(long, value_enum)]
+    pub until: Option<Until>,
+    /// Give up after DUR (exit 1).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// How often the lock is looked at.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "100ms")]
+    pub interval: Duration,
+}
+
+/// `watch --until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Until {
+    /// Nobody holds it (at once if nobody does).
+    Free,
+    /// Someone holds it (at once if someone does).
+    Locked,
+    /// The first event.
+    Changed,
+}
+
+/// A duration: `10` or `1.5` (seconds, as flock's -w), or with a unit:
+/// `ms`, `s`, `m`, `h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 500ms, 10s, 2m, 1h, 10)"))?;
+    let scale = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("unknown unit `{other}` (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// A signal by name (`TERM`, `SIGTERM`, `term`) or number.
+pub fn parse_signal(text: &str) -> Result<i32, String> {
+    if let Ok(number) = text.parse::<i32>() {
+        return if (1..=64).contains(&number) {
+            Ok(number)
+        } else {
+            Err(format!("no signal {number}"))
+        };
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| format!("unknown signal `{text}`"))
+}
+
+/// The signals worth naming.
+const SIGNALS: [(&str, i32); 9] = [
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("TERM", libc::SIGTERM),
+    ("ALRM", libc::SIGALRM),
+    ("CONT", libc::SIGCONT),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_flock_seconds_and_units() {
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(parse_signal("TERM"), Ok(libc::SIGTERM));
+        assert_eq!(parse_signal("sigint"), Ok(libc::SIGINT));
+        assert_eq!(parse_signal("9"), Ok(9));
+        assert!(parse_signal("NOPE").is_err());
+        assert!(parse_signal("0").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,220 @@
+//! `inspect`, `list` and `force-unlock`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use redisson_lock::{Client, HolderSide, LockInfo, LockKind, LockSummary, RwMode};
+
+use crate::args::Output;
+use crate::connect::{EX_USAGE, Failure};
+
+/// The kind as the JSON names it (`kind`, and `mode` for a read/write lock).
+pub fn kind_text(kind: LockKind) -> String {
+    match kind {
+        LockKind::Unknown => "unknown".into(),
+        LockKind::Reentrant => "reentrant".into(),
+        LockKind::Fair => "fair".into(),
+        LockKind::Fenced => "fenced".into(),
+        LockKind::ReadWrite { mode: RwMode::Read } => "read_write (read)".into(),
+        LockKind::ReadWrite {
+            mode: RwMode::Write,
+        } => "read_write (write)".into(),
+        LockKind::Counter { value } => format!("counter ({value})"),
+        LockKind::PermitExpirableSemaphore { available } => {
+            format!("permit_expirable_semaphore ({available} available)")
+        }
+        _ => "other".into(),
+    }
+}
+
+fn ttl_text(ttl: Option<Duration>, persistent: bool) -> String {
+    match ttl {
+        Some(ttl) => format!("{} ms", ttl.as_millis()),
+        None if persistent => "none (persistent)".into(),
+        None => "-".into(),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::new(crate::connect::EX_SOFTWARE, e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `inspect NAME`.
+pub fn inspect(client: &Client, name: &str, output: Output) -> Result<u8, Failure> {
+    let info = client.inspect(name)?;
+    if output == Output::Json {
+        print_json(&info)?;
+        return Ok(0);
+    }
+    print!("{}", text(&info));
+    Ok(0)
+}
+
+/// The text form of `info`.
+pub fn text(info: &LockInfo) -> String {
+    let mut out = String::new();
+    let line = |out: &mut String, key: &str, value: &str| {
+        out.push_str(&format!("{key:<10} {value}\n"));
+    };
+    line(&mut out, "name", &info.name);
+    line(&mut out, "kind", &kind_text(info.kind));
+    line(&mut out, "locked", if info.locked { "yes" } else { "no" });
+    line(&mut out, "ttl", &ttl_text(info.ttl, info.persistent));
+    if let Some(token) = info.token {
+        line(&mut out, "token", &token.to_string());
+    }
+    for holder in &info.holders {
+        let side = match holder.side {
+            HolderSide::Read => " (reader)",
+            HolderSide::Write => " (writer)",
+            _ => "",
+        };
+        let mut text = format!(
+            "{} x{}{side}  client {} thread {}",
+            holder.field(),
+            holder.count,
+            holder.client_id,
+            holder.thread_id
+        );
+        if !holder.marker_ttls.is_empty() {
+            let markers: Vec<String> = holder
+                .marker_ttls
+                .iter()
+                .map(|t| t.map_or("-".into(), |t| format!("{} ms", t.as_millis())))
+                .collect();
+            text.push_str(&format!("  markers [{}]", markers.join(", ")));
+        }
+        line(&mut out, "holder", &text);
+    }
+    for (i, waiter) in info.queue.iter().enumerate() {
+        let remaining = waiter
+            .remaining_ms
+            .map_or("-".into(), |ms| format!("{ms} ms left"));
+        let deadline = waiter.deadline_ms.map_or("-".into(), |ms| ms.to_string());
+        line(
+            &mut out,
+            "queued",
+            &format!(
+                "{}. {}  deadline {deadline} ({remaining})",
+                i + 1,
+                waiter.field()
+            ),
+        );
+    }
+    for permit in &info.permits {
+        let expiry = match (permit.expiry_ms, permit.remaining_ms) {
+            (Some(at), Some(left)) => format!("expires {at} ({left} ms left)"),
+            (Some(at), None) => format!("expires {at}"),
+            _ => "permanent".into(),
+        };
+        line(&mut out, "permit", &format!("{}  {expiry}", permit.id));
+    }
+    out
+}
+
+/// `list --pattern GLOB`.
+pub fn list(client: &Client, pattern: &str, output: Output) -> Result<u8, Failure> {
+    let mut found: Vec<LockSummary> = Vec::new();
+    for summary in client.scan_locks(pattern).with_synchronizers() {
+        let summary = summary?;
+        if output == Output::Text {
+            let state = match summary.kind {
+                LockKind::Counter { .. } | LockKind::PermitExpirableSemaphore { .. } => "-",
+                _ if summary.locked => "locked",
+                _ => "free",
+            };
+            println!(
+                "{}\t{}\t{state}\tholders={}\tttl={}",
+                summary.name,
+                kind_text(summary.kind),
+                summary.holders,
+                ttl_text(summary.ttl, false)
+            );
+        }
+        found.push(summary);
+    }
+    if output == Output::Json {
+        print_json(&found)?;
+    }
+    Ok(0)
+}
+
+/// `force-unlock NAME [--if-owner OWNER] [--yes]`: 0 when freed, 1 when
+/// there was nothing to free (or another owner holds it).
+pub fn force_unlock(
+    client: &Client,
+    name: &str,
+    if_owner: Option<&str>,
+    yes: bool,
+    output: Output,
+) -> Result<u8, Failure> {
+    let info = client.inspect(name)?;
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::new(
+                EX_USAGE,
+                "force-unlock asks for confirmation on a terminal; pass --yes otherwise",
+            ));
+        }
+        eprint!("{}", text(&info));
+        eprint!("force-unlock `{name}`? [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("redisson-lock: not unlocked");
+            return Ok(1);
+        }
+    }
+    let write_owner = if_owner.is_some_and(|o| o.ends_with(":write"));
+    let freed = match info.kind {
+        LockKind::Counter { .. } | LockKind::PermitExpirableSemaphore { .. } => {
+            return Err(Failure::new(
+                EX_USAGE,
+                format!("`{name}` is a synchronizer, not a lock: nothing to force-unlock"),
+            ));
+        }
+        LockKind::Fair => unlock(&client.fair_lock(name), if_owner)?,
+        LockKind::Fenced => unlock(&client.fenced_lock(name), if_owner)?,
+        LockKind::ReadWrite { mode } => {
+            let rw = client.read_write_lock(name);
+            if write_owner || (if_owner.is_none() && mode == RwMode::Write) {
+                unlock(&rw.write_lock(), if_owner)?
+            } else {
+                unlock(&rw.read_lock(), if_owner)?
+            }
+        }
+        _ => unlock(&client.lock(name), if_owner)?,
+    };
+    if output == Output::Json {
+        println!(
+            "{}",
+            serde_json::json!({"name": name, "unlocked": freed, "if_owner": if_owner})
+        );
+    } else if freed {
+        println!("{name}: unlocked");
+    } else {
+        println!(
+            "{name}: not unlocked ({})",
+            if if_owner.is_some() {
+                "free, or held by another owner"
+            } else {
+                "not locked"
+            }
+        );
+    }
+    Ok(if freed { 0 } else { 1 })
+}
+
+fn unlock<K: redisson_lock::Kind>(
+    lock: &redisson_lock::Lock<K>,
+    if_owner: Option<&str>,
+) -> Result<bool, Failure> {
+    Ok(match if_owner {
+        Some(owner) => lock.force_unlock_owned_by(owner)?,
+        None => lock.force_unlock()?,
+    })
+}

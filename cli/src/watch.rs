@@ -1,0 +1,287 @@
+//! `watch NAME`: a lock's events as JSON lines (or text), from snapshots
+//! (`Client::inspect`, every `--interval`) and the lock's release messages
+//! (pub/sub), which tell a release from an expiry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redisson_lock::{Client, LockInfo};
+
+use crate::args::{Output, Until, WatchArgs};
+use crate::connect::Failure;
+
+/// What a watch reports; the JSON line's `event`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Acquired,
+    Reentered,
+    Released,
+    Expired,
+    HolderChanged,
+    QueueJoined,
+    QueueLeft,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Acquired => "acquired",
+            Kind::Reentered => "reentered",
+            Kind::Released => "released",
+            Kind::Expired => "expired",
+            Kind::HolderChanged => "holder_changed",
+            Kind::QueueJoined => "queue_joined",
+            Kind::QueueLeft => "queue_left",
+        }
+    }
+}
+
+/// Glob-escapes `name` for PSUBSCRIBE.
+fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Redisson's `prefixName(prefix, name)`: the channel naming of the
+/// release messages (`redisson_lock__channel:{name}`, the fair lock's
+/// `...:{name}:<waiter>`, `redisson_rwlock:{name}`).
+fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{}", escape(name))
+    } else {
+        format!("{prefix}:{{{}}}", escape(name))
+    }
+}
+
+/// Counts the release messages of `name` on a pub/sub connection to `url`,
+/// on a thread; `None` when no subscription could be made.
+fn release_messages(url: &str, name: &str) -> Option<Arc<AtomicU64>> {
+    use redisson_lock::redis;
+    let client = redis::Client::open(url).ok()?;
+    let mut con = client.get_connection().ok()?;
+    let patterns = [
+        prefix_name("redisson_lock__channel", name),
+        format!("{}:*", prefix_name("redisson_lock__channel", name)),
+        prefix_name("redisson_rwlock", name),
+    ];
+    let count = Arc::new(AtomicU64::new(0));
+    {
+        let mut pubsub = con.as_pubsub();
+        for pattern in &patterns {
+            pubsub.psubscribe(pattern).ok()?;
+        }
+    }
+    let seen = Arc::clone(&count);
+    thread::Builder::new()
+        .name("watch-pubsub".into())
+        .spawn(move || {
+            let mut pubsub = con.as_pubsub();
+            while pubsub.get_message().is_ok() {
+                seen.fetch_add(1, Ordering::AcqRel);
+            }
+        })
+        .ok()?;
+    Some(count)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn holders(info: &LockInfo) -> BTreeMap<String, u64> {
+    info.holders.iter().map(|h| (h.field(), h.count)).collect()
+}
+
+fn queue(info: &LockInfo) -> Vec<String> {
+    info.queue.iter().map(|w| w.field()).collect()
+}
+
+struct Printer {
+    output: Output,
+    name: String,
+}
+
+impl Printer {
+    fn emit(&self, kind: Kind, fields: serde_json::Value) {
+        let mut line = serde_json::json!({
+            "event": kind.name(),
+            "name": self.name,
+            "time_ms": now_ms(),
+        });
+        if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
+            for (k, v) in fields {
+                line.insert(k.clone(), v.clone());
+            }
+        }
+        match self.output {
+            Output::Json => println!("{line}"),
+            Output::Text => {
+                let detail: Vec<String> = fields
+                    .as_object()
+                    .map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .unwrap_or_default();
+                println!("{} {} {}", line["time_ms"], kind.name(), detail.join(" "));
+            }
+        }
+    }
+}
+
+/// `watch`; 0 when `--until` was met (or never asked), 1 on `--timeout`.
+pub fn watch(
+    client: &Client,
+    urls: &[String],
+    sentinel: bool,
+    args: &WatchArgs,
+    output: Output,
+) -> Result<u8, Failure> {
+    let started = Instant::now();
+    let deadline = args.timeout.map(|t| started + t);
+    let messages = if sentinel {
+        None
+    } else {
+        urls.first()
+            .and_then(|url| release_messages(url, &args.name))
+    };
+    let printer = Printer {
+        output,
+        name: args.name.clone(),
+    };
+    let mut prev = client.inspect(&args.name)?;
+    let mut prev_at = Instant::now();
+    match args.until {
+        Some(Until::Free) if !prev.locked => return Ok(0),
+        Some(Until::Locked) if prev.locked => return Ok(0),
+        _ => {}
+    }
+    let mut seen = messages.as_ref().map_or(0, |m| m.load(Ordering::Acquire));
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(1);
+        }
+        thread::sleep(args.interval);
+        let cur = client.inspect(&args.name)?;
+        let cur_at = Instant::now();
+        let released = |seen: &mut u64| {
+            let Some(m) = &messages else { return false };
+            let mut now = m.load(Ordering::Acquire);
+            if now == *seen {
+                // A release message is on its way before the snapshot's
+                // reply; give the subscriber thread a moment to count it.
+                thread::sleep(Duration::from_millis(30));
+                now = m.load(Ordering::Acquire);
+            }
+            let any = now != *seen;
+            *seen = now;
+            any
+        };
+        let mut events = 0;
+        let before = holders(&prev);
+        let after = holders(&cur);
+        let gone: Vec<&String> = before.keys().filter(|f| !after.contains_key(*f)).collect();
+        let came: Vec<&String> = after.keys().filter(|f| !before.contains_key(*f)).collect();
+        // No message and a lease that still had time: released anyway (a
+        // fair lock without waiters and a spin lock publish nothing).
+        let ttl_left = prev
+            .ttl
+            .map(|t| t.saturating_sub(cur_at - prev_at))
+            .unwrap_or(Duration::MAX);
+        let early = ttl_left > args.interval + Duration::from_millis(500);
+        if !gone.is_empty() && !came.is_empty() && !released(&mut seen) && !early {
+            printer.emit(
+                Kind::HolderChanged,
+                serde_json::json!({"from": gone, "to": came}),
+            );
+            events += 1;
+        } else {
+            for field in &gone {
+                let kind = if released(&mut seen) || early {
+                    Kind::Released
+                } else {
+                    Kind::Expired
+                };
+                printer.emit(kind, serde_json::json!({"holder": field}));
+                events += 1;
+            }
+            for field in &came {
+                printer.emit(
+                    Kind::Acquired,
+                    serde_json::json!({"holder": field, "count": after[*field]}),
+                );
+                events += 1;
+            }
+        }
+        for (field, count) in &after {
+            match before.get(field) {
+                Some(old) if count > old => {
+                    printer.emit(
+                        Kind::Reentered,
+                        serde_json::json!({"holder": field, "count": count}),
+                    );
+                    events += 1;
+                }
+                Some(old) if count < old => {
+                    printer.emit(
+                        Kind::Released,
+                        serde_json::json!({"holder": field, "count": count}),
+                    );
+                    events += 1;
+                }
+                _ => {}
+            }
+        }
+        let (q_before, q_after) = (queue(&prev), queue(&cur));
+        for field in q_after.iter().filter(|f| !q_before.contains(f)) {
+            let position = q_after.iter().position(|f| f == field).unwrap_or(0) + 1;
+            printer.emit(
+                Kind::QueueJoined,
+                serde_json::json!({"waiter": field, "position": position}),
+            );
+            events += 1;
+        }
+        for field in q_before.iter().filter(|f| !q_after.contains(f)) {
+            printer.emit(Kind::QueueLeft, serde_json::json!({"waiter": field}));
+            events += 1;
+        }
+        // Messages of this round are accounted for.
+        if let Some(m) = &messages {
+            seen = m.load(Ordering::Acquire);
+        }
+        match args.until {
+            Some(Until::Free) if !cur.locked => return Ok(0),
+            Some(Until::Locked) if cur.locked => return Ok(0),
+            Some(Until::Changed) if events > 0 => return Ok(0),
+            _ => {}
+        }
+        prev = cur;
+        prev_at = cur_at;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_follow_redisson_prefix_name_and_are_glob_escaped() {
+        assert_eq!(
+            prefix_name("redisson_lock__channel", "orders"),
+            "redisson_lock__channel:{orders}"
+        );
+        assert_eq!(
+            prefix_name("redisson_rwlock", "{t}x"),
+            "redisson_rwlock:{t}x"
+        );
+        assert_eq!(escape("a*b?[c]"), "a\\*b\\?\\[c\\]");
+    }
+}
