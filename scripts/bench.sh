@@ -451,6 +451,16 @@ paired() {
     failed "rep $rep paired $1 threads $2"
 }
 
+# paired_mux THREADS N: `paired THREADS lock`, the crate's client multiplexed
+# over N sockets (0: pooled, the default).
+paired_mux() {
+  local id; id=$(run_id "pairedmux$1-$2" crate)
+  flush
+  run_one crate --scenario paired --threads "$1" --lock-type lock --multiplexed "$2" \
+    --rounds "$pair_rounds" --block-ms "$pair_block_ms" --warmup 1000 --run-id "$id" ||
+    failed "rep $rep paired $1 threads multiplexed $2"
+}
+
 # sync_contended CONTENDER (floor, crate or redisson): 8 threads over one
 # 2-permit semaphore, scenario 3's iterations and hold, the floor waiting on
 # the semaphore's channel (bench/src/sync_types.rs; Redisson's: Bench.java
@@ -537,6 +547,10 @@ for ((rep = 1; rep <= reps; rep++)); do
         simple redisson sync_uncontended --lock-type "$t" --threads 1 --duration-ms "$s5_ms" --warmup "$s5_warmup"
       done
     fi
+    # Many threads: the pool against multiplexed sockets (bench/src/report/paired.rs's MANY).
+    paired_mux 1 4; paired_mux 1 1
+    for threads in 16 64 128; do paired_mux "$threads" 0; paired_mux "$threads" 4; done
+    paired_mux 64 1; paired_mux 128 1
     if [ $((rep % 2)) = 1 ]; then sync_contended floor; sync_contended crate
     else sync_contended crate; sync_contended floor; fi
     if [ "$java_ok" = 1 ]; then sync_contended redisson; fi

@@ -20,6 +20,10 @@
 #                                       # the interop driver, built here with Maven)
 #                                       # on the same semaphores; TORTURE_NO_JAVA=1,
 #                                       # or no java/mvn on PATH: without it
+#   ... --multiplexed N                 # the workers' clients multiplexed over N
+#                                       # connections per server
+#                                       # (`ClientBuilder::multiplexed`; passed
+#                                       # down as REDISSON_LOCK_TEST_MULTIPLEXED)
 #   ./scripts/torture.sh --cluster [--quick]
 #                                       # the locks in a Redis Cluster (3 masters
 #                                       # + 3 replicas, the 3 locks on 3 masters),
@@ -75,13 +79,24 @@ trap cleanup EXIT
 
 cluster_args=()
 args=()
+want_multiplexed=0
 for arg in "$@"; do
-  if [ "$arg" = --cluster ]; then
+  if [ "$want_multiplexed" = 1 ]; then
+    case "$arg" in [1-9] | [1-5][0-9] | 6[0-4]) ;; *) echo "--multiplexed takes 1 to 64" >&2; exit 2 ;; esac
+    export REDISSON_LOCK_TEST_MULTIPLEXED="$arg"
+    want_multiplexed=0
+  elif [ "$arg" = --multiplexed ]; then
+    want_multiplexed=1
+  elif [ "$arg" = --cluster ]; then
     cluster_args=(--cluster-dir "$dir/cluster")
   else
     args+=("$arg")
   fi
 done
+if [ "$want_multiplexed" = 1 ]; then
+  echo "--multiplexed takes a number of connections" >&2
+  exit 2
+fi
 
 # A semaphore run gets a JVM worker: the interop driver of the newest
 # Redisson of interop/java/pom.xml (built once, then reused while up to date).

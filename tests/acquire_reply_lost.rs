@@ -11,7 +11,6 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::Client;
 use support::RedisServer;
 use support::state::hgetall;
 
@@ -45,11 +44,13 @@ fn stale_count_under_own_field_does_not_turn_a_fresh_acquire_into_a_reentry() {
 #[test]
 fn acquire_timed_out_while_redis_was_frozen_does_not_keep_the_lock_after_the_next_unlock() {
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
+    let client = support::builder(server.url())
         .response_timeout(Duration::from_millis(200))
         .build()
         .expect("client");
-    let other = Client::open(server.url()).expect("other client");
+    let other = support::builder(server.url())
+        .build()
+        .expect("other client");
     let lock = client.lock("frozen");
     // Warm a pooled connection and the server's script cache, so that the
     // frozen EVALSHA is the acquire itself (not a NOSCRIPT round).

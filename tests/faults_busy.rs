@@ -43,7 +43,7 @@ fn busy_lock(
     response_timeout: Duration,
 ) -> (RedisServer, Client, Lock<Reentrant>) {
     let server = busy_server();
-    let client = Client::builder(server.url())
+    let client = support::builder(server.url())
         .watchdog_timeout(lease)
         .response_timeout(response_timeout)
         .build()

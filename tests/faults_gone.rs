@@ -18,7 +18,7 @@ use support::{RedisServer, assert_waiting};
 const TIMEOUT: Duration = Duration::from_secs(1);
 
 fn waiter_client(server: &RedisServer, pool_size: u32) -> Client {
-    Client::builder(server.url())
+    support::builder(server.url())
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
         .pool_size(pool_size)
@@ -111,7 +111,7 @@ fn waiters_fail_promptly_when_the_server_dies() {
     let mut server = RedisServer::start();
     // Short timeouts and no unlock retries: its unlock, after the server
     // died, fails fast.
-    let holder = Client::builder(server.url())
+    let holder = support::builder(server.url())
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
         .unlock_retries(0, Duration::ZERO)
@@ -134,7 +134,9 @@ fn waiters_fail_promptly_when_the_server_dies() {
 #[test]
 fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
     let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
     let guard = holder.lock("frozen").lock().expect("holder lock");
     // One pooled connection for two waiters: neither may hang on it.
     let waiter = waiter_client(&server, 1);
@@ -179,7 +181,9 @@ fn waiters_fail_promptly_when_the_server_freezes_and_work_after_it_thaws() {
 #[test]
 fn waiters_fail_promptly_when_the_server_refuses_connections_and_recover_after() {
     let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
     let guard = holder.lock("crowded").lock().expect("holder lock");
     let waiter = waiter_client(&server, 2);
     let waits = [Wait::Lock, Wait::TryLockFor];

@@ -39,7 +39,7 @@ const FAULTS: [Fault; 3] = [
 ];
 
 fn proxied_client(proxy: &Proxy) -> Client {
-    let client = Client::builder(proxy.url())
+    let client = support::builder(proxy.url())
         .response_timeout(Duration::from_millis(300))
         .unlock_retries(3, Duration::from_millis(50))
         .build()

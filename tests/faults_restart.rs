@@ -46,7 +46,7 @@ fn restart_loses_holds_and_lets_waiters_in() {
 
 /// A client with the lease [`LEASE`] that gives up on a lost server soon.
 fn client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
+    support::builder(server.url())
         .watchdog_timeout(LEASE)
         .connect_timeout(Duration::from_secs(2))
         .response_timeout(Duration::from_secs(1))

@@ -10,7 +10,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, Error, LostReason};
+use redisson_lock::{Error, LostReason};
 use support::state::exists;
 use support::{RedisServer, eventually, logs};
 
@@ -20,7 +20,7 @@ fn lease_runs_out_while_redis_is_frozen_then_locking_works_again() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
     let period = lease / 3;
-    let client = Client::builder(server.url())
+    let client = support::builder(server.url())
         .watchdog_timeout(lease)
         .connect_timeout(Duration::from_millis(500))
         .response_timeout(Duration::from_millis(150))

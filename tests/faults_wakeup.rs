@@ -32,7 +32,9 @@ fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
     // The holder's lease is 1 s (renewed): a lost message costs a waiter at
     // most one such TTL slice.
     let holder = server.watchdog_client(Duration::from_secs(1));
-    let waiters = Client::open(server.url()).expect("waiter client");
+    let waiters = support::builder(server.url())
+        .build()
+        .expect("waiter client");
     let name = "woken";
     let (held_tx, held_rx) = channel();
     let (release_tx, release_rx) = channel::<()>();
@@ -111,7 +113,9 @@ fn waiters_survive_a_killed_subscriber_and_wake_ups_resume() {
 
     // The subscriber is back: a fresh wait is woken by the message, long
     // before the 30 s TTL of a default-lease holder.
-    let patient = Client::open(server.url()).expect("client with a 30 s lease");
+    let patient = support::builder(server.url())
+        .build()
+        .expect("client with a 30 s lease");
     assert_woken_promptly(&server, &patient, &waiters, name, false);
 
     // Killed while a thread waits on a 30 s lease: the subscriber comes back,
@@ -169,8 +173,12 @@ fn assert_woken_promptly(
 #[test]
 fn release_racing_a_waiters_subscription_is_never_missed() {
     let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder client");
-    let waiter = Client::open(server.url()).expect("waiter client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
+    let waiter = support::builder(server.url())
+        .build()
+        .expect("waiter client");
     let mut seed = u64::from(std::process::id()) ^ 0x9e37_79b9_7f4a_7c15;
     let mut worst = Duration::ZERO;
     for round in 0..200 {
@@ -228,8 +236,12 @@ fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
 #[test]
 fn subscriber_refused_by_the_server_backs_off_and_waiters_do_not_spin() {
     let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder client");
-    let waiters = Client::open(server.url()).expect("waiter client");
+    let holder = support::builder(server.url())
+        .build()
+        .expect("holder client");
+    let waiters = support::builder(server.url())
+        .build()
+        .expect("waiter client");
     let name = "crowded";
     let channel = "redisson_lock__channel:{crowded}";
     let guard = holder.lock(name).lock().expect("holder lock");
@@ -353,7 +365,9 @@ fn wait_in_thread(lock: redisson_lock::Lock) -> thread::JoinHandle<Duration> {
 #[test]
 fn release_between_a_failed_attempt_and_the_subscription_is_not_missed() {
     let (server, proxy) = Proxy::with_server();
-    let waiters = Client::open(proxy.url()).expect("waiter client");
+    let waiters = support::builder(proxy.url())
+        .build()
+        .expect("waiter client");
     let name = "gap-before-subscribe";
     let holder = ForeignHolder::take(&server, name);
 
@@ -382,7 +396,9 @@ fn release_between_a_failed_attempt_and_the_subscription_is_not_missed() {
 #[test]
 fn release_between_the_second_attempt_and_the_wait_is_not_missed() {
     let (server, proxy) = Proxy::with_server();
-    let waiters = Client::open(proxy.url()).expect("waiter client");
+    let waiters = support::builder(proxy.url())
+        .build()
+        .expect("waiter client");
     let name = "gap-before-wait";
     let holder = ForeignHolder::take(&server, name);
 

@@ -18,7 +18,7 @@ use support::every_kind::{Wake, every_kind};
 use support::sentinel::{MASTER_NAME, SentinelSetup, con, role};
 
 fn client(setup: &SentinelSetup, watchdog: Duration) -> Client {
-    Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
+    support::connections(Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls()))
         .watchdog_timeout(watchdog)
         .connect_timeout(Duration::from_secs(5))
         .build()

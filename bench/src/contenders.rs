@@ -82,12 +82,26 @@ pub struct Factory {
 
 impl Factory {
     pub fn new(kind: Kind, url: &str, watchdog: Duration) -> Result<Factory> {
+        Factory::with_connections(kind, url, watchdog, None)
+    }
+
+    /// [`Factory::new`], the crate's client multiplexed over that many
+    /// connections when `multiplexed` is set (`--multiplexed N`).
+    pub fn with_connections(
+        kind: Kind,
+        url: &str,
+        watchdog: Duration,
+        multiplexed: Option<u32>,
+    ) -> Result<Factory> {
         let client = match kind {
-            Kind::Crate => Some(
-                redisson_lock::Client::builder(url)
-                    .watchdog_timeout(watchdog)
-                    .build()?,
-            ),
+            Kind::Crate => {
+                let builder = redisson_lock::Client::builder(url).watchdog_timeout(watchdog);
+                let builder = match multiplexed {
+                    Some(n) => builder.multiplexed(n),
+                    None => builder,
+                };
+                Some(builder.build()?)
+            }
             _ => None,
         };
         Ok(Factory {
@@ -98,6 +112,14 @@ impl Factory {
             floor_id: uuid::Uuid::new_v4().to_string(),
             lock_type: LockType::Lock,
         })
+    }
+
+    /// Command connections the crate's client has open (pooled, or
+    /// multiplexed sockets); `None` for other contenders.
+    pub fn connections(&self) -> Option<u32> {
+        self.client
+            .as_ref()
+            .map(|c| c.diagnostics().pooled_connections)
     }
 
     /// Sessions take `lock_type` instead of RLock (scenario 5).

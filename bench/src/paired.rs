@@ -38,12 +38,23 @@ pub fn run(args: &Args) -> Result<Value> {
     let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
     let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
     let kind = Kind::parse(args.str("contender")?)?;
+    // `--multiplexed N`: the crate's commands share N sockets.
+    let multiplexed = match args.num_or("multiplexed", 0)? {
+        0 => None,
+        n => Some(u32::try_from(n)?),
+    };
     let sides = [
         Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
-        Factory::new(kind, url, watchdog)?.with_lock_type(lock_type),
+        Factory::with_connections(kind, url, watchdog, multiplexed)?.with_lock_type(lock_type),
     ];
     let shared = args.num_or("shared-name", 0)? == 1;
-    measure(args, |t| open_sessions(&sides, &run_id, t, shared))
+    let mut out = measure(args, |t| open_sessions(&sides, &run_id, t, shared))?;
+    // The connections each side used: the floor one per thread, the
+    // crate's client those it has open at the end.
+    out["floor_connections"] = json!(args.num_or("threads", 1)?.max(1));
+    out["connections"] = json!(sides[1].connections());
+    out["multiplexed"] = json!(multiplexed);
+    Ok(out)
 }
 
 /// The measurement itself, for any pair of sides: `--threads` threads, each

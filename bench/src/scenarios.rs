@@ -45,7 +45,18 @@ pub fn run(args: &Args) -> Result<()> {
         "redlock" => crate::redlock::run(kind, args)?,
         "contended" if lock_type != LockType::Lock => contended(&typed()?, args)?,
         "uncontended" => uncontended(&Factory::new(kind, url, watchdog)?, args)?,
-        "scaled" => scaled(&Factory::new(kind, url, watchdog)?, args)?,
+        "scaled" => {
+            // `--multiplexed N`: the crate's commands share N sockets.
+            let multiplexed = match args.num_or("multiplexed", 0)? {
+                0 => None,
+                n => Some(u32::try_from(n)?),
+            };
+            let f = Factory::with_connections(kind, url, watchdog, multiplexed)?;
+            let mut out = scaled(&f, args)?;
+            out["multiplexed"] = json!(multiplexed);
+            out["connections"] = json!(f.connections());
+            out
+        }
         "contended" => contended(&Factory::new(kind, url, watchdog)?, args)?,
         "watchdog" if kind == Kind::Crate => crate_watchdog(url, args)?,
         "watchdog" if kind == Kind::Rslock => rslock_watchdog(url, args)?,

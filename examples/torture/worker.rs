@@ -145,6 +145,14 @@ pub fn worker_main(args: &[String]) -> ExitCode {
             Some(seeds) => Client::cluster_builder(seeds.split(',')),
             None => Client::builder(url),
         };
+        // `scripts/torture.sh --multiplexed N`.
+        let builder = match std::env::var("REDISSON_LOCK_TEST_MULTIPLEXED")
+            .ok()
+            .and_then(|n| n.parse().ok())
+        {
+            Some(n) => builder.multiplexed(n),
+            None => builder,
+        };
         match builder
             .watchdog_timeout(ms(LEASE_MS))
             .connect_timeout(ms(1000))

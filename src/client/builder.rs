@@ -14,6 +14,7 @@ use crate::engine::events::EventHandler;
 use crate::engine::observe;
 use crate::error::{Error, Result};
 use crate::names;
+use crate::net::pool::Connections;
 use crate::net::tls::TlsSettings;
 use crate::topology::sentinel::SentinelSettings;
 use crate::topology::{Target, Topology};
@@ -26,6 +27,8 @@ pub struct ClientBuilder {
     pub(crate) info: RedisResult<ConnectionInfo>,
     pub(crate) config: Config,
     pub(crate) pool_size: u32,
+    /// Shared sockets per server instead of the pool, when set.
+    pub(crate) multiplexed: Option<u32>,
     pub(crate) tls: TlsSettings,
     pub(crate) sentinel: Option<SentinelSettings>,
     /// Cluster seeds (`info` is the first one); `None` for one server.
@@ -45,6 +48,7 @@ impl ClientBuilder {
             info,
             config: Config::default(),
             pool_size: names::DEFAULT_POOL_SIZE,
+            multiplexed: None,
             tls: TlsSettings::default(),
             sentinel: None,
             seeds: None,
@@ -94,6 +98,39 @@ impl ClientBuilder {
     /// holds one only for the duration of a command.
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
+        self
+    }
+
+    /// Commands of every thread share `connections` sockets per server
+    /// (per master in a cluster) instead of taking a pooled connection each
+    /// (1 to 64; 2 to 4 is plenty). Each command is written as it comes and
+    /// the replies are read back in order, so that many round trips overlap
+    /// on one socket and one `read` serves many callers: with many threads,
+    /// fewer connections, system calls and wake-ups per command. The caller
+    /// whose reply is next reads the socket and hands later replies to
+    /// their callers: a lone thread reads its own reply, with no hand-off
+    /// and no extra thread.
+    ///
+    /// Guarantees, as with pooled connections: no command is ever sent
+    /// twice after a timeout; a command's commands that must be adjacent
+    /// (`ASKING` and its command, a script and its `WAIT`) are written
+    /// together. What it costs: a reply that does not come within the
+    /// response timeout (give or take an eighth of it) closes the socket,
+    /// and every command in flight on it then fails with
+    /// [`Error::Timeout`] (its outcome unknown, handled by each lock kind
+    /// as a timeout on its own connection is: an acquire checks its own
+    /// count, a release keeps its count, a synchronizer reports it); a
+    /// socket that breaks fails them as a dropped connection (sent once
+    /// more, flagged as a resend, as on a pooled connection). A slow script
+    /// delays the commands behind it on its socket, up to the response
+    /// timeout; so does a replica-synced write's `WAIT` (Sentinel and
+    /// cluster clients, [`check_lock_synced_replicas`](Self::check_lock_synced_replicas)),
+    /// until the replicas acknowledge: with replicas that may lag, the pool
+    /// isolates callers better. The watchdog's renewals (outside a cluster)
+    /// and the subscriber keep connections of their own. Replaces
+    /// [`pool_size`](Self::pool_size).
+    pub fn multiplexed(mut self, connections: u32) -> Self {
+        self.multiplexed = Some(connections);
         self
     }
 
@@ -158,6 +195,17 @@ impl ClientBuilder {
                 self.pool_size
             )));
         }
+        if let Some(n) = self.multiplexed
+            && !(1..=64).contains(&n)
+        {
+            return Err(Error::invalid(format!(
+                "multiplexed connections must be between 1 and 64, got {n}"
+            )));
+        }
+        let connections = match self.multiplexed {
+            Some(n) => Connections::Multiplexed(n),
+            None => Connections::Pooled(self.pool_size),
+        };
         let target = match (self.seeds, self.sentinel) {
             (None, None) => Target::Single(info),
             (None, Some(sentinel)) => Target::Sentinel(info, sentinel),
@@ -168,7 +216,7 @@ impl ClientBuilder {
                 ));
             }
         };
-        let topology = Topology::connect(target, &config, self.pool_size, &self.tls)?;
+        let topology = Topology::connect(target, &config, connections, &self.tls)?;
         Ok(Client {
             engine: Arc::new(Engine::start(config, topology, self.handler, self.observe)?),
         })
@@ -180,6 +228,7 @@ impl fmt::Debug for ClientBuilder {
         f.debug_struct("ClientBuilder")
             .field("config", &self.config)
             .field("pool_size", &self.pool_size)
+            .field("multiplexed", &self.multiplexed)
             .finish_non_exhaustive()
     }
 }

@@ -219,7 +219,8 @@ pub struct Diagnostics {
     /// Threads currently waiting for a lock through the subscriber.
     pub waiters: usize,
     /// Command connections open in the pool (in a cluster, in every
-    /// master's pool).
+    /// master's pool); multiplexed ([`ClientBuilder::multiplexed`]), the
+    /// shared sockets open.
     pub pooled_connections: u32,
     /// Of those, how many are idle.
     pub idle_connections: u32,

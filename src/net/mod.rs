@@ -5,8 +5,10 @@
 
 pub(crate) mod connection;
 pub(crate) mod endpoint;
+pub(crate) mod mux;
 pub(crate) mod pool;
 pub(crate) mod scatter;
+pub(crate) mod stream;
 pub(crate) mod tls;
 
 /// The `ConnectionLike` methods that a decorator over the connection in its

@@ -18,16 +18,41 @@ use redis::{ConnectionLike, RedisError, RedisResult, Value};
 use crate::error::{Error, Result};
 use crate::net::connection::{Connector, PooledConnection};
 use crate::net::endpoint::Endpoint;
+use crate::net::mux::{Mux, Shared};
 
 /// How long a command keeps trying to connect while the server refuses:
 /// long enough for a restarting server to listen again, short enough that a
 /// server that is down is an answer.
 pub(crate) const RECONNECT_GRACE: Duration = Duration::from_millis(100);
 
-/// At most `max` connections, opened on demand and kept while idle.
+/// How a pool connects: connections of its own per checkout, or shared
+/// multiplexed sockets (`ClientBuilder::multiplexed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Connections {
+    /// At most this many connections, one per checkout.
+    Pooled(u32),
+    /// This many sockets shared by every checkout.
+    Multiplexed(u32),
+}
+
+impl Connections {
+    /// A pool of this kind through `connector`; opens nothing yet.
+    pub fn pool(self, connector: Connector) -> Pool {
+        match self {
+            Connections::Pooled(max) => Pool::new(connector, max),
+            Connections::Multiplexed(n) => Pool::multiplexed(connector, n),
+        }
+    }
+}
+
+/// At most `max` connections, opened on demand and kept while idle; or,
+/// multiplexed, a few sockets that every checkout shares (see
+/// [`crate::net::mux`]).
 pub(crate) struct Pool {
     connector: Connector,
     max: u32,
+    /// The shared sockets, when multiplexed (then nothing else is used).
+    mux: Option<Mux>,
     state: Mutex<State>,
     /// Signalled when a connection is returned or a slot frees up.
     returned: Condvar,
@@ -43,7 +68,14 @@ struct State {
 /// it broke.
 pub(crate) struct Checkout<'a> {
     pool: &'a Pool,
-    con: Option<PooledConnection>,
+    con: Option<Held>,
+}
+
+/// What a checkout holds: a connection of its own, or a share of a
+/// multiplexed socket.
+enum Held {
+    Pooled(PooledConnection),
+    Shared(Shared),
 }
 
 impl Pool {
@@ -51,12 +83,20 @@ impl Pool {
         Pool {
             connector,
             max,
+            mux: None,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
             }),
             returned: Condvar::new(),
         }
+    }
+
+    /// A pool whose checkouts share `connections` multiplexed sockets.
+    pub fn multiplexed(connector: Connector, connections: u32) -> Pool {
+        let mut pool = Pool::new(connector, connections);
+        pool.mux = Some(Mux::new(connections));
+        pool
     }
 
     /// An idle connection, or a new one while fewer than `max` exist, or the
@@ -99,6 +139,10 @@ impl Pool {
     /// `None` (only when `wait` is false) instead of waiting for a busy
     /// pool's next returned connection.
     fn checkout_or_open(&self, wait: bool) -> RedisResult<Result<Option<Checkout<'_>>>> {
+        if let Some(mux) = &self.mux {
+            // A shared socket never waits for another checkout.
+            return Ok(Ok(mux.get(&self.connector, true)?.map(|s| self.share(s))));
+        }
         let mut deadline: Option<Instant> = None;
         let mut state = self.state.lock();
         loop {
@@ -153,12 +197,22 @@ impl Pool {
 
     /// An idle connection if there is one; never opens one or waits.
     pub fn try_get_idle(&self) -> Option<Checkout<'_>> {
+        if let Some(mux) = &self.mux {
+            return mux
+                .get(&self.connector, false)
+                .ok()
+                .flatten()
+                .map(|s| self.share(s));
+        }
         let con = self.state.lock().idle.pop()?;
         Some(self.checkout(con))
     }
 
     /// Connections that exist, and of those how many are idle.
     pub fn state(&self) -> (u32, u32) {
+        if let Some(mux) = &self.mux {
+            return mux.state();
+        }
         let state = self.state.lock();
         (
             state.open,
@@ -173,7 +227,14 @@ impl Pool {
     fn checkout(&self, con: PooledConnection) -> Checkout<'_> {
         Checkout {
             pool: self,
-            con: Some(con),
+            con: Some(Held::Pooled(con)),
+        }
+    }
+
+    fn share(&self, shared: Shared) -> Checkout<'_> {
+        Checkout {
+            pool: self,
+            con: Some(Held::Shared(shared)),
         }
     }
 
@@ -190,7 +251,7 @@ impl Pool {
 }
 
 impl Checkout<'_> {
-    fn inner(&mut self) -> RedisResult<&mut PooledConnection> {
+    fn inner(&mut self) -> RedisResult<&mut Held> {
         // `con` is only taken by `drop`.
         self.con
             .as_mut()
@@ -206,26 +267,61 @@ impl<'a> Checkout<'a> {
 
     /// See [`PooledConnection::send_packed`].
     pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.inner()?.send_packed(cmd)
+        match self.inner()? {
+            Held::Pooled(con) => con.send_packed(cmd),
+            Held::Shared(shared) => shared.send_packed(cmd),
+        }
     }
 
     /// See [`PooledConnection::recv_within`]: the reply to what
-    /// [`Checkout::send_packed`] sent, read within `within` at most.
+    /// [`Checkout::send_packed`] sent, read within `within` at most (on a
+    /// shared socket, a reply not read in time is abandoned, not the
+    /// socket).
     pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
-        self.inner()?.recv_within(within)
+        let usual = self.pool.connector.response_timeout;
+        match self.inner()? {
+            Held::Pooled(con) => con.recv_within(within),
+            Held::Shared(shared) => shared.recv_within(within, usual),
+        }
     }
 
-    /// Closes the connection instead of returning it to the pool.
+    /// Closes the connection instead of returning it to the pool; on a
+    /// shared socket, drops the reply of what [`Checkout::send_packed`]
+    /// sent instead.
     pub fn discard(&mut self) {
-        if let Some(con) = self.con.as_mut() {
-            con.discard();
+        match self.con.as_mut() {
+            Some(Held::Pooled(con)) => con.discard(),
+            Some(Held::Shared(shared)) => shared.discard(),
+            None => {}
+        }
+    }
+
+    /// `ASKING` (a cluster's `ASK` redirect) for the next command: sent now
+    /// on a connection of its own; on a shared socket, written together
+    /// with that command so that no other caller's command comes between.
+    pub fn asking(&mut self) -> RedisResult<()> {
+        match self.inner()? {
+            Held::Pooled(con) => redis::cmd("ASKING").exec(con),
+            Held::Shared(shared) => {
+                shared.ask_next();
+                Ok(())
+            }
         }
     }
 }
 
 impl ConnectionLike for Checkout<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.inner()?.req_packed_command(cmd)
+        match self.inner()? {
+            Held::Pooled(con) => con.req_packed_command(cmd),
+            Held::Shared(shared) => {
+                let replies = shared.request(cmd, 0, 1)?;
+                replies
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
+            }
+        }
     }
 
     fn req_packed_commands(
@@ -234,30 +330,47 @@ impl ConnectionLike for Checkout<'_> {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.inner()?.req_packed_commands(cmd, offset, count)
+        match self.inner()? {
+            Held::Pooled(con) => con.req_packed_commands(cmd, offset, count),
+            Held::Shared(shared) => shared.request(cmd, offset, count),
+        }
     }
 
     fn get_db(&self) -> i64 {
-        self.con.as_ref().map_or(0, ConnectionLike::get_db)
+        match self.con.as_ref() {
+            Some(Held::Pooled(con)) => con.get_db(),
+            _ => self.pool.connector.endpoint().info().redis_settings().db(),
+        }
     }
 
     fn check_connection(&mut self) -> bool {
-        self.inner().is_ok_and(ConnectionLike::check_connection)
+        if let Some(Held::Pooled(con)) = self.con.as_mut() {
+            return con.check_connection();
+        }
+        self.req_packed_command(&redis::cmd("PING").get_packed_command())
+            .is_ok_and(|reply| !matches!(reply, Value::ServerError(_)))
     }
 
     fn is_open(&self) -> bool {
-        self.con.as_ref().is_some_and(ConnectionLike::is_open)
+        match self.con.as_ref() {
+            Some(Held::Pooled(con)) => con.is_open(),
+            Some(Held::Shared(shared)) => shared.is_open(),
+            None => false,
+        }
     }
 }
 
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
-        if let Some(con) = self.con.take() {
-            if con.is_open() {
-                self.pool.put_back(con);
-            } else {
-                self.pool.forget();
+        match self.con.take() {
+            Some(Held::Pooled(con)) if con.is_open() => self.pool.put_back(con),
+            Some(Held::Pooled(_)) => self.pool.forget(),
+            Some(Held::Shared(shared)) => {
+                if let Some(mux) = &self.pool.mux {
+                    mux.release(&shared);
+                }
             }
+            None => {}
         }
     }
 }

@@ -16,8 +16,8 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::stream::Stream;
 use super::{Flavour, Shared};
+use crate::net::stream::Stream;
 
 /// How long the connection may stay silent before the thread checks it with
 /// a PING, while no thread waits. While one does, it is the response timeout:

@@ -39,7 +39,6 @@ mod conn;
 mod entries;
 mod replies;
 mod shard;
-mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

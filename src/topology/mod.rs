@@ -23,7 +23,7 @@ use redis::ConnectionInfo;
 use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result};
 use crate::net::connection::Connector;
-use crate::net::pool::{Checkout, Pool, RECONNECT_GRACE};
+use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
 use crate::net::tls::TlsSettings;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
 use cluster::Cluster;
@@ -70,14 +70,14 @@ impl Topology {
     pub fn connect(
         target: Target,
         config: &Config,
-        pool_size: u32,
+        connections: Connections,
         tls: &TlsSettings,
     ) -> Result<Topology> {
         let timeouts = (config.connect_timeout, config.response_timeout);
         let plain = |endpoint| -> Result<(Arc<Pool>, Subscriber)> {
             let endpoint = Arc::new(endpoint);
             let connector = Connector::new(Arc::clone(&endpoint), timeouts.0, timeouts.1)?;
-            let pool = Arc::new(Pool::new(connector, pool_size));
+            let pool = Arc::new(connections.pool(connector));
             drop(pool.get()?);
             let subscriber = Subscriber::new(endpoint, timeouts.0, timeouts.1, Flavour::Standalone);
             Ok((pool, subscriber))
@@ -101,7 +101,7 @@ impl Topology {
                 })
             }
             Target::Cluster(seeds, mode) => {
-                let cluster = Cluster::for_client(seeds, config, pool_size, tls)?;
+                let cluster = Cluster::for_client(seeds, config, connections, tls)?;
                 let flavour = cluster.flavour(mode);
                 let subscribers = PerMaster::new(
                     Arc::clone(&cluster),

@@ -47,7 +47,7 @@ impl Cluster {
     /// A cluster client of this cluster (every node a seed), with the
     /// default settings.
     pub fn client(&self) -> redisson_lock::Client {
-        redisson_lock::Client::cluster_builder(self.urls())
+        super::connections(redisson_lock::Client::cluster_builder(self.urls()))
             .build()
             .expect("cluster client")
     }

@@ -195,7 +195,9 @@ impl RedisServer {
 
     /// A client of this server with the default settings.
     pub fn client(&self) -> Client {
-        Client::open(self.url()).expect("client")
+        connections(Client::builder(self.url()))
+            .build()
+            .expect("client")
     }
 
     /// A client of this server whose watchdog timeout (the lease of a hold
@@ -340,10 +342,30 @@ impl Drop for RedisServer {
     }
 }
 
+/// `builder`, multiplexed over that many connections when the environment
+/// variable `REDISSON_LOCK_TEST_MULTIPLEXED` is set (1 to 64): the support
+/// clients of a test binary then run multiplexed (`scripts/torture.sh
+/// --multiplexed N` and a rerun of any test binary use it).
+pub fn connections(builder: redisson_lock::ClientBuilder) -> redisson_lock::ClientBuilder {
+    match std::env::var("REDISSON_LOCK_TEST_MULTIPLEXED")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        Some(n) => builder.multiplexed(n),
+        None => builder,
+    }
+}
+
+/// `Client::builder(url)` through [`connections`]: the builder the tests
+/// that build their own clients start from.
+pub fn builder(url: impl redis::IntoConnectionInfo) -> redisson_lock::ClientBuilder {
+    connections(Client::builder(url))
+}
+
 /// A client of `url` (a server's, a proxy's) whose watchdog timeout is
 /// `watchdog`.
 pub fn watchdog_client(url: &str, watchdog: Duration) -> Client {
-    Client::builder(url)
+    connections(Client::builder(url))
         .watchdog_timeout(watchdog)
         .build()
         .expect("client")

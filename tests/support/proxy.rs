@@ -110,7 +110,9 @@ impl Proxy {
     /// A client that reaches the server through the proxy, with the
     /// default settings.
     pub fn client(&self) -> redisson_lock::Client {
-        redisson_lock::Client::open(self.url()).expect("client")
+        super::connections(redisson_lock::Client::builder(self.url()))
+            .build()
+            .expect("client")
     }
 
     /// A client through the proxy that gives up on a reply after
@@ -119,7 +121,7 @@ impl Proxy {
         &self,
         response_timeout: Duration,
     ) -> redisson_lock::Client {
-        redisson_lock::Client::builder(self.url())
+        super::connections(redisson_lock::Client::builder(self.url()))
             .response_timeout(response_timeout)
             .build()
             .expect("client through the proxy")

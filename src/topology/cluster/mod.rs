@@ -30,7 +30,7 @@ use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result};
 use crate::net::connection::Connector;
 use crate::net::endpoint::Endpoint;
-use crate::net::pool::Pool;
+use crate::net::pool::{Connections, Pool};
 use crate::net::tls::TlsSettings;
 use crate::pubsub::Flavour;
 use crate::spawn::spawn;
@@ -57,7 +57,7 @@ struct State {
     tls: TlsSettings,
     connect_timeout: Duration,
     response_timeout: Duration,
-    pool_size: u32,
+    connections: Connections,
     table: RwLock<Arc<Table>>,
     pools: Mutex<HashMap<Arc<str>, Arc<Pool>>>,
     last_refresh: Mutex<Instant>,
@@ -80,7 +80,7 @@ impl Cluster {
         tls: TlsSettings,
         connect_timeout: Duration,
         response_timeout: Duration,
-        pool_size: u32,
+        connections: Connections,
     ) -> Result<Cluster> {
         if seeds.is_empty() {
             return Err(Error::invalid("a cluster needs at least one seed"));
@@ -98,7 +98,7 @@ impl Cluster {
             tls,
             connect_timeout,
             response_timeout,
-            pool_size,
+            connections,
             table: RwLock::new(Arc::new(Table::empty())),
             pools: Mutex::new(HashMap::new()),
             last_refresh: Mutex::new(Instant::now()),
@@ -213,7 +213,7 @@ impl State {
         let mut pools = self.pools.lock();
         let pool = pools
             .entry(Arc::clone(addr))
-            .or_insert_with(|| Arc::new(Pool::new(connector, self.pool_size)));
+            .or_insert_with(|| Arc::new(self.connections.pool(connector)));
         Ok(Arc::clone(pool))
     }
 
@@ -381,7 +381,7 @@ impl Cluster {
     pub(crate) fn for_client(
         seeds: Vec<ConnectionInfo>,
         config: &Config,
-        pool_size: u32,
+        connections: Connections,
         tls: &TlsSettings,
     ) -> Result<Arc<Cluster>> {
         let cluster = Cluster::connect(
@@ -389,7 +389,7 @@ impl Cluster {
             tls.clone(),
             config.connect_timeout,
             config.response_timeout,
-            pool_size,
+            connections,
         )?;
         let first = cluster
             .masters()

@@ -90,7 +90,7 @@ impl Cluster {
             let result = (|| {
                 let mut con = pool.get_within(reconnect_grace)?;
                 if asking {
-                    redis::cmd("ASKING").exec(&mut con)?;
+                    con.asking()?;
                 }
                 match command(&mut con, resend) {
                     Err(e) if e.is_connection_dropped() => {
@@ -109,7 +109,7 @@ impl Cluster {
                             }
                         };
                         if asking {
-                            redis::cmd("ASKING").exec(&mut con)?;
+                            con.asking()?;
                         }
                         command(&mut con, true)
                     }
@@ -170,7 +170,7 @@ impl Cluster {
     ) -> Result<T> {
         let pool = self.pool(addr)?;
         let mut con = pool.get()?;
-        redis::cmd("ASKING").exec(&mut con)?;
+        con.asking()?;
         command(&mut con)
     }
 }

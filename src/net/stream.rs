@@ -1,4 +1,6 @@
-//! The subscriber's socket: TCP or Unix, connected and authenticated.
+//! A socket the crate owns and speaks RESP on itself (the subscriber's, the
+//! multiplexed command connections'): TCP, TLS or Unix, connected and
+//! authenticated.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -12,7 +14,7 @@ use crate::net::endpoint::Endpoint;
 
 /// The subscriber's socket. Reads happen on the subscriber thread, writes
 /// under the connection mutex, each through its own clone of the socket.
-pub(super) enum Stream {
+pub(crate) enum Stream {
     Tcp(TcpStream),
     #[cfg(unix)]
     Unix(UnixStream),
@@ -40,9 +42,35 @@ impl Stream {
     /// Connects to the server `info` names and authenticates, within
     /// `timeout` for each step; the socket's read and write timeouts are
     /// `timeout` until changed.
-    pub(super) fn connect(endpoint: &Endpoint, timeout: Duration) -> io::Result<Stream> {
+    pub(crate) fn connect(endpoint: &Endpoint, timeout: Duration) -> io::Result<Stream> {
         let info = endpoint.info();
-        let mut stream = match endpoint.info().addr() {
+        let mut stream = Stream::open(endpoint, timeout)?;
+        let settings = info.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = settings.username() {
+                auth.arg(username);
+            }
+            auth.arg(password);
+            stream.write_all(&auth.get_packed_command())?;
+            let reply = redis::Parser::new()
+                .parse_value(&mut stream)
+                .map_err(io::Error::other)?;
+            if let Value::ServerError(e) = reply {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("AUTH failed: {}", e.code()),
+                ));
+            }
+        }
+        Ok(stream)
+    }
+
+    /// Connects to the server `endpoint` names (the TLS handshake
+    /// included), without authenticating, within `timeout` for each step;
+    /// the socket's read and write timeouts are `timeout` until changed.
+    pub(crate) fn open(endpoint: &Endpoint, timeout: Duration) -> io::Result<Stream> {
+        let stream = match endpoint.info().addr() {
             ConnectionAddr::Tcp(host, port) => Stream::Tcp(tcp_connect(host, *port, timeout)?),
             #[cfg(feature = "tls-rustls")]
             ConnectionAddr::TcpTls { host, port, .. } => {
@@ -65,28 +93,10 @@ impl Stream {
         };
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        let settings = info.redis_settings();
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(username) = settings.username() {
-                auth.arg(username);
-            }
-            auth.arg(password);
-            stream.write_all(&auth.get_packed_command())?;
-            let reply = redis::Parser::new()
-                .parse_value(&mut stream)
-                .map_err(io::Error::other)?;
-            if let Value::ServerError(e) = reply {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("AUTH failed: {}", e.code()),
-                ));
-            }
-        }
         Ok(stream)
     }
 
-    pub(super) fn try_clone(&self) -> io::Result<Stream> {
+    pub(crate) fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             #[cfg(unix)]
@@ -96,7 +106,7 @@ impl Stream {
         })
     }
 
-    pub(super) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(unix)]
@@ -106,7 +116,7 @@ impl Stream {
         }
     }
 
-    pub(super) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(timeout),
             #[cfg(unix)]
@@ -117,7 +127,7 @@ impl Stream {
     }
 
     /// Ends the connection both ways; the reader sees it at once.
-    pub(super) fn shutdown(&self) -> io::Result<()> {
+    pub(crate) fn shutdown(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             #[cfg(unix)]

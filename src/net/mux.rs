@@ -1,0 +1,203 @@
+//! Multiplexed command connections (`ClientBuilder::multiplexed`): a few
+//! sockets per server that the commands of every thread share, each written
+//! as it comes and its reply read back in order ([`socket`]), so that many
+//! round trips overlap on one socket and one `read` serves many callers.
+//!
+//! A checkout ([`Shared`]) takes the first socket with fewer than [`DEPTH`]
+//! checkouts (so that a lone thread keeps to one socket and batches stay
+//! deep), else the least loaded one, opened on the
+//! calling thread when it is missing or was closed. Nothing is ever sent
+//! twice by this layer: a socket that times out or breaks fails every
+//! request in flight on it (see [`socket`]) and is replaced for later ones.
+
+mod socket;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{RedisResult, Value};
+
+use crate::net::connection::Connector;
+use socket::{Slot, Socket};
+
+/// Checkouts a socket takes before the next one is used: a deeper queue
+/// means fewer system calls per command on both sides (one `read` of the
+/// server's serves the whole batch), more sockets less head-of-line
+/// blocking behind a slow script.
+const DEPTH: usize = 32;
+
+/// The shared sockets of one server.
+pub(crate) struct Mux {
+    sockets: Vec<Mutex<Option<Arc<Socket>>>>,
+    /// Checkouts using each socket: a checkout picks one without a lock.
+    load: Vec<AtomicUsize>,
+}
+
+/// The packed `ASKING`, sent ahead of a command in the same write.
+fn asking_packed() -> Vec<u8> {
+    redis::cmd("ASKING").get_packed_command()
+}
+
+impl Mux {
+    /// `connections` sockets (at least one), none opened yet.
+    pub fn new(connections: u32) -> Mux {
+        let n = usize::try_from(connections.max(1)).unwrap_or(1);
+        Mux {
+            sockets: (0..n).map(|_| Mutex::new(None)).collect(),
+            load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+
+    /// A share of the least loaded socket, opened (on this thread, within
+    /// the connect timeout) if it is missing or closed, unless `open` is
+    /// false: then `None` instead.
+    pub fn get(&self, connector: &Connector, open: bool) -> RedisResult<Option<Shared>> {
+        // The first socket with room, else the least loaded.
+        let mut index = 0;
+        let mut least = usize::MAX;
+        for (i, load) in self.load.iter().enumerate() {
+            let load = load.load(Ordering::Relaxed);
+            if load < DEPTH {
+                index = i;
+                break;
+            }
+            if load < least {
+                index = i;
+                least = load;
+            }
+        }
+        let mut slot = self.sockets[index].lock();
+        let socket = match slot.as_ref() {
+            Some(socket) if socket.is_usable() => Arc::clone(socket),
+            _ if !open => return Ok(None),
+            _ => {
+                *slot = None;
+                let socket = Arc::new(Socket::open(
+                    connector.endpoint(),
+                    connector.connect_timeout,
+                    connector.response_timeout,
+                )?);
+                *slot = Some(Arc::clone(&socket));
+                socket
+            }
+        };
+        drop(slot);
+        self.load[index].fetch_add(1, Ordering::Relaxed);
+        Ok(Some(Shared {
+            socket,
+            index,
+            asking: false,
+            sent: None,
+        }))
+    }
+
+    /// A checkout's share returned.
+    pub fn release(&self, shared: &Shared) {
+        self.load[shared.index].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Sockets open, and of those how many no checkout uses.
+    pub fn state(&self) -> (u32, u32) {
+        let (mut open, mut idle) = (0, 0);
+        for (socket, load) in self.sockets.iter().zip(&self.load) {
+            if socket.lock().as_ref().is_some_and(|s| s.is_usable()) {
+                open += 1;
+                if load.load(Ordering::Relaxed) == 0 {
+                    idle += 1;
+                }
+            }
+        }
+        (open, idle)
+    }
+}
+
+/// One checkout's use of a shared socket.
+pub(crate) struct Shared {
+    socket: Arc<Socket>,
+    index: usize,
+    /// Send `ASKING` ahead of the next request, in the same write (so that
+    /// nothing of another caller comes between them).
+    asking: bool,
+    /// A request written by [`Shared::send_packed`], not received yet.
+    sent: Option<Arc<Slot>>,
+}
+
+impl Shared {
+    /// Writes `packed` (`count` commands whose first `offset` replies are
+    /// dropped), with a pending `ASKING` ahead of it, and waits for the
+    /// replies. One write; no other thread's command comes in between.
+    pub fn request(
+        &mut self,
+        packed: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let (slot, skip) = self.send(packed, offset + count)?;
+        let mut replies = self.socket.receive(&slot, None)?;
+        replies.drain(..(skip + offset).min(replies.len()));
+        Ok(replies)
+    }
+
+    fn send(&mut self, packed: &[u8], expected: usize) -> RedisResult<(Arc<Slot>, usize)> {
+        if std::mem::take(&mut self.asking) {
+            let mut both = asking_packed();
+            both.extend_from_slice(packed);
+            return Ok((self.socket.send(&both, expected + 1)?, 1));
+        }
+        Ok((self.socket.send(packed, expected)?, 0))
+    }
+
+    /// `ASKING` goes ahead of the next command, in the same write; its
+    /// reply is dropped (a command it did not enable is redirected again).
+    pub fn ask_next(&mut self) {
+        self.asking = true;
+    }
+
+    /// Writes one command without reading its reply (scatter/gather).
+    pub fn send_packed(&mut self, packed: &[u8]) -> RedisResult<()> {
+        self.discard();
+        // With `ASKING` ahead, the command's reply is the last one.
+        let (slot, _) = self.send(packed, 1)?;
+        self.sent = Some(slot);
+        Ok(())
+    }
+
+    /// The reply to what [`Shared::send_packed`] wrote, waiting at most
+    /// `within` when that is shorter than the response timeout (then the
+    /// request is abandoned, the socket kept).
+    pub fn recv_within(&mut self, within: Duration, usual: Duration) -> RedisResult<Value> {
+        let Some(slot) = self.sent.take() else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "no command in flight",
+            )));
+        };
+        let give_up = (within < usual).then(|| Instant::now() + within);
+        let replies = self.socket.receive(&slot, give_up)?;
+        replies
+            .into_iter()
+            .next_back()
+            .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no reply")))
+    }
+
+    /// Drops a request written but not received (its reply is read and
+    /// dropped); the socket stays.
+    pub fn discard(&mut self) {
+        if let Some(slot) = self.sent.take() {
+            self.socket.forget(&slot);
+        }
+    }
+
+    /// Whether the socket still takes requests.
+    pub fn is_open(&self) -> bool {
+        self.socket.is_usable()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}

@@ -1,0 +1,448 @@
+//! One multiplexed socket: requests of many threads written as they come
+//! and their replies read back in order, by whichever caller is waiting
+//! when nobody reads (the leader), who hands each reply that is not its own
+//! to its caller.
+//!
+//! Every request is queued and its bytes appended to the outbox under one
+//! mutex, so that the queue's order is the socket's; whoever finds nobody
+//! writing writes the whole outbox in one `write` (again, until it is
+//! empty), so that many threads' commands go out in few system calls. The
+//! leader reads a reply,
+//! gives it to the queue's front, and stops reading once its own request is
+//! answered, waking the first caller still waiting so that it reads next. A
+//! lone thread is always its own leader: no hand-off, no other thread.
+//!
+//! The socket's timeouts: the leader reads at most until the queue's front
+//! has waited the response timeout (give or take [`SLACK_DIVISOR`]); a
+//! front not answered by then closes the socket and every request in flight
+//! gets a timeout (its outcome is unknown; nothing is sent again). A socket
+//! that breaks (or sends garbage) gives every request in flight a dropped
+//! connection error, which the layers above treat as they treat a pooled
+//! connection that dropped.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::{RedisError, RedisResult, Value};
+
+use crate::net::endpoint::Endpoint;
+use crate::net::stream::Stream;
+
+/// The socket's read timeout is changed only when it is off the time left
+/// by more than the response timeout over this: a read may outlast its
+/// front's deadline by that much (an eighth), and the fast path makes no
+/// `setsockopt` per read.
+const SLACK_DIVISOR: u32 = 8;
+
+/// Why a socket was closed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Failure {
+    /// A reply did not come within the response timeout (or a write did
+    /// not go out within it).
+    TimedOut,
+    /// The connection broke or the server sent something unreadable.
+    Dropped,
+}
+
+impl Failure {
+    /// The error a request in flight on the closed socket gets: a timeout
+    /// (outcome unknown, never sent again) or a dropped connection (sent
+    /// again once, flagged as a resend, as on a pooled connection).
+    pub fn error(self) -> RedisError {
+        match self {
+            Failure::TimedOut => RedisError::from(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no reply within the response timeout on a multiplexed connection \
+                 (closed; the command's outcome is unknown)",
+            )),
+            Failure::Dropped => RedisError::from(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "the multiplexed connection dropped with the command in flight",
+            )),
+        }
+    }
+}
+
+/// A request in flight: how many replies it awaits and where they go.
+pub(crate) struct Slot {
+    expected: usize,
+    sent_at: Instant,
+    wake: Condvar,
+    /// Guarded by the socket's state mutex (always locked inside it).
+    inner: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    outcome: Option<RedisResult<Vec<Value>>>,
+    /// Its caller waits on `wake` (the one to hand the reading to).
+    waiting: bool,
+    /// Its caller gave up: the replies are read and dropped.
+    abandoned: bool,
+}
+
+struct State {
+    /// Requests written (or being written), in the socket's order.
+    queue: VecDeque<Arc<Slot>>,
+    /// Bytes of queued requests not handed to a writer yet.
+    outbox: Vec<u8>,
+    /// The outbox's other buffer, reused.
+    spare: Vec<u8>,
+    /// A caller writes the outbox out.
+    writing: bool,
+    /// Replies read so far for the front (a pipeline's).
+    partial: Vec<Value>,
+    /// A leader reads the socket.
+    reading: bool,
+    failed: Option<Failure>,
+}
+
+struct Reader {
+    stream: Stream,
+    parser: redis::Parser,
+    timeout: Duration,
+}
+
+/// One shared command socket (see the module docs).
+pub(crate) struct Socket {
+    /// Only the caller that set `writing` takes it.
+    writer: Mutex<Stream>,
+    reader: Mutex<Reader>,
+    /// A clone kept to shut the socket down whoever holds the others.
+    closer: Stream,
+    state: Mutex<State>,
+    /// No new request may use it (closed, or a former master's).
+    retired: AtomicBool,
+    usual: Duration,
+    /// The endpoint generation it was opened at.
+    pub generation: u64,
+    endpoint: Arc<Endpoint>,
+}
+
+fn redis_io(e: io::Error) -> RedisError {
+    RedisError::from(e)
+}
+
+/// Sends `packed` on `stream` and reads one reply (the handshake).
+fn ask(stream: &mut Stream, parser: &mut redis::Parser, packed: &[u8]) -> RedisResult<Value> {
+    stream.write_all(packed).map_err(redis_io)?;
+    match parser.parse_value(&mut *stream)? {
+        Value::ServerError(e) => Err(e.into()),
+        reply => Ok(reply),
+    }
+}
+
+impl Socket {
+    /// Connects to `endpoint`'s server, authenticates, selects the
+    /// database and checks with a `PING` that the server took the
+    /// connection (one that turns it away, at `maxclients`, answers with an
+    /// error). Costs a connect and one or three round trips.
+    pub fn open(
+        endpoint: &Arc<Endpoint>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> RedisResult<Socket> {
+        let generation = endpoint.generation();
+        let info = endpoint.info();
+        let mut stream = Stream::open(endpoint, connect_timeout).map_err(redis_io)?;
+        let mut parser = redis::Parser::new();
+        let settings = info.redis_settings();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = settings.username() {
+                auth.arg(username);
+            }
+            auth.arg(password);
+            ask(&mut stream, &mut parser, &auth.get_packed_command())?;
+        }
+        if settings.db() != 0 {
+            let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
+            ask(&mut stream, &mut parser, &select)?;
+        }
+        ask(
+            &mut stream,
+            &mut parser,
+            &redis::cmd("PING").get_packed_command(),
+        )?;
+        stream
+            .set_read_timeout(Some(response_timeout))
+            .map_err(redis_io)?;
+        stream
+            .set_write_timeout(Some(response_timeout))
+            .map_err(redis_io)?;
+        Ok(Socket {
+            writer: Mutex::new(stream.try_clone().map_err(redis_io)?),
+            closer: stream.try_clone().map_err(redis_io)?,
+            reader: Mutex::new(Reader {
+                stream,
+                parser,
+                timeout: response_timeout,
+            }),
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                outbox: Vec::new(),
+                spare: Vec::new(),
+                writing: false,
+                partial: Vec::new(),
+                reading: false,
+                failed: None,
+            }),
+            retired: AtomicBool::new(false),
+            usual: response_timeout,
+            generation,
+            endpoint: Arc::clone(endpoint),
+        })
+    }
+
+    /// Whether new requests may use it: not closed, not a former master's.
+    pub fn is_usable(&self) -> bool {
+        !self.retired.load(Ordering::Acquire) && self.generation == self.endpoint.generation()
+    }
+
+    /// No new request uses it; those in flight are still answered.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Queues a request awaiting `expected` replies and writes `packed`
+    /// (or leaves it to the caller already writing, who writes it next).
+    /// `Err`: nothing was sent (the socket had failed). A failed write
+    /// closes the socket: the slot then holds the error.
+    pub fn send(&self, packed: &[u8], expected: usize) -> RedisResult<Arc<Slot>> {
+        let slot = Arc::new(Slot {
+            expected,
+            sent_at: Instant::now(),
+            wake: Condvar::new(),
+            inner: Mutex::new(SlotState::default()),
+        });
+        let mut state = self.state.lock();
+        if state.failed.is_some() {
+            // Nothing sent: a dropped connection, which may be sent
+            // again (as a pooled connection found dropped).
+            return Err(Failure::Dropped.error());
+        }
+        state.queue.push_back(Arc::clone(&slot));
+        state.outbox.extend_from_slice(packed);
+        if state.writing {
+            return Ok(slot);
+        }
+        state.writing = true;
+        loop {
+            let spare = std::mem::take(&mut state.spare);
+            let mut batch = std::mem::replace(&mut state.outbox, spare);
+            drop(state);
+            let written = self.writer.lock().write_all(&batch);
+            batch.clear();
+            state = self.state.lock();
+            state.spare = batch;
+            if let Err(e) = written {
+                state.writing = false;
+                drop(state);
+                let timed_out = matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                );
+                self.fail(if timed_out {
+                    Failure::TimedOut
+                } else {
+                    Failure::Dropped
+                });
+                return Ok(slot);
+            }
+            if state.outbox.is_empty() || state.failed.is_some() {
+                state.writing = false;
+                return Ok(slot);
+            }
+        }
+    }
+
+    /// The replies to `slot`, read by this caller when nobody else reads.
+    /// With `give_up` (earlier than the response timeout), a caller not
+    /// answered by then abandons its request (its replies will be read and
+    /// dropped; the socket stays open) and gets a timeout.
+    pub fn receive(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> RedisResult<Vec<Value>> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(outcome) = slot.inner.lock().outcome.take() {
+                self.pass_on(&state);
+                return outcome;
+            }
+            if !state.reading {
+                state.reading = true;
+                drop(state);
+                let gave_up = self.lead(slot, give_up);
+                state = self.state.lock();
+                state.reading = false;
+                if gave_up {
+                    return Err(self.abandon(slot, &state));
+                }
+                continue;
+            }
+            // Someone reads: wait to be handed a reply or the reading.
+            slot.inner.lock().waiting = true;
+            let backstop = slot.sent_at + self.usual * 2 + Duration::from_millis(100);
+            let until = give_up.map_or(backstop, |g| g.min(backstop));
+            let timed_out = slot.wake.wait_until(&mut state, until).timed_out();
+            slot.inner.lock().waiting = false;
+            if timed_out && slot.inner.lock().outcome.is_none() {
+                if give_up.is_some_and(|g| Instant::now() >= g) {
+                    return Err(self.abandon(slot, &state));
+                }
+                // The leader enforces the deadline; never wait past it
+                // should it not.
+                drop(state);
+                self.fail(Failure::TimedOut);
+                state = self.state.lock();
+            }
+        }
+    }
+
+    /// Gives up on `slot` (see [`Socket::receive`]) and returns the
+    /// timeout its caller gets.
+    fn abandon(&self, slot: &Arc<Slot>, state: &State) -> RedisError {
+        slot.inner.lock().abandoned = true;
+        self.pass_on(state);
+        Failure::TimedOut.error()
+    }
+
+    /// Drops `slot`, sent but never to be received (its replies are read
+    /// and dropped).
+    pub fn forget(&self, slot: &Arc<Slot>) {
+        let state = self.state.lock();
+        slot.inner.lock().abandoned = true;
+        self.pass_on(&state);
+    }
+
+    /// When nobody reads, wakes the first caller waiting for a reply so
+    /// that it reads next.
+    fn pass_on(&self, state: &State) {
+        if state.reading {
+            return;
+        }
+        for slot in &state.queue {
+            if slot.inner.lock().waiting {
+                slot.wake.notify_one();
+                return;
+            }
+        }
+    }
+
+    /// Reads replies and hands them out until `slot` has its outcome
+    /// (`false`) or `give_up` passed (`true`). The caller has set
+    /// `reading`.
+    fn lead(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> bool {
+        let mut reader = self.reader.lock();
+        let Reader {
+            stream,
+            parser,
+            timeout,
+        } = &mut *reader;
+        let slack = self.usual / SLACK_DIVISOR;
+        loop {
+            let front_deadline = {
+                let state = self.state.lock();
+                if slot.inner.lock().outcome.is_some() {
+                    return false;
+                }
+                match state.queue.front() {
+                    Some(front) => front.sent_at + self.usual,
+                    // Cannot be: our own slot is queued until answered.
+                    None => Instant::now() + self.usual,
+                }
+            };
+            let now = Instant::now();
+            if give_up.is_some_and(|g| now >= g) {
+                return true;
+            }
+            // A deadline passed while nobody read still gets one short
+            // read: the reply may be waiting in the socket.
+            let limit = give_up
+                .map_or(front_deadline, |g| g.min(front_deadline))
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1));
+            if *timeout > limit + slack || *timeout + slack < limit {
+                if stream.set_read_timeout(Some(limit)).is_err() {
+                    self.fail(Failure::Dropped);
+                    continue;
+                }
+                *timeout = limit;
+            }
+            match parser.parse_value(&mut *stream) {
+                // RESP3 push data is not a reply.
+                Ok(Value::Push { .. }) => {}
+                Ok(reply) => self.deliver(reply),
+                // The front's time is up: nothing more may be waited for
+                // on this socket. (Else the loop checks `give_up`.)
+                Err(e) if e.is_timeout() => {
+                    if Instant::now() >= front_deadline {
+                        self.fail(Failure::TimedOut);
+                    }
+                }
+                Err(_) => self.fail(Failure::Dropped),
+            }
+        }
+    }
+
+    /// Gives `reply` to the request at the queue's front.
+    fn deliver(&self, reply: Value) {
+        if let Value::ServerError(e) = &reply
+            && e.code() == "READONLY"
+            && self.endpoint.is_watched()
+        {
+            // A former master (Sentinel failover): have it looked up again.
+            self.retire();
+            self.endpoint.suspect();
+        }
+        let mut state = self.state.lock();
+        let Some(front) = state.queue.front() else {
+            // A reply nobody asked for: the stream cannot be trusted.
+            drop(state);
+            self.fail(Failure::Dropped);
+            return;
+        };
+        let expected = front.expected;
+        state.partial.push(reply);
+        if state.partial.len() >= expected {
+            let replies = std::mem::take(&mut state.partial);
+            if let Some(front) = state.queue.pop_front() {
+                let mut inner = front.inner.lock();
+                if !inner.abandoned {
+                    inner.outcome = Some(Ok(replies));
+                    front.wake.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Closes the socket: every request in flight gets `failure`'s error,
+    /// and no new request uses it.
+    pub fn fail(&self, failure: Failure) {
+        self.retire();
+        let mut state = self.state.lock();
+        if state.failed.is_none() {
+            state.failed = Some(failure);
+            if failure == Failure::Dropped {
+                self.endpoint.suspect();
+            }
+        }
+        state.partial.clear();
+        state.outbox.clear();
+        for slot in state.queue.drain(..) {
+            let mut inner = slot.inner.lock();
+            inner.outcome = Some(Err(failure.error()));
+            slot.wake.notify_one();
+        }
+        drop(state);
+        let _ = self.closer.shutdown();
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        let _ = self.closer.shutdown();
+    }
+}
