@@ -452,7 +452,7 @@ paired() {
 }
 
 # paired_mux THREADS N: `paired THREADS lock`, the crate's client multiplexed
-# over N sockets (0: pooled, the default).
+# over N sockets (0: pooled, explicitly; 4 is the default for one server).
 paired_mux() {
   local id; id=$(run_id "pairedmux$1-$2" crate)
   flush

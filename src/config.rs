@@ -24,6 +24,9 @@ pub struct Config {
     /// The `WAIT` timeout; `None`: 1 s, or half the response timeout if
     /// that is shorter (see [`Config::replicas_sync_timeout`]).
     pub replicas_sync_timeout: Option<Duration>,
+    /// The command connections' mode as built: `Some(n)` shared
+    /// multiplexed sockets per server, `None` pooled (for diagnostics).
+    pub multiplexed: Option<u32>,
 }
 
 impl Config {
@@ -49,6 +52,7 @@ impl Default for Config {
             fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
             replica_sync: None,
             replicas_sync_timeout: None,
+            multiplexed: None,
         }
     }
 }

@@ -47,6 +47,9 @@ pub(crate) const DEFAULT_SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(
 pub(crate) const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 /// Command connections per pool (per master in a cluster).
 pub(crate) const DEFAULT_POOL_SIZE: u32 = 32;
+/// Shared sockets per server of a client without replica sync
+/// (`ClientBuilder::multiplexed`'s default).
+pub(crate) const DEFAULT_MULTIPLEXED: u32 = 4;
 /// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
 pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 

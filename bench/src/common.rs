@@ -167,6 +167,17 @@ impl Args {
         self.map.get(key).map_or(default, String::as_str)
     }
 
+    /// `--multiplexed N` (0: the pool), `None` when not given (the crate's
+    /// default connections).
+    pub fn multiplexed(&self) -> Result<Option<u32>> {
+        match self.map.get("multiplexed") {
+            Some(v) => Ok(Some(v.parse().with_context(|| {
+                format!("--multiplexed must be a whole number, got {v}")
+            })?)),
+            None => Ok(None),
+        }
+    }
+
     pub fn num_or(&self, key: &str, default: u64) -> Result<u64> {
         match self.map.get(key) {
             Some(v) => v

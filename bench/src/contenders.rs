@@ -86,7 +86,8 @@ impl Factory {
     }
 
     /// [`Factory::new`], the crate's client multiplexed over that many
-    /// connections when `multiplexed` is set (`--multiplexed N`).
+    /// connections when `multiplexed` is set (`--multiplexed N`; 0: pooled),
+    /// else with its default connections.
     pub fn with_connections(
         kind: Kind,
         url: &str,
@@ -96,7 +97,10 @@ impl Factory {
         let client = match kind {
             Kind::Crate => {
                 let builder = redisson_lock::Client::builder(url).watchdog_timeout(watchdog);
+                // `--multiplexed 0`: the pool, asked for explicitly (the
+                // default for one server is multiplexed).
                 let builder = match multiplexed {
+                    Some(0) => builder.pool_size(32),
                     Some(n) => builder.multiplexed(n),
                     None => builder,
                 };
@@ -120,6 +124,14 @@ impl Factory {
         self.client
             .as_ref()
             .map(|c| c.diagnostics().pooled_connections)
+    }
+
+    /// The crate's connection mode as built: its multiplexed sockets per
+    /// server, 0 when pooled; `None` for other contenders.
+    pub fn multiplexed(&self) -> Option<u32> {
+        self.client
+            .as_ref()
+            .map(|c| c.diagnostics().multiplexed.unwrap_or(0))
     }
 
     /// Sessions take `lock_type` instead of RLock (scenario 5).

@@ -39,10 +39,7 @@ pub fn run(args: &Args) -> Result<Value> {
     let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
     let kind = Kind::parse(args.str("contender")?)?;
     // `--multiplexed N`: the crate's commands share N sockets.
-    let multiplexed = match args.num_or("multiplexed", 0)? {
-        0 => None,
-        n => Some(u32::try_from(n)?),
-    };
+    let multiplexed = args.multiplexed()?;
     let sides = [
         Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
         Factory::with_connections(kind, url, watchdog, multiplexed)?.with_lock_type(lock_type),
@@ -53,7 +50,9 @@ pub fn run(args: &Args) -> Result<Value> {
     // crate's client those it has open at the end.
     out["floor_connections"] = json!(args.num_or("threads", 1)?.max(1));
     out["connections"] = json!(sides[1].connections());
-    out["multiplexed"] = json!(multiplexed);
+    // The mode the crate's side ran in (0: pooled), given or its default.
+    out["multiplexed"] = json!(sides[1].multiplexed());
+    out["multiplexed_given"] = json!(multiplexed.is_some());
     Ok(out)
 }
 

@@ -47,13 +47,10 @@ pub fn run(args: &Args) -> Result<()> {
         "uncontended" => uncontended(&Factory::new(kind, url, watchdog)?, args)?,
         "scaled" => {
             // `--multiplexed N`: the crate's commands share N sockets.
-            let multiplexed = match args.num_or("multiplexed", 0)? {
-                0 => None,
-                n => Some(u32::try_from(n)?),
-            };
+            let multiplexed = args.multiplexed()?;
             let f = Factory::with_connections(kind, url, watchdog, multiplexed)?;
             let mut out = scaled(&f, args)?;
-            out["multiplexed"] = json!(multiplexed);
+            out["multiplexed"] = json!(f.multiplexed());
             out["connections"] = json!(f.connections());
             out
         }

@@ -26,8 +26,9 @@ pub struct ClientBuilder {
     /// in a cluster, the first seed.
     pub(crate) info: RedisResult<ConnectionInfo>,
     pub(crate) config: Config,
-    pub(crate) pool_size: u32,
-    /// Shared sockets per server instead of the pool, when set.
+    /// The pool's size, when the pool was asked for.
+    pub(crate) pool_size: Option<u32>,
+    /// Shared sockets per server instead of the pool, when asked for.
     pub(crate) multiplexed: Option<u32>,
     pub(crate) tls: TlsSettings,
     pub(crate) sentinel: Option<SentinelSettings>,
@@ -47,7 +48,7 @@ impl ClientBuilder {
         ClientBuilder {
             info,
             config: Config::default(),
-            pool_size: names::DEFAULT_POOL_SIZE,
+            pool_size: None,
             multiplexed: None,
             tls: TlsSettings::default(),
             sentinel: None,
@@ -94,10 +95,16 @@ impl ClientBuilder {
         self
     }
 
-    /// Maximum number of pooled command connections (default 32). A thread
-    /// holds one only for the duration of a command.
+    /// Pooled command connections, at most `size` per server (1 to
+    /// 10,000): a thread checks one out for the duration of a command, so
+    /// a slow command delays nobody else. The default under replica sync
+    /// (Sentinel and cluster clients, or
+    /// [`check_lock_synced_replicas`](Self::check_lock_synced_replicas)),
+    /// with 32; replaces [`multiplexed`](Self::multiplexed) (the last call
+    /// wins).
     pub fn pool_size(mut self, size: u32) -> Self {
-        self.pool_size = size;
+        self.pool_size = Some(size);
+        self.multiplexed = None;
         self
     }
 
@@ -127,10 +134,16 @@ impl ClientBuilder {
     /// cluster clients, [`check_lock_synced_replicas`](Self::check_lock_synced_replicas)),
     /// until the replicas acknowledge: with replicas that may lag, the pool
     /// isolates callers better. The watchdog's renewals (outside a cluster)
-    /// and the subscriber keep connections of their own. Replaces
-    /// [`pool_size`](Self::pool_size).
+    /// and the subscriber keep connections of their own.
+    ///
+    /// The default is `multiplexed(4)` for a client without replica sync
+    /// (one server), and a pool of 32 connections under replica sync
+    /// (Sentinel and cluster clients), where a write's `WAIT` would hold a
+    /// shared socket (BENCHMARKS.md, "Many threads", has the measurements).
+    /// Replaces [`pool_size`](Self::pool_size) (the last call wins).
     pub fn multiplexed(mut self, connections: u32) -> Self {
         self.multiplexed = Some(connections);
+        self.pool_size = None;
         self
     }
 
@@ -187,24 +200,30 @@ impl ClientBuilder {
         let info = self
             .info
             .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
-        let config = self.config;
+        let mut config = self.config;
         config.check()?;
-        if self.pool_size == 0 || self.pool_size > 10_000 {
-            return Err(Error::invalid(format!(
-                "pool size must be between 1 and 10000, got {}",
-                self.pool_size
-            )));
-        }
-        if let Some(n) = self.multiplexed
-            && !(1..=64).contains(&n)
-        {
-            return Err(Error::invalid(format!(
-                "multiplexed connections must be between 1 and 64, got {n}"
-            )));
-        }
-        let connections = match self.multiplexed {
-            Some(n) => Connections::Multiplexed(n),
-            None => Connections::Pooled(self.pool_size),
+        let connections = match (self.multiplexed, self.pool_size) {
+            (Some(n), _) if !(1..=64).contains(&n) => {
+                return Err(Error::invalid(format!(
+                    "multiplexed connections must be between 1 and 64, got {n}"
+                )));
+            }
+            (_, Some(n)) if n == 0 || n > 10_000 => {
+                return Err(Error::invalid(format!(
+                    "pool size must be between 1 and 10000, got {n}"
+                )));
+            }
+            (Some(n), _) => Connections::Multiplexed(n),
+            (None, Some(n)) => Connections::Pooled(n),
+            // A replica-synced write's WAIT would hold a shared socket.
+            (None, None) if config.replica_sync.is_some() => {
+                Connections::Pooled(names::DEFAULT_POOL_SIZE)
+            }
+            (None, None) => Connections::Multiplexed(names::DEFAULT_MULTIPLEXED),
+        };
+        config.multiplexed = match connections {
+            Connections::Multiplexed(n) => Some(n),
+            Connections::Pooled(_) => None,
         };
         let target = match (self.seeds, self.sentinel) {
             (None, None) => Target::Single(info),

@@ -193,6 +193,7 @@ impl Client {
             waiters,
             pooled_connections,
             idle_connections,
+            multiplexed: self.engine.config.multiplexed,
         }
     }
 }
@@ -224,4 +225,9 @@ pub struct Diagnostics {
     pub pooled_connections: u32,
     /// Of those, how many are idle.
     pub idle_connections: u32,
+    /// `Some(n)`: commands share `n` multiplexed sockets per server
+    /// ([`ClientBuilder::multiplexed`], the default without replica sync);
+    /// `None`: they check pooled connections out
+    /// ([`ClientBuilder::pool_size`]).
+    pub multiplexed: Option<u32>,
 }

@@ -199,12 +199,18 @@ fn records<'a>(
     threads: u64,
     lock_type: &'a str,
 ) -> impl Iterator<Item = &'a Value> {
-    records_in(d, scenario, threads, lock_type, 0)
+    d.records.iter().filter(move |r| {
+        r["scenario"] == scenario
+            && r["threads"].as_u64() == Some(threads)
+            && r["lock_type"] == lock_type
+            && !given(r)
+    })
 }
 
-/// [`records`] of one connection mode: `multiplexed` 0 for the pooled
-/// connections (records without the field included), else that many
-/// multiplexed sockets (`--multiplexed N`).
+/// The runs of one connection mode asked for with `--multiplexed`: 0 for
+/// the pooled connections, else that many multiplexed sockets. The other
+/// rows take the runs made with the crate's default connections
+/// ([`records`]).
 fn records_in<'a>(
     d: &'a Data,
     scenario: &'a str,
@@ -216,8 +222,14 @@ fn records_in<'a>(
         r["scenario"] == scenario
             && r["threads"].as_u64() == Some(threads)
             && r["lock_type"] == lock_type
+            && given(r)
             && r["multiplexed"].as_u64().unwrap_or(0) == multiplexed
     })
+}
+
+/// Whether the run asked for its connection mode (`--multiplexed N`).
+fn given(r: &Value) -> bool {
+    r["multiplexed_given"].as_bool().unwrap_or(false)
 }
 
 /// Many threads, one name each (scenario 2 scaled up): (threads,
@@ -242,6 +254,7 @@ pub const MULTIPLEXED_GOAL: f64 = 1.5;
 fn mode(multiplexed: u64) -> String {
     match multiplexed {
         0 => "pooled (32)".to_owned(),
+        4 => "multiplexed(4), the default".to_owned(),
         n => format!("multiplexed({n})"),
     }
 }
@@ -263,8 +276,8 @@ fn many_section(w: &mut String, d: &Data) {
         w,
         "\n*Many threads* (scenario 2 scaled up, each thread on its own name): the floor keeps \
          one plain connection per thread; the crate either checks a pooled connection out per \
-         command (`pool_size` 32, the default) or shares a few multiplexed sockets \
-         (`ClientBuilder::multiplexed(n)`: commands written as they come, replies read back in \
+         command (`pool_size` 32, the default under replica sync) or shares a few multiplexed \
+         sockets (`ClientBuilder::multiplexed(n)`, 4 the default for one server: commands written as they come, replies read back in \
          order by the caller whose reply is next). *Connections*: floor / crate at the end of \
          the measurement; *CPU*: the measuring threads' own CPU time per pair, floor / crate.\n\n\
          | threads | crate's connections | floor pairs/s | redisson-lock pairs/s | ratio \
