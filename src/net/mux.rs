@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{RedisResult, Value};
+use redis::{RedisError, RedisResult, Value};
 
 use crate::net::connection::Connector;
 use socket::{Slot, Socket};
@@ -30,9 +30,17 @@ const DEPTH: usize = 32;
 
 /// The shared sockets of one server.
 pub(crate) struct Mux {
-    sockets: Vec<Mutex<Option<Arc<Socket>>>>,
+    sockets: Vec<Mutex<Entry>>,
     /// Checkouts using each socket: a checkout picks one without a lock.
     load: Vec<AtomicUsize>,
+}
+
+/// One socket's place: the socket, and the last failed attempt to open
+/// it (when, and its error).
+#[derive(Default)]
+struct Entry {
+    socket: Option<Arc<Socket>>,
+    failed: Option<(Instant, RedisError)>,
 }
 
 /// The packed `ASKING`, sent ahead of a command in the same write.
@@ -45,7 +53,7 @@ impl Mux {
     pub fn new(connections: u32) -> Mux {
         let n = usize::try_from(connections.max(1)).unwrap_or(1);
         Mux {
-            sockets: (0..n).map(|_| Mutex::new(None)).collect(),
+            sockets: (0..n).map(|_| Mutex::new(Entry::default())).collect(),
             load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
@@ -68,22 +76,40 @@ impl Mux {
                 least = load;
             }
         }
-        let mut slot = self.sockets[index].lock();
-        let socket = match slot.as_ref() {
+        let arrived = Instant::now();
+        let mut entry = self.sockets[index].lock();
+        let socket = match entry.socket.as_ref() {
             Some(socket) if socket.is_usable() => Arc::clone(socket),
             _ if !open => return Ok(None),
             _ => {
-                *slot = None;
-                let socket = Arc::new(Socket::open(
+                // An open that failed while this caller waited for the
+                // entry is its answer too: callers do not queue up one
+                // connect timeout each behind a silent server.
+                if let Some((at, e)) = &entry.failed
+                    && *at >= arrived
+                {
+                    return Err(e.clone());
+                }
+                entry.socket = None;
+                match Socket::open(
                     connector.endpoint(),
                     connector.connect_timeout,
                     connector.response_timeout,
-                )?);
-                *slot = Some(Arc::clone(&socket));
-                socket
+                ) {
+                    Ok(socket) => {
+                        let socket = Arc::new(socket);
+                        entry.socket = Some(Arc::clone(&socket));
+                        entry.failed = None;
+                        socket
+                    }
+                    Err(e) => {
+                        entry.failed = Some((Instant::now(), e.clone()));
+                        return Err(e);
+                    }
+                }
             }
         };
-        drop(slot);
+        drop(entry);
         self.load[index].fetch_add(1, Ordering::Relaxed);
         Ok(Some(Shared {
             socket,
@@ -102,7 +128,7 @@ impl Mux {
     pub fn state(&self) -> (u32, u32) {
         let (mut open, mut idle) = (0, 0);
         for (socket, load) in self.sockets.iter().zip(&self.load) {
-            if socket.lock().as_ref().is_some_and(|s| s.is_usable()) {
+            if socket.lock().socket.as_ref().is_some_and(|s| s.is_usable()) {
                 open += 1;
                 if load.load(Ordering::Relaxed) == 0 {
                     idle += 1;

@@ -90,6 +90,9 @@ struct State {
     queue: VecDeque<Arc<Slot>>,
     /// Bytes of queued requests not handed to a writer yet.
     outbox: Vec<u8>,
+    /// How many of the queue's last requests those bytes are (certainly
+    /// not sent: a failure gives them a dropped connection, not a timeout).
+    unwritten: usize,
     /// The outbox's other buffer, reused.
     spare: Vec<u8>,
     /// A caller writes the outbox out.
@@ -138,9 +141,10 @@ fn ask(stream: &mut Stream, parser: &mut redis::Parser, packed: &[u8]) -> RedisR
 
 impl Socket {
     /// Connects to `endpoint`'s server, authenticates, selects the
-    /// database and checks with a `PING` that the server took the
-    /// connection (one that turns it away, at `maxclients`, answers with an
-    /// error). Costs a connect and one or three round trips.
+    /// database, and checks that the server took the connection (one that
+    /// turns it away, at `maxclients`, answers the first command with an
+    /// error): by the `AUTH` or `SELECT` reply, else with a `PING`. Costs a
+    /// connect and one or two round trips.
     pub fn open(
         endpoint: &Arc<Endpoint>,
         connect_timeout: Duration,
@@ -151,6 +155,7 @@ impl Socket {
         let mut stream = Stream::open(endpoint, connect_timeout).map_err(redis_io)?;
         let mut parser = redis::Parser::new();
         let settings = info.redis_settings();
+        let mut answered = false;
         if let Some(password) = settings.password() {
             let mut auth = redis::cmd("AUTH");
             if let Some(username) = settings.username() {
@@ -158,16 +163,23 @@ impl Socket {
             }
             auth.arg(password);
             ask(&mut stream, &mut parser, &auth.get_packed_command())?;
+            answered = true;
         }
         if settings.db() != 0 {
             let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
             ask(&mut stream, &mut parser, &select)?;
+            answered = true;
         }
-        ask(
-            &mut stream,
-            &mut parser,
-            &redis::cmd("PING").get_packed_command(),
-        )?;
+        if !answered {
+            // Nothing asked yet: a server at `maxclients` would only tell
+            // the first command. (An ACL user always authenticates, so its
+            // recipe needs no `PING`.)
+            ask(
+                &mut stream,
+                &mut parser,
+                &redis::cmd("PING").get_packed_command(),
+            )?;
+        }
         stream
             .set_read_timeout(Some(response_timeout))
             .map_err(redis_io)?;
@@ -185,6 +197,7 @@ impl Socket {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 outbox: Vec::new(),
+                unwritten: 0,
                 spare: Vec::new(),
                 writing: false,
                 partial: Vec::new(),
@@ -220,6 +233,20 @@ impl Socket {
             inner: Mutex::new(SlotState::default()),
         });
         let mut state = self.state.lock();
+        if state.failed.is_none()
+            && !state.reading
+            && state
+                .queue
+                .front()
+                .is_some_and(|front| front.sent_at + self.usual < slot.sent_at)
+        {
+            // An abandoned request's reply never came and nobody reads:
+            // the socket is past its deadline. Not for this request to
+            // find out (it would be failed as a timeout at once).
+            drop(state);
+            self.fail(Failure::TimedOut);
+            state = self.state.lock();
+        }
         if state.failed.is_some() {
             // Nothing sent: a dropped connection, which may be sent
             // again (as a pooled connection found dropped).
@@ -227,6 +254,7 @@ impl Socket {
         }
         state.queue.push_back(Arc::clone(&slot));
         state.outbox.extend_from_slice(packed);
+        state.unwritten += 1;
         if state.writing {
             return Ok(slot);
         }
@@ -234,23 +262,29 @@ impl Socket {
         loop {
             let spare = std::mem::take(&mut state.spare);
             let mut batch = std::mem::replace(&mut state.outbox, spare);
+            state.unwritten = 0;
             drop(state);
             let written = self.writer.lock().write_all(&batch);
             batch.clear();
             state = self.state.lock();
             state.spare = batch;
             if let Err(e) = written {
-                state.writing = false;
-                drop(state);
                 let timed_out = matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 );
-                self.fail(if timed_out {
+                let failure = if timed_out {
                     Failure::TimedOut
                 } else {
                     Failure::Dropped
-                });
+                };
+                // Failed before the state is let go (and `writing` stays
+                // set): nobody may write after a batch cut short, whose
+                // last argument the server would complete with the next
+                // request's bytes.
+                self.mark_failed(&mut state, failure);
+                drop(state);
+                self.fail(failure);
                 return Ok(slot);
             }
             if state.outbox.is_empty() || state.failed.is_some() {
@@ -265,6 +299,11 @@ impl Socket {
     /// answered by then abandons its request (its replies will be read and
     /// dropped; the socket stays open) and gets a timeout.
     pub fn receive(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> RedisResult<Vec<Value>> {
+        // The waiting caller's own limit, should the leader not keep the
+        // deadline: from when it began to wait (a scatter's caller may
+        // come for a reply long after sending).
+        let backstop =
+            Instant::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100);
         let mut state = self.state.lock();
         loop {
             if let Some(outcome) = slot.inner.lock().outcome.take() {
@@ -284,7 +323,6 @@ impl Socket {
             }
             // Someone reads: wait to be handed a reply or the reading.
             slot.inner.lock().waiting = true;
-            let backstop = slot.sent_at + self.usual * 2 + Duration::from_millis(100);
             let until = give_up.map_or(backstop, |g| g.min(backstop));
             let timed_out = slot.wake.wait_until(&mut state, until).timed_out();
             slot.inner.lock().waiting = false;
@@ -364,7 +402,9 @@ impl Socket {
                 .map_or(front_deadline, |g| g.min(front_deadline))
                 .saturating_duration_since(now)
                 .max(Duration::from_millis(1));
-            if *timeout > limit + slack || *timeout + slack < limit {
+            // Kept when a little longer than needed (no system call per
+            // read), never when shorter: a short one would spin.
+            if *timeout > limit + slack || *timeout < limit {
                 if stream.set_read_timeout(Some(limit)).is_err() {
                     self.fail(Failure::Dropped);
                     continue;
@@ -418,22 +458,31 @@ impl Socket {
         }
     }
 
-    /// Closes the socket: every request in flight gets `failure`'s error,
-    /// and no new request uses it.
-    pub fn fail(&self, failure: Failure) {
-        self.retire();
-        let mut state = self.state.lock();
+    /// Records the socket's failure (the first one counts).
+    fn mark_failed(&self, state: &mut State, failure: Failure) {
         if state.failed.is_none() {
             state.failed = Some(failure);
             if failure == Failure::Dropped {
                 self.endpoint.suspect();
             }
         }
+    }
+
+    /// Closes the socket: every request in flight gets `failure`'s error,
+    /// and no new request uses it.
+    pub fn fail(&self, failure: Failure) {
+        self.retire();
+        let mut state = self.state.lock();
+        self.mark_failed(&mut state, failure);
         state.partial.clear();
         state.outbox.clear();
-        for slot in state.queue.drain(..) {
+        // The last `unwritten` requests never left: safe to send again.
+        let sent = state.queue.len().saturating_sub(state.unwritten);
+        state.unwritten = 0;
+        for (i, slot) in state.queue.drain(..).enumerate() {
+            let error = if i < sent { failure } else { Failure::Dropped };
             let mut inner = slot.inner.lock();
-            inner.outcome = Some(Err(failure.error()));
+            inner.outcome = Some(Err(error.error()));
             slot.wake.notify_one();
         }
         drop(state);
