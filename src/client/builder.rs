@@ -132,8 +132,10 @@ impl ClientBuilder {
     /// delays the commands behind it on its socket, up to the response
     /// timeout; so does a replica-synced write's `WAIT` (Sentinel and
     /// cluster clients, [`check_lock_synced_replicas`](Self::check_lock_synced_replicas)),
-    /// until the replicas acknowledge: with replicas that may lag, the pool
-    /// isolates callers better. The watchdog's renewals (outside a cluster)
+    /// until the replicas acknowledge or its timeout passes, and several
+    /// `WAIT`s queued on one socket add up, so that lagging replicas can
+    /// take the socket past the response timeout and fail every command on
+    /// it: under replica sync the pool (the default there) isolates callers. The watchdog's renewals (outside a cluster)
     /// and the subscriber keep connections of their own.
     ///
     /// The default is `multiplexed(4)` for a client without replica sync
