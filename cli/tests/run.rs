@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Tmp, alive, bin, epoch_ns, read_ns, spawn_run, wait_exit};
+use common::{Tmp, alive, bin, epoch_ns, read_ns, read_number, spawn_run, wait_exit};
 use support::RedisServer;
 use support::proxy::Proxy;
 
@@ -90,11 +90,7 @@ fn a_holder_cut_off_from_redis_kills_its_job_before_another_host_acquires() {
         ],
     );
     assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
-    let child: i32 = std::fs::read_to_string(&pidfile)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
+    let child: i32 = read_number(&pidfile);
     // Another "host" waits for the lock, directly on the server.
     let second_start = tmp.path("second-start");
     let second = spawn_run(
@@ -163,11 +159,7 @@ fn kill_9_of_the_wrapper_kills_the_job_and_the_next_run_acquires_within_a_lease(
         ],
     );
     assert!(support::eventually(Duration::from_secs(10), || tmp.exists("child-pid")));
-    let child: i32 = std::fs::read_to_string(&pidfile)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
+    let child: i32 = read_number(&pidfile);
     first.kill().expect("kill -9 the wrapper");
     let killed = Instant::now();
     // Nothing renews it now: it expires within one lease.
@@ -219,16 +211,8 @@ fn a_job_that_backgrounds_leaves_no_process_of_its_group_after_a_loss() {
                 .trim()
                 .is_empty()
     }));
-    let pgid: i32 = std::fs::read_to_string(&pg)
-        .expect("pgid")
-        .trim()
-        .parse()
-        .expect("pgid");
-    let sleeper: i32 = std::fs::read_to_string(&bg)
-        .expect("bg")
-        .trim()
-        .parse()
-        .expect("bg");
+    let pgid: i32 = read_number(&pg);
+    let sleeper: i32 = read_number(&bg);
     // A confirmed loss: the key is deleted behind the holder's back.
     server.cmd::<i64>(&["DEL", "grp"]);
     assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(124));

@@ -74,6 +74,14 @@ pub fn epoch_ns() -> u128 {
 
 /// A `date +%s%N` written to `path`.
 pub fn read_ns(path: &str) -> u128 {
+    read_number(path)
+}
+
+/// The number (a pid, a time) a job wrote to `path`.
+pub fn read_number<T: std::str::FromStr>(path: &str) -> T
+where
+    T::Err: std::fmt::Display,
+{
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("read {path}: {e}"))
         .trim()
