@@ -452,3 +452,22 @@ fn watch_reports_a_fair_queue_and_the_hand_off() {
     );
     assert!(!events.iter().any(|e| e == "expired"), "{events:?}");
 }
+
+#[test]
+fn a_job_that_is_not_executable_is_126_and_an_unparsable_url_is_78() {
+    let server = RedisServer::start();
+    let tmp = Tmp::new("exit-codes");
+    // A file without the execute bit: found, not runnable.
+    let job = tmp.path("not-executable");
+    std::fs::write(&job, "#!/bin/sh\nexit 0\n").expect("write the job");
+    let status = bin(&server.url())
+        .args(["run", "k", "--", &job])
+        .status()
+        .expect("run");
+    assert_eq!(status.code(), Some(126));
+    let status = bin("not a redis url")
+        .args(["inspect", "k"])
+        .status()
+        .expect("inspect");
+    assert_eq!(status.code(), Some(78));
+}
