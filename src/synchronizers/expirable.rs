@@ -118,6 +118,32 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// `command` on the name's connection, followed by a `WAIT` with
+    /// replica sync on, and that `WAIT`'s verdict: sent again after a
+    /// dropped connection only when `resendable`; else never sent twice
+    /// ([`Error::OutcomeUnknown`] on a lost reply).
+    fn synced<T>(
+        &self,
+        operation: &'static str,
+        resendable: bool,
+        mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
+    ) -> Result<(T, Synced)> {
+        self.engine
+            .with_synced_connection(&self.keys.name, operation, |con, resend| {
+                if resend && !resendable {
+                    return Err(self.unknown(
+                        operation,
+                        "the connection dropped after the request was sent".to_owned(),
+                    ));
+                }
+                command(con)
+            })
+            .map_err(|e| match e {
+                e if !resendable && reply_lost(&e) => self.unknown(operation, e.to_string()),
+                e => e,
+            })
+    }
+
     /// A write whose `WAIT` verdict counts (replica sync on): a resendable
     /// one is sent again on a missing acknowledgement (at most the client's
     /// retry attempts), then [`Error::NotReplicated`]; one that is not is
@@ -129,25 +155,10 @@ impl PermitExpirableSemaphore {
         resendable: bool,
         mut command: impl FnMut(&mut dyn ConnectionLike) -> Result<T>,
     ) -> Result<T> {
-        let name = &self.keys.name;
         let mut tries = 0;
         loop {
-            let (value, synced) = self
-                .engine
-                .with_synced_connection(name, operation, |con, resend| {
-                    if resend && !resendable {
-                        return Err(self.unknown(
-                            operation,
-                            "the connection dropped after the request was sent".to_owned(),
-                        ));
-                    }
-                    command(con)
-                })
-                .map_err(|e| match e {
-                    e if !resendable && reply_lost(&e) => self.unknown(operation, e.to_string()),
-                    e => e,
-                })?;
-            match synced.error(operation, name) {
+            let (value, synced) = self.synced(operation, resendable, &mut command)?;
+            match synced.error(operation, &self.keys.name) {
                 None => return Ok(value),
                 Some(e) if !self.engine.checks_replicas() => {
                     log::warn!("redisson-lock: {e}");

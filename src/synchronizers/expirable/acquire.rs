@@ -62,20 +62,9 @@ impl PermitExpirableSemaphore {
         let now = epoch_millis();
         let expiry = expirable::expiry_score(now, lease);
         let publish = self.engine.publish;
-        self.engine
-            .with_synced_connection(&self.keys.name, "acquire", |con, resend| {
-                if resend {
-                    return Err(self.unknown(
-                        "acquire",
-                        "the connection dropped after the request was sent".to_owned(),
-                    ));
-                }
-                expirable::try_acquire(con, &self.keys, raw, expiry, now, publish)
-            })
-            .map_err(|e| match e {
-                e if reply_lost(&e) => self.unknown("acquire", e.to_string()),
-                e => e,
-            })
+        self.synced("acquire", false, |con| {
+            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish)
+        })
     }
 
     /// Releases the ids `raw` of an acquisition no replica acknowledged,
