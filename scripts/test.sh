@@ -15,6 +15,17 @@ cd "$(dirname "$0")/.."
 
 ensure_cargo
 
+# In CI (a fresh clone, every target built once) incremental compilation
+# only costs time and several GB of disk, and full debug info in some 70 test
+# binaries mostly slows their linking; line tables keep backtraces readable.
+# Not on a developer's machine, where it would rebuild their `cargo test`
+# cache.
+if [ "${CI:-}" = true ]; then
+  export CARGO_INCREMENTAL=0
+  export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+  export CARGO_PROFILE_TEST_DEBUG=line-tables-only
+fi
+
 # Cheap checks first, so that a formatting slip or a warning fails in seconds,
 # not after the Maven builds and the fault tests. bench/ is its own crate
 # (outside any workspace, with its own Cargo.lock): checked the same way, in

@@ -5,13 +5,18 @@
 //!   and channels it needs. That command list is docs/security.md's "minimal
 //!   recipe for reentrant locks only", and each command on it is shown to be
 //!   needed: without it, the server's `ACL LOG` records the crate being
-//!   refused that very command. (tests/acl_recipes.rs does the same for every
-//!   kind, synchronizer and topology.)
+//!   refused that very command.
+//! - docs/security.md's least-privilege recipes for every kind, synchronizer
+//!   and topology (single server, Redis Cluster, Sentinel), each run and each
+//!   permission shown needed: the `recipes` module (tests/security/recipes.rs).
 //! - Credentials never show in `Debug`/`Display` of the crate's types and
 //!   errors, nor in any log line, whatever fails (wrong password, unparsable
 //!   URL, server gone, subscriber reconnects).
 
 mod support;
+
+#[path = "security/recipes.rs"]
+mod recipes;
 
 use std::collections::HashMap;
 use std::thread;

@@ -1,4 +1,4 @@
-//! The workload the ACL recipe tests (tests/acl_recipes.rs) run as the
+//! The workload the ACL recipe tests (tests/security/recipes.rs) run as the
 //! recipe's user: every lock kind and every synchronizer, each with a
 //! waiter on a second client woken by the first, reporting the first
 //! failure (a waiter's own error included) as an `Err`, never a panic, so

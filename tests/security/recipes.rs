@@ -20,17 +20,15 @@
 //! Each topology is started once per binary (the cluster and Sentinel
 //! harnesses' shared setups).
 
-mod support;
-
 use std::collections::{BTreeSet, HashMap};
 use std::thread;
 use std::time::Duration;
 
+use crate::support::acl::{exercise, tuned};
+use crate::support::cluster::Cluster;
+use crate::support::sentinel::{self, SentinelSetup};
+use crate::support::{self, RedisServer};
 use redisson_lock::Client;
-use support::RedisServer;
-use support::acl::{exercise, tuned};
-use support::cluster::Cluster;
-use support::sentinel::{self, SentinelSetup};
 
 /// The commands the crate sends itself, on every topology.
 const CLIENT_COMMANDS: &[&str] = &[
