@@ -67,6 +67,16 @@ impl Failure {
     }
 }
 
+/// How a leader's reading ended.
+enum Led {
+    /// Its own request was answered: the replies (the reading is given up).
+    Answered(RedisResult<Vec<Value>>),
+    /// Its request got its outcome otherwise (the socket failed).
+    Failed,
+    /// Its caller's `give_up` passed first.
+    GaveUp,
+}
+
 /// A request in flight: how many replies it awaits and where they go.
 pub(crate) struct Slot {
     expected: usize,
@@ -301,9 +311,9 @@ impl Socket {
     pub fn receive(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> RedisResult<Vec<Value>> {
         // The waiting caller's own limit, should the leader not keep the
         // deadline: from when it began to wait (a scatter's caller may
-        // come for a reply long after sending).
-        let backstop =
-            Instant::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100);
+        // come for a reply long after sending). Taken when it first waits:
+        // a lone thread, always its own leader, never does.
+        let mut backstop = None;
         let mut state = self.state.lock();
         loop {
             if let Some(outcome) = slot.inner.lock().outcome.take() {
@@ -312,17 +322,25 @@ impl Socket {
             }
             if !state.reading {
                 state.reading = true;
+                let deadline = self.front_deadline(&state);
                 drop(state);
-                let gave_up = self.lead(slot, give_up);
+                let led = self.lead(slot, give_up, deadline);
+                if let Led::Answered(outcome) = led {
+                    // `deliver` gave up the reading.
+                    return outcome;
+                }
                 state = self.state.lock();
                 state.reading = false;
-                if gave_up {
+                if let Led::GaveUp = led {
                     return Err(self.abandon(slot, &state));
                 }
                 continue;
             }
             // Someone reads: wait to be handed a reply or the reading.
             slot.inner.lock().waiting = true;
+            let backstop = *backstop.get_or_insert_with(|| {
+                Instant::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100)
+            });
             let until = give_up.map_or(backstop, |g| g.min(backstop));
             let timed_out = slot.wake.wait_until(&mut state, until).timed_out();
             slot.inner.lock().waiting = false;
@@ -369,10 +387,21 @@ impl Socket {
         }
     }
 
-    /// Reads replies and hands them out until `slot` has its outcome
-    /// (`false`) or `give_up` passed (`true`). The caller has set
-    /// `reading`.
-    fn lead(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> bool {
+    /// When the queue's front must be answered: the response timeout after
+    /// it was sent.
+    fn front_deadline(&self, state: &State) -> Instant {
+        match state.queue.front() {
+            Some(front) => front.sent_at + self.usual,
+            // Cannot be: the leader's own request is queued until answered.
+            None => Instant::now() + self.usual,
+        }
+    }
+
+    /// Reads replies and hands them out until `slot` is answered (by this
+    /// leader: [`Led::Answered`], the reading given up; by a failure:
+    /// [`Led::Failed`]) or `give_up` passed ([`Led::GaveUp`]). The caller
+    /// has set `reading`; `deadline` is the queue front's when it did.
+    fn lead(&self, slot: &Arc<Slot>, give_up: Option<Instant>, mut deadline: Instant) -> Led {
         let mut reader = self.reader.lock();
         let Reader {
             stream,
@@ -380,26 +409,25 @@ impl Socket {
             timeout,
         } = &mut *reader;
         let slack = self.usual / SLACK_DIVISOR;
+        let mut first = true;
         loop {
-            let front_deadline = {
+            // The first read needs no look at the state: the caller saw it
+            // (a failure since then fails the read).
+            if !std::mem::take(&mut first) {
                 let state = self.state.lock();
                 if slot.inner.lock().outcome.is_some() {
-                    return false;
+                    return Led::Failed;
                 }
-                match state.queue.front() {
-                    Some(front) => front.sent_at + self.usual,
-                    // Cannot be: our own slot is queued until answered.
-                    None => Instant::now() + self.usual,
-                }
-            };
+                deadline = self.front_deadline(&state);
+            }
             let now = Instant::now();
             if give_up.is_some_and(|g| now >= g) {
-                return true;
+                return Led::GaveUp;
             }
             // A deadline passed while nobody read still gets one short
             // read: the reply may be waiting in the socket.
             let limit = give_up
-                .map_or(front_deadline, |g| g.min(front_deadline))
+                .map_or(deadline, |g| g.min(deadline))
                 .saturating_duration_since(now)
                 .max(Duration::from_millis(1));
             // Kept when a little longer than needed (no system call per
@@ -414,11 +442,15 @@ impl Socket {
             match parser.parse_value(&mut *stream) {
                 // RESP3 push data is not a reply.
                 Ok(Value::Push { .. }) => {}
-                Ok(reply) => self.deliver(reply),
+                Ok(reply) => {
+                    if let Some(outcome) = self.deliver(reply, slot) {
+                        return Led::Answered(outcome);
+                    }
+                }
                 // The front's time is up: nothing more may be waited for
                 // on this socket. (Else the loop checks `give_up`.)
                 Err(e) if e.is_timeout() => {
-                    if Instant::now() >= front_deadline {
+                    if Instant::now() >= deadline {
                         self.fail(Failure::TimedOut);
                     }
                 }
@@ -427,8 +459,10 @@ impl Socket {
         }
     }
 
-    /// Gives `reply` to the request at the queue's front.
-    fn deliver(&self, reply: Value) {
+    /// Gives `reply` to the request at the queue's front. When that
+    /// completes `own` (the leader's request), returns its replies instead
+    /// (no wake-up) and gives up the reading, waking the next reader.
+    fn deliver(&self, reply: Value, own: &Arc<Slot>) -> Option<RedisResult<Vec<Value>>> {
         if let Value::ServerError(e) = &reply
             && e.code() == "READONLY"
             && self.endpoint.is_watched()
@@ -442,20 +476,26 @@ impl Socket {
             // A reply nobody asked for: the stream cannot be trusted.
             drop(state);
             self.fail(Failure::Dropped);
-            return;
+            return None;
         };
         let expected = front.expected;
         state.partial.push(reply);
-        if state.partial.len() >= expected {
-            let replies = std::mem::take(&mut state.partial);
-            if let Some(front) = state.queue.pop_front() {
-                let mut inner = front.inner.lock();
-                if !inner.abandoned {
-                    inner.outcome = Some(Ok(replies));
-                    front.wake.notify_one();
-                }
-            }
+        if state.partial.len() < expected {
+            return None;
         }
+        let replies = std::mem::take(&mut state.partial);
+        let front = state.queue.pop_front()?;
+        if Arc::ptr_eq(&front, own) {
+            state.reading = false;
+            self.pass_on(&state);
+            return Some(Ok(replies));
+        }
+        let mut inner = front.inner.lock();
+        if !inner.abandoned {
+            inner.outcome = Some(Ok(replies));
+            front.wake.notify_one();
+        }
+        None
     }
 
     /// Records the socket's failure (the first one counts).
