@@ -551,6 +551,12 @@ for ((rep = 1; rep <= reps; rep++)); do
     paired_mux 1 4; paired_mux 1 1
     for threads in 16 64 128; do paired_mux "$threads" 0; paired_mux "$threads" 4; done
     paired_mux 64 1; paired_mux 128 1
+    if [ "$java_ok" = 1 ]; then   # Redisson at the same thread counts (scenario 2's run; 16 there when it runs)
+      for threads in 1 64 128; do
+        simple redisson scaled --threads "$threads" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+      done
+      wanted 2 || simple redisson scaled --threads 16 --duration-ms "$s2_ms" --warmup "$s2_warmup"
+    fi
     if [ $((rep % 2)) = 1 ]; then sync_contended floor; sync_contended crate
     else sync_contended crate; sync_contended floor; fi
     if [ "$java_ok" = 1 ]; then sync_contended redisson; fi

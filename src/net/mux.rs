@@ -160,6 +160,17 @@ impl Shared {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        if offset + count == 0 {
+            // Nothing to read back: a request awaiting no reply would hold
+            // the queue's front until the socket times out.
+            return match packed.is_empty() {
+                true => Ok(Vec::new()),
+                false => Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a multiplexed request must await at least one reply",
+                ))),
+            };
+        }
         let (slot, skip) = self.send(packed, offset + count)?;
         let mut replies = self.socket.receive(&slot, None)?;
         replies.drain(..(skip + offset).min(replies.len()));

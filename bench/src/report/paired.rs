@@ -259,6 +259,22 @@ fn mode(multiplexed: u64) -> String {
     }
 }
 
+/// Redisson's scenario 2 runs at `threads` (its own JVM, its default
+/// configuration: a pool of up to 64 command connections shared by every
+/// thread, pipelined by Netty).
+fn redisson_metric(d: &Data, threads: u64, key: &str) -> Option<Stat> {
+    Stat::of(
+        d.records
+            .iter()
+            .filter(|r| {
+                r["scenario"] == "scaled"
+                    && r["contender"] == "redisson"
+                    && r["threads"].as_u64() == Some(threads)
+            })
+            .filter_map(|r| r[key].as_f64()),
+    )
+}
+
 fn many_metric(d: &Data, threads: u64, multiplexed: u64, key: &str) -> Option<Stat> {
     Stat::of(records_in(d, "paired", threads, "lock", multiplexed).filter_map(|r| r[key].as_f64()))
 }
@@ -279,10 +295,14 @@ fn many_section(w: &mut String, d: &Data) {
          command (`pool_size` 32, the default under replica sync) or shares a few multiplexed \
          sockets (`ClientBuilder::multiplexed(n)`, 4 the default for one server: commands written as they come, replies read back in \
          order by the caller whose reply is next). *Connections*: floor / crate at the end of \
-         the measurement; *CPU*: the measuring threads' own CPU time per pair, floor / crate.\n\n\
+         the measurement; *CPU*: the measuring threads' own CPU time per pair, floor / crate. \
+         *Redisson*: `RLock.lock()` + `unlock()` with as many threads on distinct names in its \
+         own JVM in the same run (scenario 2's measurement, its default configuration), and the \
+         connections the server had open after it (`INFO clients`: its command pool as the run \
+         grew it, and its pub/sub connection).\n\n\
          | threads | crate's connections | floor pairs/s | redisson-lock pairs/s | ratio \
-         (median of rounds) | goal | connections | CPU µs/pair |\n\
-         |---|---|---|---|---|---|---|---|"
+         (median of rounds) | goal | connections | CPU µs/pair | Redisson pairs/s (connections) |\n\
+         |---|---|---|---|---|---|---|---|---|"
     );
     let value = |s: Option<Stat>| {
         s.map_or("–".into(), |s| {
@@ -295,9 +315,17 @@ fn many_section(w: &mut String, d: &Data) {
         let Some(r) = cell("ratio_median") else {
             continue;
         };
+        let redisson = match redisson_metric(d, threads, "pairs_per_s") {
+            Some(pairs) => format!(
+                "{} ({})",
+                value(Some(pairs)),
+                median(redisson_metric(d, threads, "connections"))
+            ),
+            None => "–".into(),
+        };
         let _ = writeln!(
             w,
-            "| {threads} | {} | {} | {} | **{}** | ≥ {goal:.2}× | {} / {} | {} / {} |",
+            "| {threads} | {} | {} | {} | **{}** | ≥ {goal:.2}× | {} / {} | {} / {} | {redisson} |",
             mode(multiplexed),
             value(cell("floor_pairs_per_s")),
             value(cell("pairs_per_s")),

@@ -411,8 +411,10 @@ impl Socket {
         let slack = self.usual / SLACK_DIVISOR;
         let mut first = true;
         loop {
-            // The first read needs no look at the state: the caller saw it
-            // (a failure since then fails the read).
+            // The first read needs no look at the state: the caller saw it.
+            // (A failure since then shuts the socket down: the read fails,
+            // or returns a reply left in the buffer that finds no front;
+            // either way the next turn finds the outcome.)
             if !std::mem::take(&mut first) {
                 let state = self.state.lock();
                 if slot.inner.lock().outcome.is_some() {

@@ -29,6 +29,9 @@ import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
+import org.redisson.api.redisnode.RedisNode;
+import org.redisson.api.redisnode.RedisNodes;
+import org.redisson.api.redisnode.RedisSingle;
 import org.redisson.config.Config;
 
 /**
@@ -275,7 +278,19 @@ public final class Bench {
         long total = Arrays.stream(pairs).sum();
         return new Json().put("threads", threads).put("pairs", total)
                 .put("pairs_per_s", Arrays.stream(rates).sum())
-                .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, total));
+                .put("cpu_us_per_pair", cpu / 1e3 / Math.max(1, total))
+                .put("connections", connectedClients(client));
+    }
+
+    /**
+     * The connections the server has open ({@code INFO clients}), asked right after a run: on the
+     * benchmark's own server these are Redisson's (its command pool as the run grew it, and its
+     * pub/sub connection).
+     */
+    static long connectedClients(RedissonClient client) {
+        RedisSingle single = client.getRedisNodes(RedisNodes.SINGLE);
+        Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.CLIENTS);
+        return Long.parseLong(info.getOrDefault("connected_clients", "-1").trim());
     }
 
     /** Scenario 3, one process of it; see the class comment for the events file. */
