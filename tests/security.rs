@@ -99,21 +99,25 @@ impl Admin {
 
     /// `(reason, object)` of every `ACL LOG` entry.
     fn acl_denials(&self) -> Vec<(String, String)> {
-        let entries: Vec<HashMap<String, redis::Value>> = self.cmd(&["ACL", "LOG"]);
-        entries
-            .into_iter()
-            .map(|entry| {
-                let text = |field: &str| match entry.get(field) {
-                    Some(redis::Value::BulkString(bytes)) => {
-                        String::from_utf8_lossy(bytes).into_owned()
-                    }
-                    Some(redis::Value::SimpleString(s)) => s.clone(),
-                    other => format!("{other:?}"),
-                };
-                (text("reason"), text("object"))
-            })
-            .collect()
+        denial_pairs(self.cmd(&["ACL", "LOG"]))
     }
+}
+
+/// `(reason, object)` of each entry of an `ACL LOG` reply.
+fn denial_pairs(entries: Vec<HashMap<String, redis::Value>>) -> Vec<(String, String)> {
+    entries
+        .into_iter()
+        .map(|entry| {
+            let text = |field: &str| match entry.get(field) {
+                Some(redis::Value::BulkString(bytes)) => {
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+                Some(redis::Value::SimpleString(s)) => s.clone(),
+                other => format!("{other:?}"),
+            };
+            (text("reason"), text("object"))
+        })
+        .collect()
 }
 
 /// A server whose default user is off, with `admin` (everything) and

@@ -20,7 +20,7 @@
 //! Each topology is started once per binary (the cluster and Sentinel
 //! harnesses' shared setups).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::thread;
 use std::time::Duration;
 
@@ -177,20 +177,7 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 /// `(reason, object)` of every `ACL LOG` entry on `con`'s server.
 fn denials(con: &mut redis::Connection) -> Vec<(String, String)> {
-    let entries: Vec<HashMap<String, redis::Value>> = query(con, &strings(&["ACL", "LOG"]));
-    entries
-        .into_iter()
-        .map(|entry| {
-            let text = |field: &str| match entry.get(field) {
-                Some(redis::Value::BulkString(bytes)) => {
-                    String::from_utf8_lossy(bytes).into_owned()
-                }
-                Some(redis::Value::SimpleString(s)) => s.clone(),
-                other => format!("{other:?}"),
-            };
-            (text("reason"), text("object"))
-        })
-        .collect()
+    crate::denial_pairs(query(con, &strings(&["ACL", "LOG"])))
 }
 
 /// Runs `run` with each permission of `permissions` taken away in turn
