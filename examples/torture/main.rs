@@ -1,7 +1,7 @@
 //! Torture test: many processes and threads fight over a few locks while a
 //! chaos thread kills processes, kills connections and freezes Redis.
 //!
-//! Run it with `./scripts/torture.sh --quick` (40 s of chaos) or
+//! Run it with `./scripts/torture.sh --quick` (30 s of chaos) or
 //! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
 //! and `--kind reentrant|rw|fair|semaphore` (the type under test, `reentrant`
 //! by default; see *Semaphore runs*); the script starts a throwaway redis-server and passes `--url`
@@ -412,7 +412,7 @@ fn supervisor_main(args: &[String]) -> ExitCode {
     }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
         // A cluster run needs a few failovers of each kind.
-        Duration::from_secs(if cluster_dir.is_some() { 75 } else { 40 })
+        Duration::from_secs(if cluster_dir.is_some() { 75 } else { 30 })
     } else {
         let minutes = arg_value(args, "--minutes")
             .and_then(|m| m.parse::<f64>().ok())
