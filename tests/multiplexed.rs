@@ -1,5 +1,6 @@
 //! Multiplexed connections (`ClientBuilder::multiplexed`): every lock type
-//! over shared sockets, many threads on few connections, and the faults of
+//! over shared sockets, many threads on few connections (every reply to its
+//! own caller), and the faults of
 //! a shared socket: killed with many commands in flight (no lost unlock, no
 //! double acquire, every caller answered in time), and a reply delayed past
 //! the response timeout (outcome unknown for what was in flight, nothing
@@ -78,6 +79,44 @@ fn many_threads_share_the_sockets_and_exclude_each_other() {
     assert!(clients <= 5, "{clients} command connections: {list}");
     let keys: Vec<String> = server.cmd(&["KEYS", "mux-*"]);
     assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[test]
+fn every_reply_reaches_its_own_caller() {
+    // Many threads on one socket, each reading back a number only it
+    // writes: a reply handed to the wrong caller (the replies of one read
+    // go out together, and their callers' next commands in one write)
+    // shows as another thread's number.
+    let server = RedisServer::start();
+    let client = multiplexed(&server.url(), 1, Duration::from_secs(3));
+    let threads: Vec<_> = (0..48u32)
+        .map(|t| {
+            let client = client.clone();
+            thread::spawn(move || {
+                let semaphore = client.semaphore(format!("mux-route-{t}"));
+                let base = i64::from(t) * 1000;
+                assert!(semaphore.try_set_permits(t * 1000).expect("set"));
+                for i in 1..=150 {
+                    semaphore.add_permits(1).expect("add");
+                    assert_eq!(semaphore.available_permits().expect("count"), base + i);
+                    // A lock's hold count, reentered up to its thread's
+                    // number, on the same socket.
+                    let lock = client.lock(format!("mux-route-lock-{t}"));
+                    let depth = 1 + (t + i as u32) % 3;
+                    let guards: Vec<_> = (0..depth).map(|_| lock.lock().expect("lock")).collect();
+                    assert_eq!(lock.hold_count().expect("count"), u64::from(depth));
+                    for guard in guards.into_iter().rev() {
+                        guard.unlock().expect("unlock");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("worker");
+    }
+    let locks: Vec<String> = server.cmd(&["KEYS", "mux-route-lock-*"]);
+    assert!(locks.is_empty(), "left behind: {locks:?}");
 }
 
 #[test]

@@ -1,14 +1,16 @@
 //! One multiplexed socket: requests of many threads written as they come
 //! and their replies read back in order, by whichever caller is waiting
-//! when nobody reads (the leader), who hands each reply that is not its own
-//! to its caller.
+//! when nobody reads (the leader, [`lead`]), who hands each reply that is
+//! not its own to its caller.
 //!
 //! Every request is queued and its bytes appended to the outbox under one
 //! mutex, so that the queue's order is the socket's; whoever finds nobody
 //! writing writes the whole outbox in one `write` (again, until it is
-//! empty), so that many threads' commands go out in few system calls. The
-//! leader reads a reply,
-//! gives it to the queue's front, and stops reading once its own request is
+//! empty), so that many threads' commands go out in few system calls. A
+//! request made while callers handed a reply have not taken it yet leaves
+//! its write to the last of them (`State::woken`): the callers one read
+//! woke send their next commands together. The leader reads replies, hands
+//! those of a read out together, and stops reading once its own request is
 //! answered, waking the first caller still waiting so that it reads next. A
 //! lone thread is always its own leader: no hand-off, no other thread.
 //!
@@ -26,11 +28,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::net::endpoint::Endpoint;
 use crate::net::stream::Stream;
+
+mod lead;
 
 /// The socket's read timeout is changed only when it is off the time left
 /// by more than the response timeout over this: a read may outlast its
@@ -93,6 +97,9 @@ struct SlotState {
     waiting: bool,
     /// Its caller gave up: the replies are read and dropped.
     abandoned: bool,
+    /// Its outcome was handed over while its caller waited, and is
+    /// counted in `State::woken` until taken.
+    counted: bool,
 }
 
 struct State {
@@ -111,6 +118,13 @@ struct State {
     partial: Vec<Value>,
     /// A leader reads the socket.
     reading: bool,
+    /// Replies handed to waiting callers that have not taken them yet:
+    /// callers woken and certain to run soon. While there are any, a new
+    /// request leaves its write to the last of them to take its reply, so
+    /// that callers woken by one read send their next commands in one
+    /// write (one system call, and one read of the server's, instead of one
+    /// each).
+    woken: usize,
     failed: Option<Failure>,
 }
 
@@ -134,6 +148,20 @@ pub(crate) struct Socket {
     /// The endpoint generation it was opened at.
     pub generation: u64,
     endpoint: Arc<Endpoint>,
+}
+
+/// How many replies the socket must still read until `slot` is answered
+/// (those of the requests ahead of it, and its own); `None` when it is not
+/// queued.
+fn replies_until(state: &State, slot: &Arc<Slot>) -> Option<usize> {
+    let mut replies = 0;
+    for queued in &state.queue {
+        replies += queued.expected;
+        if Arc::ptr_eq(queued, slot) {
+            return Some(replies.saturating_sub(state.partial.len()));
+        }
+    }
+    None
 }
 
 fn redis_io(e: io::Error) -> RedisError {
@@ -212,6 +240,7 @@ impl Socket {
                 writing: false,
                 partial: Vec::new(),
                 reading: false,
+                woken: 0,
                 failed: None,
             }),
             retired: AtomicBool::new(false),
@@ -265,8 +294,22 @@ impl Socket {
         state.queue.push_back(Arc::clone(&slot));
         state.outbox.extend_from_slice(packed);
         state.unwritten += 1;
-        if state.writing {
+        // Someone writes it soon: the caller writing, or the last caller
+        // handed a reply that has not taken it yet (they are runnable; see
+        // `State::woken`), so that the commands of callers woken together
+        // go out in one write.
+        if state.writing || state.woken > 0 {
             return Ok(slot);
+        }
+        self.write_out(state);
+        Ok(slot)
+    }
+
+    /// Writes the outbox out (again, until it is empty), unless someone
+    /// writes already. A failed write closes the socket.
+    fn write_out<'a>(&'a self, mut state: MutexGuard<'a, State>) {
+        if state.writing {
+            return;
         }
         state.writing = true;
         loop {
@@ -295,11 +338,11 @@ impl Socket {
                 self.mark_failed(&mut state, failure);
                 drop(state);
                 self.fail(failure);
-                return Ok(slot);
+                return;
             }
             if state.outbox.is_empty() || state.failed.is_some() {
                 state.writing = false;
-                return Ok(slot);
+                return;
             }
         }
     }
@@ -316,17 +359,33 @@ impl Socket {
         let mut backstop = None;
         let mut state = self.state.lock();
         loop {
-            if let Some(outcome) = slot.inner.lock().outcome.take() {
+            let (outcome, counted) = {
+                let mut inner = slot.inner.lock();
+                let outcome = inner.outcome.take();
+                (outcome, std::mem::take(&mut inner.counted))
+            };
+            if let Some(outcome) = outcome {
                 self.pass_on(&state);
+                if counted {
+                    state.woken = state.woken.saturating_sub(1);
+                    if state.woken == 0 && !state.outbox.is_empty() {
+                        // The last one woken writes what the others left.
+                        self.write_out(state);
+                    }
+                }
                 return outcome;
             }
             if !state.reading {
+                let Some(needed) = replies_until(&state, slot) else {
+                    // Cannot be: a request leaves the queue with its outcome.
+                    return Err(Failure::Dropped.error());
+                };
                 state.reading = true;
                 let deadline = self.front_deadline(&state);
                 drop(state);
-                let led = self.lead(slot, give_up, deadline);
+                let led = self.lead(slot, needed, give_up, deadline);
                 if let Led::Answered(outcome) = led {
-                    // `deliver` gave up the reading.
+                    // `hand_out` gave up the reading.
                     return outcome;
                 }
                 state = self.state.lock();
@@ -395,109 +454,6 @@ impl Socket {
             // Cannot be: the leader's own request is queued until answered.
             None => Instant::now() + self.usual,
         }
-    }
-
-    /// Reads replies and hands them out until `slot` is answered (by this
-    /// leader: [`Led::Answered`], the reading given up; by a failure:
-    /// [`Led::Failed`]) or `give_up` passed ([`Led::GaveUp`]). The caller
-    /// has set `reading`; `deadline` is the queue front's when it did.
-    fn lead(&self, slot: &Arc<Slot>, give_up: Option<Instant>, mut deadline: Instant) -> Led {
-        let mut reader = self.reader.lock();
-        let Reader {
-            stream,
-            parser,
-            timeout,
-        } = &mut *reader;
-        let slack = self.usual / SLACK_DIVISOR;
-        let mut first = true;
-        loop {
-            // The first read needs no look at the state: the caller saw it.
-            // (A failure since then shuts the socket down: the read fails,
-            // or returns a reply left in the buffer that finds no front;
-            // either way the next turn finds the outcome.)
-            if !std::mem::take(&mut first) {
-                let state = self.state.lock();
-                if slot.inner.lock().outcome.is_some() {
-                    return Led::Failed;
-                }
-                deadline = self.front_deadline(&state);
-            }
-            let now = Instant::now();
-            if give_up.is_some_and(|g| now >= g) {
-                return Led::GaveUp;
-            }
-            // A deadline passed while nobody read still gets one short
-            // read: the reply may be waiting in the socket.
-            let limit = give_up
-                .map_or(deadline, |g| g.min(deadline))
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(1));
-            // Kept when a little longer than needed (no system call per
-            // read), never when shorter: a short one would spin.
-            if *timeout > limit + slack || *timeout < limit {
-                if stream.set_read_timeout(Some(limit)).is_err() {
-                    self.fail(Failure::Dropped);
-                    continue;
-                }
-                *timeout = limit;
-            }
-            match parser.parse_value(&mut *stream) {
-                // RESP3 push data is not a reply.
-                Ok(Value::Push { .. }) => {}
-                Ok(reply) => {
-                    if let Some(outcome) = self.deliver(reply, slot) {
-                        return Led::Answered(outcome);
-                    }
-                }
-                // The front's time is up: nothing more may be waited for
-                // on this socket. (Else the loop checks `give_up`.)
-                Err(e) if e.is_timeout() => {
-                    if Instant::now() >= deadline {
-                        self.fail(Failure::TimedOut);
-                    }
-                }
-                Err(_) => self.fail(Failure::Dropped),
-            }
-        }
-    }
-
-    /// Gives `reply` to the request at the queue's front. When that
-    /// completes `own` (the leader's request), returns its replies instead
-    /// (no wake-up) and gives up the reading, waking the next reader.
-    fn deliver(&self, reply: Value, own: &Arc<Slot>) -> Option<RedisResult<Vec<Value>>> {
-        if let Value::ServerError(e) = &reply
-            && e.code() == "READONLY"
-            && self.endpoint.is_watched()
-        {
-            // A former master (Sentinel failover): have it looked up again.
-            self.retire();
-            self.endpoint.suspect();
-        }
-        let mut state = self.state.lock();
-        let Some(front) = state.queue.front() else {
-            // A reply nobody asked for: the stream cannot be trusted.
-            drop(state);
-            self.fail(Failure::Dropped);
-            return None;
-        };
-        let expected = front.expected;
-        state.partial.push(reply);
-        if state.partial.len() < expected {
-            return None;
-        }
-        let replies = std::mem::take(&mut state.partial);
-        let front = state.queue.pop_front()?;
-        if Arc::ptr_eq(&front, own) {
-            state.reading = false;
-            self.pass_on(&state);
-            return Some(Ok(replies));
-        }
-        let mut inner = front.inner.lock();
-        if !inner.abandoned {
-            inner.outcome = Some(Ok(replies));
-            front.wake.notify_one();
-        }
-        None
     }
 
     /// Records the socket's failure (the first one counts).

@@ -1,0 +1,261 @@
+//! The leader's half of a multiplexed socket: reading replies in order and
+//! handing them to their callers.
+//!
+//! The leader parses the replies a read brought in before it hands any out,
+//! and hands them out together, right before it reads again (or when its
+//! own request is answered): the callers woken by one read then take their
+//! replies together, and their next commands go out together (see
+//! `State::woken`), instead of each caller being woken, and writing, while
+//! the leader still parses.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
+use crate::net::stream::Stream;
+
+/// Why the leader stopped reading (its read fails, ending the parse).
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Its caller's `give_up` passed.
+    GaveUp,
+    /// Its request got its outcome otherwise (the socket failed).
+    Failed,
+}
+
+/// What handing out a batch of replies did.
+enum Handed {
+    /// It answered the leader's own request: its replies (the reading is
+    /// given up).
+    Own(Vec<Value>),
+    /// It answered other requests only.
+    Others,
+    /// A reply came that no request awaits: the stream cannot be trusted.
+    Stray,
+}
+
+/// The socket as the leader's parser reads it: before each read, the
+/// replies parsed so far are handed out, the leader's own outcome and the
+/// queue's deadline looked at, and the read timeout set.
+struct Feed<'a> {
+    socket: &'a Socket,
+    own: &'a Arc<Slot>,
+    give_up: Option<Instant>,
+    deadline: Instant,
+    stream: &'a mut Stream,
+    timeout: &'a mut Duration,
+    /// Replies parsed and not handed out yet, in the socket's order.
+    parsed: Vec<Value>,
+    /// The state was just looked at (by the caller): the first read needs
+    /// no look. (A failure since then shuts the socket down: the read
+    /// fails, or returns a reply left in the buffer that finds no front;
+    /// either way the next look finds the outcome.)
+    fresh: bool,
+    stop: Option<Stop>,
+}
+
+impl Read for Feed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Err(stop) = self.before_read() {
+            self.stop = Some(stop);
+            // Never `Ok(0)`: the parser would take it for the end of the
+            // stream. Its buffer and partial reply survive an error.
+            return Err(io::Error::other("the leader stopped reading"));
+        }
+        self.stream.read(buf)
+    }
+}
+
+impl Feed<'_> {
+    /// Hands out what was parsed and prepares the next read of the socket.
+    fn before_read(&mut self) -> Result<(), Stop> {
+        let socket = self.socket;
+        if !std::mem::take(&mut self.fresh) || !self.parsed.is_empty() {
+            socket.note_readonly(&self.parsed);
+            let mut state = socket.state.lock();
+            match socket.hand_out(&mut state, &mut self.parsed, self.own) {
+                Handed::Others => {}
+                // Cannot be: the leader reads only up to its own reply.
+                Handed::Own(_) => return Err(Stop::Failed),
+                Handed::Stray => {
+                    drop(state);
+                    socket.fail(Failure::Dropped);
+                    return Err(Stop::Failed);
+                }
+            }
+            if self.own.inner.lock().outcome.is_some() {
+                return Err(Stop::Failed);
+            }
+            self.deadline = socket.front_deadline(&state);
+            // Requests left for a woken caller to write (see
+            // `State::woken`) go out before this read waits for replies:
+            // with callers on other cores, the leader may hand out more
+            // before the last of them takes its reply.
+            if !state.outbox.is_empty() {
+                socket.write_out(state);
+            }
+        }
+        let now = Instant::now();
+        if self.give_up.is_some_and(|g| now >= g) {
+            return Err(Stop::GaveUp);
+        }
+        // A deadline passed while nobody read still gets one short read:
+        // the reply may be waiting in the socket.
+        let limit = self
+            .give_up
+            .map_or(self.deadline, |g| g.min(self.deadline))
+            .saturating_duration_since(now)
+            .max(Duration::from_millis(1));
+        // Kept when a little longer than needed (no system call per read),
+        // never when shorter: a short one would spin.
+        let slack = socket.usual / SLACK_DIVISOR;
+        if *self.timeout > limit + slack || *self.timeout < limit {
+            if self.stream.set_read_timeout(Some(limit)).is_err() {
+                socket.fail(Failure::Dropped);
+                return Err(Stop::Failed);
+            }
+            *self.timeout = limit;
+        }
+        Ok(())
+    }
+}
+
+impl Socket {
+    /// Reads replies (`needed` of them, the last one completing `slot`) and
+    /// hands them out until `slot` is answered (by this leader:
+    /// [`Led::Answered`], the reading given up; by a failure:
+    /// [`Led::Failed`]) or `give_up` passed ([`Led::GaveUp`]). The caller
+    /// has set `reading`; `deadline` is the queue front's when it did.
+    pub(super) fn lead(
+        &self,
+        slot: &Arc<Slot>,
+        mut needed: usize,
+        give_up: Option<Instant>,
+        deadline: Instant,
+    ) -> Led {
+        let mut reader = self.reader.lock();
+        let Reader {
+            stream,
+            parser,
+            timeout,
+        } = &mut *reader;
+        let mut feed = Feed {
+            socket: self,
+            own: slot,
+            give_up,
+            deadline,
+            stream,
+            timeout,
+            parsed: Vec::new(),
+            fresh: true,
+            stop: None,
+        };
+        loop {
+            match parser.parse_value(&mut feed) {
+                // RESP3 push data is not a reply.
+                Ok(Value::Push { .. }) => {}
+                Ok(reply) => {
+                    feed.parsed.push(reply);
+                    needed = needed.saturating_sub(1);
+                    if needed > 0 {
+                        continue;
+                    }
+                    self.note_readonly(&feed.parsed);
+                    let mut state = self.state.lock();
+                    return match self.hand_out(&mut state, &mut feed.parsed, slot) {
+                        Handed::Own(replies) => Led::Answered(Ok(replies)),
+                        // Answered otherwise (the socket failed).
+                        Handed::Others => Led::Failed,
+                        Handed::Stray => {
+                            drop(state);
+                            self.fail(Failure::Dropped);
+                            Led::Failed
+                        }
+                    };
+                }
+                Err(_) if feed.stop.is_some() => {
+                    return match feed.stop {
+                        Some(Stop::GaveUp) => Led::GaveUp,
+                        _ => Led::Failed,
+                    };
+                }
+                // Not yet the front's deadline: the next read checks
+                // `give_up`.
+                Err(e) if e.is_timeout() && Instant::now() < feed.deadline => {}
+                Err(e) => {
+                    // Replies parsed before the error keep their answers
+                    // (an error that needed no read, at the end of the
+                    // stream, comes with no look at the state).
+                    if !feed.parsed.is_empty() {
+                        self.note_readonly(&feed.parsed);
+                        let mut state = self.state.lock();
+                        self.hand_out(&mut state, &mut feed.parsed, slot);
+                    }
+                    // The front's time is up (nothing more may be waited
+                    // for on this socket), or the stream broke.
+                    self.fail(match e.is_timeout() {
+                        true => Failure::TimedOut,
+                        false => Failure::Dropped,
+                    });
+                    return Led::Failed;
+                }
+            }
+        }
+    }
+
+    /// A `READONLY` error from a watched master means a failover made it a
+    /// replica (Sentinel): the socket takes no new request, and the
+    /// endpoint is looked up again.
+    fn note_readonly(&self, replies: &[Value]) {
+        let readonly =
+            |reply: &Value| matches!(reply, Value::ServerError(e) if e.code() == "READONLY");
+        if replies.iter().any(readonly) && self.endpoint.is_watched() {
+            self.retire();
+            self.endpoint.suspect();
+        }
+    }
+
+    /// Gives `replies` (read in order; left empty) to the requests at the
+    /// queue's front, waking their callers. When they complete `own` (the
+    /// leader's request), its replies are returned instead (no wake-up)
+    /// and the reading is given up, waking the next reader.
+    fn hand_out(&self, state: &mut State, replies: &mut Vec<Value>, own: &Arc<Slot>) -> Handed {
+        let mut handed = Handed::Others;
+        for reply in replies.drain(..) {
+            let Some(front) = state.queue.front() else {
+                return Handed::Stray;
+            };
+            let expected = front.expected;
+            state.partial.push(reply);
+            if state.partial.len() < expected {
+                continue;
+            }
+            let answer = std::mem::take(&mut state.partial);
+            let Some(front) = state.queue.pop_front() else {
+                return Handed::Stray;
+            };
+            if Arc::ptr_eq(&front, own) {
+                handed = Handed::Own(answer);
+                continue;
+            }
+            let mut inner = front.inner.lock();
+            if !inner.abandoned {
+                inner.outcome = Some(Ok(answer));
+                if inner.waiting {
+                    // Certain to come and take it (see `State::woken`).
+                    inner.counted = true;
+                    state.woken += 1;
+                }
+                front.wake.notify_one();
+            }
+        }
+        if let Handed::Own(_) = handed {
+            state.reading = false;
+            self.pass_on(state);
+        }
+        handed
+    }
+}
