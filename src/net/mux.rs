@@ -33,14 +33,18 @@ pub(crate) struct Mux {
     sockets: Vec<Mutex<Entry>>,
     /// Checkouts using each socket: a checkout picks one without a lock.
     load: Vec<AtomicUsize>,
+    /// Failed attempts to open each socket, so far (counted with its
+    /// entry locked): a caller that saw a count change while it waited for
+    /// the entry takes that failure as its answer.
+    failed_opens: Vec<AtomicUsize>,
 }
 
-/// One socket's place: the socket, and the last failed attempt to open
-/// it (when, and its error).
+/// One socket's place: the socket, and the error of the last failed
+/// attempt to open it.
 #[derive(Default)]
 struct Entry {
     socket: Option<Arc<Socket>>,
-    failed: Option<(Instant, RedisError)>,
+    failed: Option<RedisError>,
 }
 
 /// The packed `ASKING`, sent ahead of a command in the same write.
@@ -55,6 +59,7 @@ impl Mux {
         Mux {
             sockets: (0..n).map(|_| Mutex::new(Entry::default())).collect(),
             load: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            failed_opens: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
 
@@ -76,7 +81,7 @@ impl Mux {
                 least = load;
             }
         }
-        let arrived = Instant::now();
+        let failed_before = self.failed_opens[index].load(Ordering::Acquire);
         let mut entry = self.sockets[index].lock();
         let socket = match entry.socket.as_ref() {
             Some(socket) if socket.is_usable() => Arc::clone(socket),
@@ -85,8 +90,8 @@ impl Mux {
                 // An open that failed while this caller waited for the
                 // entry is its answer too: callers do not queue up one
                 // connect timeout each behind a silent server.
-                if let Some((at, e)) = &entry.failed
-                    && *at >= arrived
+                if let Some(e) = &entry.failed
+                    && self.failed_opens[index].load(Ordering::Acquire) != failed_before
                 {
                     return Err(e.clone());
                 }
@@ -103,7 +108,8 @@ impl Mux {
                         socket
                     }
                     Err(e) => {
-                        entry.failed = Some((Instant::now(), e.clone()));
+                        entry.failed = Some(e.clone());
+                        self.failed_opens[index].fetch_add(1, Ordering::Release);
                         return Err(e);
                     }
                 }

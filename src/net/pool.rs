@@ -118,11 +118,18 @@ impl Pool {
     /// the server resets, as one at `maxclients` does, is an answer: it is
     /// reported at once.)
     pub fn get_within(&self, grace: Duration) -> Result<Checkout<'_>> {
-        let until = Instant::now() + grace;
+        // Taken only when a refusal may be retried: no clock read per
+        // command.
+        let mut until = None;
         let mut pause = Duration::from_millis(5);
         loop {
             match self.checkout_or_open(true) {
-                Err(e) if e.is_connection_refusal() && Instant::now() + pause < until => {
+                Err(e)
+                    if !grace.is_zero()
+                        && e.is_connection_refusal()
+                        && Instant::now() + pause
+                            < *until.get_or_insert_with(|| Instant::now() + grace) =>
+                {
                     std::thread::sleep(pause);
                     pause *= 2;
                 }
