@@ -154,7 +154,7 @@ pub(crate) fn release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) ->
         Err(crate::error::Error::NotHeld { .. }) => ReleaseOutcome::NotHeld,
         Err(_) => ReleaseOutcome::Error,
     };
-    observed.finish(outcome, hold.since.elapsed(), result.as_ref().err());
+    observed.finish(outcome, hold.since, result.as_ref().err());
     result
 }
 

@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
 use crate::engine::replicas::Synced;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake, epoch_millis};
+use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake};
 use crate::owner;
 use guard::LockGuard;
 
@@ -271,12 +271,7 @@ impl<K: Kind> Lock<K> {
         wait_ms: u64,
         observed: &mut Acquiring,
     ) -> Result<Option<LockGuard<K>>> {
-        let queue = || {
-            Some(Queue {
-                wait_ms,
-                now_ms: epoch_millis(),
-            })
-        };
+        let queue = || Some(Queue { wait_ms });
         observed.attempted();
         let mut ttl = match self.attempt(field, lease, lease_ms, queue(), deadline)? {
             Ok(guard) => return Ok(Some(guard)),
@@ -424,12 +419,12 @@ impl<K: Kind> Lock<K> {
         // cluster: `CLUSTERDOWN`, `BUSY`, a refused connection, a redirect;
         // up to seconds) starts it afresh, a flagged resend (the first may
         // have run) does not.
-        let mut sent = Instant::now();
+        let mut sent = None;
         let acquired = self
             .engine
             .with_synced_connection(&self.name, "lock", |con, resend| {
-                if !resend {
-                    sent = Instant::now();
+                if !resend || sent.is_none() {
+                    sent = Some(Instant::now());
                 }
                 let request = begun.request(self, lease_ms, field, resend, queue);
                 self.kind.acquire(con, &request)
@@ -439,7 +434,14 @@ impl<K: Kind> Lock<K> {
             Err(e) => (Err(e), Synced::Yes),
         };
         Ok((
-            self.finish_attempt(begun, field, lease, sent, acquired)?,
+            // Never sent: the lease would count from now.
+            self.finish_attempt(
+                begun,
+                field,
+                lease,
+                sent.unwrap_or_else(Instant::now),
+                acquired,
+            )?,
             synced,
         ))
     }

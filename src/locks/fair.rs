@@ -83,7 +83,12 @@ impl FairCore {
         request: &AcquireRequest<'_>,
     ) -> Result<Acquired> {
         let (script, third, fourth) = match request.queue {
-            Some(queue) => (&*ACQUIRE, self.thread_wait_ms(queue.wait_ms), queue.now_ms),
+            // The time of this request, as Redisson takes it per call.
+            Some(queue) => (
+                &*ACQUIRE,
+                self.thread_wait_ms(queue.wait_ms),
+                epoch_millis(),
+            ),
             // Redisson's try-once sends `now` before the wait.
             None => (&*TRY_ONCE, epoch_millis(), self.wait_timeout_ms),
         };

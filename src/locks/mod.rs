@@ -304,7 +304,6 @@ pub struct Queue {
     /// not recomputed from a deadline); 0 when it gave none or less than
     /// 1 ms: the type then uses its own wait timeout.
     pub wait_ms: u64,
-    pub now_ms: u64,
 }
 
 /// The outcome of one acquire attempt.

@@ -257,14 +257,16 @@ impl Releasing {
         }
     }
 
-    /// The release ended with `outcome`, `held_for` after the hold began.
+    /// The release ended with `outcome`, the hold having begun at `since`
+    /// (its duration is read only when a span records it).
     #[inline]
-    pub fn finish(self, outcome: ReleaseOutcome, held_for: Duration, error: Option<&Error>) {
-        let _ = (outcome, held_for, error);
+    pub fn finish(self, outcome: ReleaseOutcome, since: Instant, error: Option<&Error>) {
+        let _ = (outcome, since, error);
         #[cfg(feature = "tracing")]
         if !self.span.is_disabled() {
             self.span.record("lock.outcome", outcome.as_str());
-            self.span.record("lock.held_for_ms", millis(held_for));
+            self.span
+                .record("lock.held_for_ms", millis(since.elapsed()));
             if let Some(error) = error {
                 self.span.record("error.type", error_type(error));
             }
