@@ -12,6 +12,7 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::MutexGuard;
 use redis::Value;
 
 use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
@@ -74,9 +75,8 @@ impl Feed<'_> {
     fn before_read(&mut self) -> Result<(), Stop> {
         let socket = self.socket;
         if !std::mem::take(&mut self.fresh) || !self.parsed.is_empty() {
-            socket.note_readonly(&self.parsed);
-            let mut state = socket.state.lock();
-            match socket.hand_out(&mut state, &mut self.parsed, self.own) {
+            let (state, handed) = socket.hand_out(&mut self.parsed, self.own);
+            match handed {
                 Handed::Others => {}
                 // Cannot be: the leader reads only up to its own reply.
                 Handed::Own(_) => return Err(Stop::Failed),
@@ -163,9 +163,8 @@ impl Socket {
                     if needed > 0 {
                         continue;
                     }
-                    self.note_readonly(&feed.parsed);
-                    let mut state = self.state.lock();
-                    return match self.hand_out(&mut state, &mut feed.parsed, slot) {
+                    let (state, handed) = self.hand_out(&mut feed.parsed, slot);
+                    return match handed {
                         Handed::Own(replies) => Led::Answered(Ok(replies)),
                         // Answered otherwise (the socket failed).
                         Handed::Others => Led::Failed,
@@ -190,9 +189,8 @@ impl Socket {
                     // (an error that needed no read, at the end of the
                     // stream, comes with no look at the state).
                     if !feed.parsed.is_empty() {
-                        self.note_readonly(&feed.parsed);
-                        let mut state = self.state.lock();
-                        self.hand_out(&mut state, &mut feed.parsed, slot);
+                        let (state, _) = self.hand_out(&mut feed.parsed, slot);
+                        drop(state);
                     }
                     // The front's time is up (nothing more may be waited
                     // for on this socket), or the stream broke.
@@ -219,10 +217,28 @@ impl Socket {
     }
 
     /// Gives `replies` (read in order; left empty) to the requests at the
-    /// queue's front, waking their callers. When they complete `own` (the
-    /// leader's request), its replies are returned instead (no wake-up)
-    /// and the reading is given up, waking the next reader.
-    fn hand_out(&self, state: &mut State, replies: &mut Vec<Value>, own: &Arc<Slot>) -> Handed {
+    /// queue's front, waking their callers, and returns the state still
+    /// locked. When they complete `own` (the leader's request), its replies
+    /// are returned instead (no wake-up) and the reading is given up,
+    /// waking the next reader.
+    fn hand_out(
+        &self,
+        replies: &mut Vec<Value>,
+        own: &Arc<Slot>,
+    ) -> (MutexGuard<'_, State>, Handed) {
+        // Outside the state lock: the endpoint takes its own.
+        self.note_readonly(replies);
+        let mut state = self.state.lock();
+        let handed = self.hand_out_locked(&mut state, replies, own);
+        (state, handed)
+    }
+
+    fn hand_out_locked(
+        &self,
+        state: &mut State,
+        replies: &mut Vec<Value>,
+        own: &Arc<Slot>,
+    ) -> Handed {
         let mut handed = Handed::Others;
         for reply in replies.drain(..) {
             let Some(front) = state.queue.front() else {
