@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{Flavour, Shared};
+use crate::net::resp;
 use crate::net::stream::Stream;
 
 /// How long the connection may stay silent before the thread checks it with
@@ -385,7 +386,7 @@ impl Shared {
             self.write_difference(&mut conn, true);
             self.flush_patiently(&mut conn)?;
         }
-        let mut parser = redis::Parser::new();
+        let mut incoming = resp::Reader::default();
         let mut ping_sent = false;
         let mut read_timeout = None;
         let mut idle_since = None;
@@ -408,7 +409,7 @@ impl Shared {
                 reader.set_read_timeout(Some(silence))?;
                 read_timeout = Some(silence);
             }
-            match parser.parse_value(&mut reader) {
+            match incoming.next(&mut reader) {
                 Ok(value) => {
                     ping_sent = false;
                     self.dispatch(value, answered)?;

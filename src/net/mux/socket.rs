@@ -32,6 +32,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::net::endpoint::Endpoint;
+use crate::net::resp;
 use crate::net::stream::Stream;
 
 mod lead;
@@ -130,7 +131,7 @@ struct State {
 
 struct Reader {
     stream: Stream,
-    parser: redis::Parser,
+    replies: resp::Reader,
     timeout: Duration,
 }
 
@@ -169,9 +170,9 @@ fn redis_io(e: io::Error) -> RedisError {
 }
 
 /// Sends `packed` on `stream` and reads one reply (the handshake).
-fn ask(stream: &mut Stream, parser: &mut redis::Parser, packed: &[u8]) -> RedisResult<Value> {
+fn ask(stream: &mut Stream, replies: &mut resp::Reader, packed: &[u8]) -> RedisResult<Value> {
     stream.write_all(packed).map_err(redis_io)?;
-    match parser.parse_value(&mut *stream)? {
+    match replies.next(stream)? {
         Value::ServerError(e) => Err(e.into()),
         reply => Ok(reply),
     }
@@ -191,7 +192,7 @@ impl Socket {
         let generation = endpoint.generation();
         let info = endpoint.info();
         let mut stream = Stream::open(endpoint, connect_timeout).map_err(redis_io)?;
-        let mut parser = redis::Parser::new();
+        let mut replies = resp::Reader::default();
         let settings = info.redis_settings();
         let mut answered = false;
         if let Some(password) = settings.password() {
@@ -200,12 +201,12 @@ impl Socket {
                 auth.arg(username);
             }
             auth.arg(password);
-            ask(&mut stream, &mut parser, &auth.get_packed_command())?;
+            ask(&mut stream, &mut replies, &auth.get_packed_command())?;
             answered = true;
         }
         if settings.db() != 0 {
             let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
-            ask(&mut stream, &mut parser, &select)?;
+            ask(&mut stream, &mut replies, &select)?;
             answered = true;
         }
         if !answered {
@@ -214,7 +215,7 @@ impl Socket {
             // recipe needs no `PING`.)
             ask(
                 &mut stream,
-                &mut parser,
+                &mut replies,
                 &redis::cmd("PING").get_packed_command(),
             )?;
         }
@@ -229,7 +230,7 @@ impl Socket {
             closer: stream.try_clone().map_err(redis_io)?,
             reader: Mutex::new(Reader {
                 stream,
-                parser,
+                replies,
                 timeout: response_timeout,
             }),
             state: Mutex::new(State {

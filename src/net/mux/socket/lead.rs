@@ -38,7 +38,7 @@ enum Handed {
     Stray,
 }
 
-/// The socket as the leader's parser reads it: before each read, the
+/// The socket as the leader's reply reader reads it: before each read, the
 /// replies parsed so far are handed out, the leader's own outcome and the
 /// queue's deadline looked at, and the read timeout set.
 struct Feed<'a> {
@@ -62,7 +62,7 @@ impl Read for Feed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Err(stop) = self.before_read() {
             self.stop = Some(stop);
-            // Never `Ok(0)`: the parser would take it for the end of the
+            // Never `Ok(0)`: the reader would take it for the end of the
             // stream. Its buffer and partial reply survive an error.
             return Err(io::Error::other("the leader stopped reading"));
         }
@@ -139,7 +139,7 @@ impl Socket {
         let mut reader = self.reader.lock();
         let Reader {
             stream,
-            parser,
+            replies,
             timeout,
         } = &mut *reader;
         let mut feed = Feed {
@@ -154,7 +154,7 @@ impl Socket {
             stop: None,
         };
         loop {
-            match parser.parse_value(&mut feed) {
+            match replies.next(&mut feed) {
                 // RESP3 push data is not a reply.
                 Ok(Value::Push { .. }) => {}
                 Ok(reply) => {
