@@ -4,11 +4,12 @@
 //! `redis::Script` keeps every key and argument in its own `Vec` and copies
 //! them into a command on each call: on a lock + unlock pair that is a dozen
 //! allocations and about a tenth of the client's work. An [`Invocation`]
-//! appends each key and argument, already framed as a RESP bulk string, to
-//! one of two buffers, and the request is their concatenation behind the
-//! `EVALSHA` header. The semantics are `Script::invoke`'s: a `NOSCRIPT`
-//! reply (proof that nothing ran) loads the script and sends the request
-//! once more; every other reply or error is the caller's.
+//! writes each key and argument, already framed as a RESP bulk string, into
+//! one buffer, behind room left for the `EVALSHA` header, which is written
+//! there when the request is sent: one allocation per call, no copy. The
+//! semantics are `Script::invoke`'s: a `NOSCRIPT` reply (proof that nothing
+//! ran) loads the script and sends the request once more; every other reply
+//! or error is the caller's.
 
 use std::io;
 
@@ -52,90 +53,139 @@ impl Lua {
     }
 
     fn prepare(&self) -> Invocation<'_> {
+        let mut buf = Vec::with_capacity(HEADER_ROOM + 384);
+        buf.resize(HEADER_ROOM, 0);
         Invocation {
             lua: self,
-            // Sized for a lock's keys and arguments: no regrowth.
-            keys: Bulks::with_capacity(128),
-            args: Bulks::with_capacity(256),
+            buf,
+            keys_end: HEADER_ROOM,
+            keys: 0,
+            args: 0,
         }
     }
 }
 
+/// Room left at the front of an invocation's buffer for the request's
+/// header: `*<n>`, `EVALSHA`, the SHA-1 and `<numkeys>`, each framed, with
+/// both numbers at their longest (20 digits).
+const HEADER_ROOM: usize = 128;
+
 /// One call of a [`Lua`] script being built: keys and arguments in the order
-/// they were added, each list kept apart (keys may be added after arguments).
+/// they were added (keys may be added after arguments), framed as RESP bulk
+/// strings in one buffer, behind room for the header. One allocation.
 pub(crate) struct Invocation<'a> {
     lua: &'a Lua,
-    keys: Bulks,
-    args: Bulks,
+    /// `HEADER_ROOM` bytes, the keys, then the arguments.
+    buf: Vec<u8>,
+    /// Where the keys end and the arguments begin.
+    keys_end: usize,
+    keys: usize,
+    args: usize,
 }
 
 impl Invocation<'_> {
     pub fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        key.write_redis_args(&mut self.keys);
+        key.write_redis_args(&mut Keys(self));
         self
     }
 
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        arg.write_redis_args(&mut self.args);
+        arg.write_redis_args(&mut Args(self));
         self
     }
 
     /// Sends the call and converts its reply. One round trip (two more, a
     /// `SCRIPT LOAD` and the resend, after a `NOSCRIPT`).
-    pub fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
+    pub fn invoke<T: FromRedisValue>(&mut self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
+        let lua = self.lua;
         let request = self.request();
-        let reply = match con.req_packed_command(&request) {
+        let reply = match con.req_packed_command(request) {
             Ok(reply) => reply.extract_error(),
             Err(e) => Err(e),
         };
         let reply = match reply {
             Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.lua.load(con)?;
-                con.req_packed_command(&request)?.extract_error()
+                lua.load(con)?;
+                con.req_packed_command(request)?.extract_error()
             }
             other => other,
         }?;
         Ok(redis::from_redis_value(reply)?)
     }
 
-    /// `EVALSHA <sha> <numkeys> <keys...> <args...>` in RESP.
-    fn request(&self) -> Vec<u8> {
-        let (keys, args) = (&self.keys, &self.args);
-        let mut out = Vec::with_capacity(80 + keys.buf.len() + args.buf.len());
-        push_header(&mut out, b'*', 3 + keys.count + args.count);
-        push_bulk(&mut out, b"EVALSHA");
-        push_bulk(&mut out, self.lua.hash.as_bytes());
-        push_bulk(&mut out, Decimal::default().of(keys.count as u64));
-        out.extend_from_slice(&keys.buf);
-        out.extend_from_slice(&args.buf);
-        out
+    /// `EVALSHA <sha> <numkeys> <keys...> <args...>` in RESP: the header
+    /// written into the room left for it, right before the keys.
+    fn request(&mut self) -> &[u8] {
+        let mut room = [0u8; HEADER_ROOM];
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            room[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(b"*");
+        put(Decimal::default().of((3 + self.keys + self.args) as u64));
+        put(b"\r\n$7\r\nEVALSHA\r\n$");
+        put(Decimal::default().of(self.lua.hash.len() as u64));
+        put(b"\r\n");
+        put(self.lua.hash.as_bytes());
+        put(b"\r\n$");
+        let numkeys = self.keys as u64;
+        put(Decimal::default().of(Decimal::default().of(numkeys).len() as u64));
+        put(b"\r\n");
+        put(Decimal::default().of(numkeys));
+        put(b"\r\n");
+        let begin = HEADER_ROOM - at;
+        self.buf[begin..HEADER_ROOM].copy_from_slice(&room[..at]);
+        &self.buf[begin..]
     }
-}
 
-/// Arguments already framed as RESP bulk strings.
-struct Bulks {
-    buf: Vec<u8>,
-    count: usize,
-}
-
-impl Bulks {
-    fn with_capacity(bytes: usize) -> Bulks {
-        Bulks {
-            buf: Vec::with_capacity(bytes),
-            count: 0,
-        }
-    }
-}
-
-impl RedisWrite for Bulks {
-    fn write_arg(&mut self, arg: &[u8]) {
+    /// Appends `arg`, framed, as the last key.
+    fn push_key(&mut self, arg: &[u8]) {
+        let len = self.buf.len();
         push_bulk(&mut self.buf, arg);
-        self.count += 1;
+        if self.args > 0 {
+            // Keys go before the arguments already added.
+            let framed = self.buf.len() - len;
+            self.buf[self.keys_end..].rotate_right(framed);
+        }
+        self.keys_end += self.buf.len() - len;
+        self.keys += 1;
+    }
+
+    /// Appends `arg`, framed, as the last argument.
+    fn push_arg(&mut self, arg: &[u8]) {
+        push_bulk(&mut self.buf, arg);
+        self.args += 1;
+    }
+}
+
+/// An invocation's keys, as `ToRedisArgs` writes them.
+struct Keys<'i, 'a>(&'i mut Invocation<'a>);
+
+/// An invocation's arguments, as `ToRedisArgs` writes them.
+struct Args<'i, 'a>(&'i mut Invocation<'a>);
+
+impl RedisWrite for Keys<'_, '_> {
+    fn write_arg(&mut self, arg: &[u8]) {
+        self.0.push_key(arg);
     }
 
     fn writer_for_next_arg(&mut self) -> impl io::Write + '_ {
         NextArg {
-            bulks: self,
+            push: |arg: &[u8]| self.0.push_key(arg),
+            bytes: Vec::new(),
+        }
+    }
+}
+
+impl RedisWrite for Args<'_, '_> {
+    fn write_arg(&mut self, arg: &[u8]) {
+        self.0.push_arg(arg);
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl io::Write + '_ {
+        NextArg {
+            push: |arg: &[u8]| self.0.push_arg(arg),
             bytes: Vec::new(),
         }
     }
@@ -143,12 +193,12 @@ impl RedisWrite for Bulks {
 
 /// Collects one argument written through `io::Write`; framed when dropped
 /// (the length goes first on the wire).
-struct NextArg<'a> {
-    bulks: &'a mut Bulks,
+struct NextArg<F: FnMut(&[u8])> {
+    push: F,
     bytes: Vec<u8>,
 }
 
-impl io::Write for NextArg<'_> {
+impl<F: FnMut(&[u8])> io::Write for NextArg<F> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.bytes.extend_from_slice(buf);
         Ok(buf.len())
@@ -159,10 +209,10 @@ impl io::Write for NextArg<'_> {
     }
 }
 
-impl Drop for NextArg<'_> {
+impl<F: FnMut(&[u8])> Drop for NextArg<F> {
     fn drop(&mut self) {
         let bytes = std::mem::take(&mut self.bytes);
-        self.bulks.write_arg(&bytes);
+        (self.push)(&bytes);
     }
 }
 
@@ -191,15 +241,21 @@ mod tests {
             .arg(30_000u64)
             .arg("uuid:1")
             .key("{lock}:x")
-            .arg(0u32);
+            .arg(0u32)
+            .key(&["{lock}:y", ""][..])
+            .arg(&[u64::MAX, 7][..]);
         let theirs = redis::cmd("EVALSHA")
             .arg(ours.get_hash())
-            .arg(2)
+            .arg(4)
             .arg("lock")
             .arg("{lock}:x")
+            .arg("{lock}:y")
+            .arg("")
             .arg(30_000u64)
             .arg("uuid:1")
             .arg(0u32)
+            .arg(u64::MAX)
+            .arg(7)
             .get_packed_command();
         assert_eq!(invocation.request(), theirs);
     }

@@ -191,13 +191,19 @@ impl Hold {
     /// Why the hold is lost, `None` while it is not known to be (or once it
     /// ended: released, not lost).
     pub fn lost_reason(&self) -> Option<LostReason> {
+        self.lost_reason_at(Instant::now())
+    }
+
+    /// [`Hold::lost_reason`] with the clock read at `now` (by a caller
+    /// that needs the time anyway).
+    pub fn lost_reason_at(&self, now: Instant) -> Option<LostReason> {
         if let Some(reason) = LostReason::from_code(self.lost.load(Ordering::Acquire)) {
             return Some(reason);
         }
         if self.ended.load(Ordering::Acquire) {
             return None;
         }
-        if nanos_since_epoch(Instant::now()) >= self.deadline.load(Ordering::Acquire) {
+        if nanos_since_epoch(now) >= self.deadline.load(Ordering::Acquire) {
             self.mark_lost(LostReason::LeaseExpired);
             return LostReason::from_code(self.lost.load(Ordering::Acquire));
         }

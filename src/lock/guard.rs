@@ -183,7 +183,10 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Step
     // report a lock we are giving up as lost.
     let remaining = Registry::count(hold).saturating_sub(1);
     let last = registry.released(hold, renew);
-    if let Some(reason) = hold.lost_reason() {
+    // One clock read: whether the lease is over, and when the release
+    // (which may set the TTL) counts as sent.
+    let sent = Instant::now();
+    if let Some(reason) = hold.lost_reason_at(sent) {
         // Clean up what may be left (a renewal that landed late) once the
         // last guard of the lost hold goes, unless this thread has taken
         // the lock again since.
@@ -195,7 +198,6 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Step
     // A partial unlock resets the TTL: a command the hold must count,
     // with the handle's lease, or (a read release) with the TTL its
     // reply reports, unknown until then.
-    let sent = Instant::now();
     let ticket = (!last)
         .then(|| {
             if lock.kind.release_sets_lease() {

@@ -162,13 +162,15 @@ impl<K: Kind> Lock<K> {
         };
         let request = self.release_request(field, lease_ms, remaining);
         // A latched retry must reach Redis while the first attempt's latch
-        // lives, or it could release a second hold.
-        let retry_window = match unlock {
-            Unlock::Latched(_) => Duration::from_millis(latch_ttl_ms)
-                .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
-            Unlock::Release { .. } => Duration::MAX,
+        // lives, or it could release a second hold: it is sent only until
+        // this (counted from the first send). A release retries regardless.
+        let retry_until = match unlock {
+            Unlock::Latched(_) => Instant::now().checked_add(
+                Duration::from_millis(latch_ttl_ms)
+                    .saturating_sub(config.response_timeout.saturating_add(config.retry_delay)),
+            ),
+            Unlock::Release { .. } => None,
         };
-        let first_sent = Instant::now();
         let mut retries = 0;
         loop {
             let send = |con: &mut dyn ConnectionLike, resend: bool| {
@@ -221,7 +223,7 @@ impl<K: Kind> Lock<K> {
                 Err(e)
                     if e.is_transient()
                         && retries < config.retry_attempts
-                        && first_sent.elapsed() < retry_window =>
+                        && retry_until.is_none_or(|until| Instant::now() < until) =>
                 {
                     retries += 1;
                     log::debug!(

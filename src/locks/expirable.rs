@@ -164,7 +164,11 @@ fn int_reply(reply: &Value, what: &str) -> Result<i64> {
 }
 
 /// Sends `invocation` and reads its integer reply ([`int_reply`]).
-fn int_call(invocation: &Invocation<'_>, con: &mut dyn ConnectionLike, what: &str) -> Result<i64> {
+fn int_call(
+    invocation: &mut Invocation<'_>,
+    con: &mut dyn ConnectionLike,
+    what: &str,
+) -> Result<i64> {
     let reply: Value = invocation.invoke(con)?;
     int_reply(&reply, what)
 }
@@ -181,7 +185,7 @@ pub(crate) fn try_release_one(
 ) -> Result<bool> {
     let mut invocation = keys.channel_first(&TRY_RELEASE_ONE);
     invocation.arg(&id[..]).arg(1).arg(now_ms).arg(publish);
-    Ok(int_call(&invocation, con, "release")? == 1)
+    Ok(int_call(&mut invocation, con, "release")? == 1)
 }
 
 /// Try-release of several ids, all or nothing (Redisson 3.41.0+): the
@@ -198,7 +202,7 @@ pub(crate) fn try_release_many(
     for id in ids {
         invocation.arg(&id[..]);
     }
-    int_call(&invocation, con, "release")
+    int_call(&mut invocation, con, "release")
 }
 
 /// Which count [`count`] reads.
@@ -227,7 +231,7 @@ pub(crate) fn count(
     };
     let mut invocation = keys.timeout_first(script);
     invocation.arg(now_ms).arg(publish);
-    int_call(&invocation, con, "count")
+    int_call(&mut invocation, con, "count")
 }
 
 /// `setPermits`: available + acquired becomes `total`.
@@ -251,7 +255,7 @@ pub(crate) fn try_set_permits(
 ) -> Result<bool> {
     let mut invocation = TRY_SET_PERMITS.key(&keys.name);
     invocation.key(&keys.channel).arg(n).arg(publish);
-    Ok(int_call(&invocation, con, "try_set_permits")? == 1)
+    Ok(int_call(&mut invocation, con, "try_set_permits")? == 1)
 }
 
 /// `addPermits`: the counter plus `delta` (may be negative).
@@ -281,7 +285,7 @@ pub(crate) fn update_lease(
 ) -> Result<bool> {
     let mut invocation = keys.timeout_first(&UPDATE_LEASE);
     invocation.arg(&id[..]).arg(expiry).arg(now_ms).arg(publish);
-    Ok(int_call(&invocation, con, "update_lease_time")? == 1)
+    Ok(int_call(&mut invocation, con, "update_lease_time")? == 1)
 }
 
 /// A permit's lease as `getLeaseTime` reads it.
@@ -309,7 +313,7 @@ pub(crate) fn lease_time(
         .arg(PES_PERMANENT_SCORE)
         .arg(now_ms)
         .arg(publish);
-    Ok(match int_call(&invocation, con, "lease_time")? {
+    Ok(match int_call(&mut invocation, con, "lease_time")? {
         -1 => Lease::Permanent,
         n if n > 0 => Lease::Left(n.unsigned_abs()),
         _ => Lease::Unknown,

@@ -178,9 +178,19 @@ impl Shared {
             };
         }
         let (slot, skip) = self.send(packed, offset + count)?;
-        let mut replies = self.socket.receive(&slot, None)?;
+        let mut replies = self.socket.receive(&slot, None)?.into_vec();
         replies.drain(..(skip + offset).min(replies.len()));
         Ok(replies)
+    }
+
+    /// [`Shared::request`] of one command: its reply.
+    pub fn request_one(&mut self, packed: &[u8]) -> RedisResult<Value> {
+        let (slot, _) = self.send(packed, 1)?;
+        // Behind an `ASKING`, the command's reply is the last one.
+        self.socket
+            .receive(&slot, None)?
+            .last()
+            .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
     }
 
     fn send(&mut self, packed: &[u8], expected: usize) -> RedisResult<(Arc<Slot>, usize)> {
@@ -218,10 +228,9 @@ impl Shared {
             )));
         };
         let give_up = (within < usual).then(|| Instant::now() + within);
-        let replies = self.socket.receive(&slot, give_up)?;
-        replies
-            .into_iter()
-            .next_back()
+        self.socket
+            .receive(&slot, give_up)?
+            .last()
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no reply")))
     }
 

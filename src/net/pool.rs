@@ -321,13 +321,7 @@ impl ConnectionLike for Checkout<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         match self.inner()? {
             Held::Pooled(con) => con.req_packed_command(cmd),
-            Held::Shared(shared) => {
-                let replies = shared.request(cmd, 0, 1)?;
-                replies
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
-            }
+            Held::Shared(shared) => shared.request_one(cmd),
         }
     }
 

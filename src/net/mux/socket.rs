@@ -75,11 +75,35 @@ impl Failure {
 /// How a leader's reading ended.
 enum Led {
     /// Its own request was answered: the replies (the reading is given up).
-    Answered(RedisResult<Vec<Value>>),
+    Answered(RedisResult<Replies>),
     /// Its request got its outcome otherwise (the socket failed).
     Failed,
     /// Its caller's `give_up` passed first.
     GaveUp,
+}
+
+/// The replies to one request: a lone reply (the usual request, one
+/// command) needs no vector of its own.
+pub(crate) enum Replies {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl Replies {
+    pub fn into_vec(self) -> Vec<Value> {
+        match self {
+            Replies::One(reply) => vec![reply],
+            Replies::Many(replies) => replies,
+        }
+    }
+
+    /// The last reply (a command's, behind an `ASKING`).
+    pub fn last(self) -> Option<Value> {
+        match self {
+            Replies::One(reply) => Some(reply),
+            Replies::Many(replies) => replies.into_iter().next_back(),
+        }
+    }
 }
 
 /// A request in flight: how many replies it awaits and where they go.
@@ -93,7 +117,7 @@ pub(crate) struct Slot {
 
 #[derive(Default)]
 struct SlotState {
-    outcome: Option<RedisResult<Vec<Value>>>,
+    outcome: Option<RedisResult<Replies>>,
     /// Its caller waits on `wake` (the one to hand the reading to).
     waiting: bool,
     /// Its caller gave up: the replies are read and dropped.
@@ -115,7 +139,8 @@ struct State {
     spare: Vec<u8>,
     /// A caller writes the outbox out.
     writing: bool,
-    /// Replies read so far for the front (a pipeline's).
+    /// Replies read so far for the front (a pipeline's; a lone reply is
+    /// handed out without it).
     partial: Vec<Value>,
     /// A leader reads the socket.
     reading: bool,
@@ -133,6 +158,9 @@ struct Reader {
     stream: Stream,
     replies: resp::Reader,
     timeout: Duration,
+    /// The leader's replies parsed and not handed out yet (empty between
+    /// readings).
+    parsed: Vec<Value>,
 }
 
 /// One shared command socket (see the module docs).
@@ -232,6 +260,7 @@ impl Socket {
                 stream,
                 replies,
                 timeout: response_timeout,
+                parsed: Vec::new(),
             }),
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -352,7 +381,7 @@ impl Socket {
     /// With `give_up` (earlier than the response timeout), a caller not
     /// answered by then abandons its request (its replies will be read and
     /// dropped; the socket stays open) and gets a timeout.
-    pub fn receive(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> RedisResult<Vec<Value>> {
+    pub fn receive(&self, slot: &Arc<Slot>, give_up: Option<Instant>) -> RedisResult<Replies> {
         // The waiting caller's own limit, should the leader not keep the
         // deadline: from when it began to wait (a scatter's caller may
         // come for a reply long after sending). Taken when it first waits:

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 use redis::Value;
 
-use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
+use super::{Failure, Led, Reader, Replies, SLACK_DIVISOR, Slot, Socket, State};
 use crate::net::stream::Stream;
 
 /// Why the leader stopped reading (its read fails, ending the parse).
@@ -31,7 +31,7 @@ enum Stop {
 enum Handed {
     /// It answered the leader's own request: its replies (the reading is
     /// given up).
-    Own(Vec<Value>),
+    Own(Replies),
     /// It answered other requests only.
     Others,
     /// A reply came that no request awaits: the stream cannot be trusted.
@@ -48,8 +48,9 @@ struct Feed<'a> {
     deadline: Instant,
     stream: &'a mut Stream,
     timeout: &'a mut Duration,
-    /// Replies parsed and not handed out yet, in the socket's order.
-    parsed: Vec<Value>,
+    /// Replies parsed and not handed out yet, in the socket's order (the
+    /// reader's vector, kept for its capacity).
+    parsed: &'a mut Vec<Value>,
     /// The state was just looked at (by the caller): the first read needs
     /// no look. (A failure since then shuts the socket down: the read
     /// fails, or returns a reply left in the buffer that finds no front;
@@ -75,7 +76,7 @@ impl Feed<'_> {
     fn before_read(&mut self) -> Result<(), Stop> {
         let socket = self.socket;
         if !std::mem::take(&mut self.fresh) || !self.parsed.is_empty() {
-            let (state, handed) = socket.hand_out(&mut self.parsed, self.own);
+            let (state, handed) = socket.hand_out(self.parsed, self.own);
             match handed {
                 Handed::Others => {}
                 // Cannot be: the leader reads only up to its own reply.
@@ -141,7 +142,10 @@ impl Socket {
             stream,
             replies,
             timeout,
+            parsed,
         } = &mut *reader;
+        // Empty: every reading ends with what it parsed handed out.
+        parsed.clear();
         let mut feed = Feed {
             socket: self,
             own: slot,
@@ -149,7 +153,7 @@ impl Socket {
             deadline,
             stream,
             timeout,
-            parsed: Vec::new(),
+            parsed,
             fresh: true,
             stop: None,
         };
@@ -163,7 +167,7 @@ impl Socket {
                     if needed > 0 {
                         continue;
                     }
-                    let (state, handed) = self.hand_out(&mut feed.parsed, slot);
+                    let (state, handed) = self.hand_out(feed.parsed, slot);
                     return match handed {
                         Handed::Own(replies) => Led::Answered(Ok(replies)),
                         // Answered otherwise (the socket failed).
@@ -189,7 +193,7 @@ impl Socket {
                     // (an error that needed no read, at the end of the
                     // stream, comes with no look at the state).
                     if !feed.parsed.is_empty() {
-                        let (state, _) = self.hand_out(&mut feed.parsed, slot);
+                        let (state, _) = self.hand_out(feed.parsed, slot);
                         drop(state);
                     }
                     // The front's time is up (nothing more may be waited
@@ -244,12 +248,16 @@ impl Socket {
             let Some(front) = state.queue.front() else {
                 return Handed::Stray;
             };
-            let expected = front.expected;
-            state.partial.push(reply);
-            if state.partial.len() < expected {
-                continue;
-            }
-            let answer = std::mem::take(&mut state.partial);
+            let answer = if front.expected == 1 && state.partial.is_empty() {
+                Replies::One(reply)
+            } else {
+                let expected = front.expected;
+                state.partial.push(reply);
+                if state.partial.len() < expected {
+                    continue;
+                }
+                Replies::Many(std::mem::take(&mut state.partial))
+            };
             let Some(front) = state.queue.pop_front() else {
                 return Handed::Stray;
             };
