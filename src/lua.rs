@@ -85,12 +85,18 @@ pub(crate) struct Invocation<'a> {
 
 impl Invocation<'_> {
     pub fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        key.write_redis_args(&mut Keys(self));
+        key.write_redis_args(&mut Writer {
+            invocation: self,
+            keys: true,
+        });
         self
     }
 
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        arg.write_redis_args(&mut Args(self));
+        arg.write_redis_args(&mut Writer {
+            invocation: self,
+            keys: false,
+        });
         self
     }
 
@@ -159,33 +165,29 @@ impl Invocation<'_> {
     }
 }
 
-/// An invocation's keys, as `ToRedisArgs` writes them.
-struct Keys<'i, 'a>(&'i mut Invocation<'a>);
+/// Where `ToRedisArgs` writes: an invocation's keys or its arguments.
+struct Writer<'i, 'a> {
+    invocation: &'i mut Invocation<'a>,
+    keys: bool,
+}
 
-/// An invocation's arguments, as `ToRedisArgs` writes them.
-struct Args<'i, 'a>(&'i mut Invocation<'a>);
-
-impl RedisWrite for Keys<'_, '_> {
-    fn write_arg(&mut self, arg: &[u8]) {
-        self.0.push_key(arg);
-    }
-
-    fn writer_for_next_arg(&mut self) -> impl io::Write + '_ {
-        NextArg {
-            push: |arg: &[u8]| self.0.push_key(arg),
-            bytes: Vec::new(),
+impl Writer<'_, '_> {
+    fn push(&mut self, arg: &[u8]) {
+        match self.keys {
+            true => self.invocation.push_key(arg),
+            false => self.invocation.push_arg(arg),
         }
     }
 }
 
-impl RedisWrite for Args<'_, '_> {
+impl RedisWrite for Writer<'_, '_> {
     fn write_arg(&mut self, arg: &[u8]) {
-        self.0.push_arg(arg);
+        self.push(arg);
     }
 
     fn writer_for_next_arg(&mut self) -> impl io::Write + '_ {
         NextArg {
-            push: |arg: &[u8]| self.0.push_arg(arg),
+            writer: self,
             bytes: Vec::new(),
         }
     }
@@ -193,12 +195,12 @@ impl RedisWrite for Args<'_, '_> {
 
 /// Collects one argument written through `io::Write`; framed when dropped
 /// (the length goes first on the wire).
-struct NextArg<F: FnMut(&[u8])> {
-    push: F,
+struct NextArg<'w, 'i, 'a> {
+    writer: &'w mut Writer<'i, 'a>,
     bytes: Vec<u8>,
 }
 
-impl<F: FnMut(&[u8])> io::Write for NextArg<F> {
+impl io::Write for NextArg<'_, '_, '_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.bytes.extend_from_slice(buf);
         Ok(buf.len())
@@ -209,10 +211,10 @@ impl<F: FnMut(&[u8])> io::Write for NextArg<F> {
     }
 }
 
-impl<F: FnMut(&[u8])> Drop for NextArg<F> {
+impl Drop for NextArg<'_, '_, '_> {
     fn drop(&mut self) {
         let bytes = std::mem::take(&mut self.bytes);
-        (self.push)(&bytes);
+        self.writer.push(&bytes);
     }
 }
 
@@ -232,6 +234,18 @@ fn push_header(out: &mut Vec<u8>, kind: u8, n: usize) {
 mod tests {
     use super::*;
 
+    /// Writes one argument in two pieces, through `writer_for_next_arg`.
+    struct Pieces(&'static str, &'static str);
+
+    impl ToRedisArgs for Pieces {
+        fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+            use std::io::Write;
+            let mut writer = out.writer_for_next_arg();
+            writer.write_all(self.0.as_bytes()).expect("in memory");
+            writer.write_all(self.1.as_bytes()).expect("in memory");
+        }
+    }
+
     #[test]
     fn the_request_is_what_redis_script_sends() {
         let code = "return {KEYS[1], ARGV[1], ARGV[2]}";
@@ -243,19 +257,23 @@ mod tests {
             .key("{lock}:x")
             .arg(0u32)
             .key(&["{lock}:y", ""][..])
-            .arg(&[u64::MAX, 7][..]);
+            .arg(&[u64::MAX, 7][..])
+            .arg(Pieces("a", "b"))
+            .key(Pieces("{lock}:", "z"));
         let theirs = redis::cmd("EVALSHA")
             .arg(ours.get_hash())
-            .arg(4)
+            .arg(5)
             .arg("lock")
             .arg("{lock}:x")
             .arg("{lock}:y")
             .arg("")
+            .arg("{lock}:z")
             .arg(30_000u64)
             .arg("uuid:1")
             .arg(0u32)
             .arg(u64::MAX)
             .arg(7)
+            .arg("ab")
             .get_packed_command();
         assert_eq!(invocation.request(), theirs);
     }
