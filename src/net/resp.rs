@@ -411,6 +411,65 @@ mod tests {
         assert!(error.is_io_error() && !error.is_timeout());
     }
 
+    /// A small xorshift generator: the same replies on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// A random RESP2 reply (nested `depth` deep at most), as bytes.
+    fn random_reply(rng: &mut Rng, depth: u32, out: &mut Vec<u8>) {
+        match rng.below(if depth == 0 { 6 } else { 7 }) {
+            0 => out.extend_from_slice(b"+OK\r\n"),
+            1 => {
+                // Any i64, negative ones included.
+                let n = rng.below(u64::MAX) as i64;
+                out.extend_from_slice(format!(":{n}\r\n").as_bytes());
+            }
+            2 => out.extend_from_slice(b"$-1\r\n"),
+            3 => {
+                // Any bytes, CR and LF included.
+                let len = rng.below(40) as usize;
+                let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+                out.extend_from_slice(format!("${len}\r\n").as_bytes());
+                out.extend_from_slice(&bytes);
+                out.extend_from_slice(b"\r\n");
+            }
+            4 => out.extend_from_slice(b"-ERR something went wrong\r\n"),
+            5 => out.extend_from_slice(b"+a simple string\r\n"),
+            _ => {
+                let n = rng.below(5);
+                out.extend_from_slice(format!("*{n}\r\n").as_bytes());
+                for _ in 0..n {
+                    random_reply(rng, depth - 1, out);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_replies_read_as_redis_rs_reads_them() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..300 {
+            let mut stream = Vec::new();
+            let mut expected = Vec::new();
+            for _ in 0..rng.below(6) + 1 {
+                let mut reply = Vec::new();
+                random_reply(&mut rng, 4, &mut reply);
+                expected.push(redis::parse_redis_value(&reply).expect("redis-rs parses it"));
+                stream.extend_from_slice(&reply);
+            }
+            let chunk = rng.below(stream.len() as u64) as usize + 1;
+            assert_eq!(read_all(&stream, chunk), expected, "chunks of {chunk}");
+        }
+    }
+
     /// Fails its first read with a timeout, then reads from `inner`.
     struct TimesOutOnce<'a> {
         inner: &'a [u8],
