@@ -145,6 +145,30 @@ impl Mux {
     }
 }
 
+/// The replies to one request: a lone reply (the usual request, one
+/// command) needs no vector of its own.
+pub(crate) enum Replies {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl Replies {
+    pub fn into_vec(self) -> Vec<Value> {
+        match self {
+            Replies::One(reply) => vec![reply],
+            Replies::Many(replies) => replies,
+        }
+    }
+
+    /// The last reply (a command's, behind an `ASKING`).
+    pub fn last(self) -> Option<Value> {
+        match self {
+            Replies::One(reply) => Some(reply),
+            Replies::Many(replies) => replies.into_iter().next_back(),
+        }
+    }
+}
+
 /// One checkout's use of a shared socket.
 pub(crate) struct Shared {
     socket: Arc<Socket>,

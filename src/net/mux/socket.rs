@@ -32,6 +32,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::net::endpoint::Endpoint;
+use crate::net::mux::Replies;
 use crate::net::resp;
 use crate::net::stream::Stream;
 
@@ -80,30 +81,6 @@ enum Led {
     Failed,
     /// Its caller's `give_up` passed first.
     GaveUp,
-}
-
-/// The replies to one request: a lone reply (the usual request, one
-/// command) needs no vector of its own.
-pub(crate) enum Replies {
-    One(Value),
-    Many(Vec<Value>),
-}
-
-impl Replies {
-    pub fn into_vec(self) -> Vec<Value> {
-        match self {
-            Replies::One(reply) => vec![reply],
-            Replies::Many(replies) => replies,
-        }
-    }
-
-    /// The last reply (a command's, behind an `ASKING`).
-    pub fn last(self) -> Option<Value> {
-        match self {
-            Replies::One(reply) => Some(reply),
-            Replies::Many(replies) => replies.into_iter().next_back(),
-        }
-    }
 }
 
 /// A request in flight: how many replies it awaits and where they go.

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 use redis::Value;
 
-use super::{Failure, Led, Reader, Replies, SLACK_DIVISOR, Slot, Socket, State};
+use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
+use crate::net::mux::Replies;
 use crate::net::stream::Stream;
 
 /// Why the leader stopped reading (its read fails, ending the parse).
