@@ -1,5 +1,5 @@
 //! The replies of a socket the crate reads itself (a multiplexed command
-//! socket), parsed from its own buffer.
+//! socket, the subscriber's), parsed from its own buffer.
 //!
 //! redis-rs's reader (`redis::Parser` over a `Read`) zeroes 8 KiB of buffer
 //! before every `read` and walks each byte through a general parser
