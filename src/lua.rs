@@ -135,10 +135,11 @@ impl Invocation<'_> {
         put(b"\r\n");
         put(self.lua.hash.as_bytes());
         put(b"\r\n$");
-        let numkeys = self.keys as u64;
-        put(Decimal::default().of(Decimal::default().of(numkeys).len() as u64));
+        let mut numkeys = Decimal::default();
+        let numkeys = numkeys.of(self.keys as u64);
+        put(Decimal::default().of(numkeys.len() as u64));
         put(b"\r\n");
-        put(Decimal::default().of(numkeys));
+        put(numkeys);
         put(b"\r\n");
         let begin = HEADER_ROOM - at;
         self.buf[begin..HEADER_ROOM].copy_from_slice(&room[..at]);

@@ -161,11 +161,12 @@ impl Replies {
     }
 
     /// The last reply (a command's, behind an `ASKING`).
-    pub fn last(self) -> Option<Value> {
+    pub fn last(self) -> RedisResult<Value> {
         match self {
             Replies::One(reply) => Some(reply),
             Replies::Many(replies) => replies.into_iter().next_back(),
         }
+        .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
     }
 }
 
@@ -211,10 +212,7 @@ impl Shared {
     pub fn request_one(&mut self, packed: &[u8]) -> RedisResult<Value> {
         let (slot, _) = self.send(packed, 1)?;
         // Behind an `ASKING`, the command's reply is the last one.
-        self.socket
-            .receive(&slot, None)?
-            .last()
-            .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
+        self.socket.receive(&slot, None)?.last()
     }
 
     fn send(&mut self, packed: &[u8], expected: usize) -> RedisResult<(Arc<Slot>, usize)> {
@@ -252,10 +250,7 @@ impl Shared {
             )));
         };
         let give_up = (within < usual).then(|| Instant::now() + within);
-        self.socket
-            .receive(&slot, give_up)?
-            .last()
-            .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no reply")))
+        self.socket.receive(&slot, give_up)?.last()
     }
 
     /// Drops a request written but not received (its reply is read and

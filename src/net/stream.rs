@@ -11,6 +11,7 @@ use std::time::Duration;
 use redis::{ConnectionAddr, Value};
 
 use crate::net::endpoint::Endpoint;
+use crate::net::resp;
 
 /// The subscriber's socket. Reads happen on the subscriber thread, writes
 /// under the connection mutex, each through its own clone of the socket.
@@ -53,8 +54,8 @@ impl Stream {
             }
             auth.arg(password);
             stream.write_all(&auth.get_packed_command())?;
-            let reply = redis::Parser::new()
-                .parse_value(&mut stream)
+            let reply = resp::Reader::default()
+                .next(&mut stream)
                 .map_err(io::Error::other)?;
             if let Value::ServerError(e) = reply {
                 return Err(io::Error::new(

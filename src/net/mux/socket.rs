@@ -116,8 +116,7 @@ struct State {
     spare: Vec<u8>,
     /// A caller writes the outbox out.
     writing: bool,
-    /// Replies read so far for the front (a pipeline's; a lone reply is
-    /// handed out without it).
+    /// Replies read so far for the front (a pipeline's, of 2 or more).
     partial: Vec<Value>,
     /// A leader reads the socket.
     reading: bool,
@@ -135,8 +134,7 @@ struct Reader {
     stream: Stream,
     replies: resp::Reader,
     timeout: Duration,
-    /// The leader's replies parsed and not handed out yet (empty between
-    /// readings).
+    /// The leader's parsed replies not handed out yet (kept for its capacity).
     parsed: Vec<Value>,
 }
 
