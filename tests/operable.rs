@@ -333,3 +333,121 @@ fn owned_guards_of_every_kind_exclude_and_release() {
         !client.lock("owned-fenced").is_locked().expect("is_locked")
     }));
 }
+
+/// The first moment a rival on `server` takes `name`, polled every 5 ms
+/// for at most `within`.
+fn rival_gets(server: &RedisServer, name: &str, within: Duration) -> Instant {
+    let rival = Client::open(server.url()).expect("rival");
+    let started = Instant::now();
+    loop {
+        if let Some(guard) = rival.lock(name).try_lock().expect("rival try_lock") {
+            let at = Instant::now();
+            drop(guard);
+            return at;
+        }
+        assert!(started.elapsed() < within, "the rival never got `{name}`");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Issue 29, item 1: a reentry with a shorter lease moves the deadline
+/// earlier; the signal, its channel, its waiters and the events follow at
+/// once (they fired at the first lease's end).
+#[test]
+fn the_lost_signal_follows_a_reentry_that_shortens_the_lease() {
+    let server = RedisServer::start();
+    let events = Recorder::default();
+    let holder = recorded_client(&server.url(), Duration::from_secs(30), &events);
+    let lock = holder.lock("shortened");
+    let guard = lock
+        .with_lease(Duration::from_secs(15))
+        .lock()
+        .expect("lock");
+    let signal = guard.lost_signal();
+    let channel = signal.receiver();
+    let (lost_tx, lost_rx) = mpsc::channel();
+    let waiter = signal.clone();
+    thread::spawn(move || {
+        let reason = waiter.wait();
+        let _ = lost_tx.send((reason, Instant::now()));
+    });
+    thread::sleep(Duration::from_millis(50)); // the waiter sleeps till 15 s
+    let sent = Instant::now();
+    let again = lock
+        .with_lease(Duration::from_secs(1))
+        .lock()
+        .expect("reentry");
+    assert!(guard.valid_until() <= Instant::now() + Duration::from_secs(1));
+    let rival_got = rival_gets(&server, "shortened", Duration::from_secs(5));
+    let (reason, lost_at) = lost_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter woke");
+    assert_eq!(reason, Some(LostReason::LeaseExpired));
+    assert!(
+        lost_at <= rival_got,
+        "signalled after the rival got the lock"
+    );
+    assert!(
+        lost_at < sent + Duration::from_secs(2),
+        "at the old deadline"
+    );
+    assert_eq!(
+        channel.recv_timeout(Duration::ZERO),
+        Ok(LostReason::LeaseExpired)
+    );
+    assert!(eventually(Duration::from_secs(1), || {
+        events.of("lost", "shortened") == vec!["LeaseExpired".to_owned()]
+    }));
+    assert_eq!(events.of("expiring", "shortened").len(), 1);
+    drop(again);
+    drop(guard);
+}
+
+/// Issue 29, item 2: a reentry held back past the response timeout, a
+/// later reentry with a longer lease answered, then the held-back one
+/// runs: the key expires by the short lease, and the hold knows it may.
+#[test]
+fn a_reentry_of_unknown_outcome_still_bounds_the_deadline_after_a_later_reply() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let holder = proxy.client_with_response_timeout(Duration::from_millis(300));
+    let lock = holder.lock("held-back");
+    let guard = lock
+        .with_lease(Duration::from_secs(15))
+        .lock()
+        .expect("lock");
+    let signal = guard.lost_signal();
+    // 2717 ms: a lease whose digits mark the held-back command.
+    let short = Duration::from_millis(2717);
+    proxy.arm(
+        "2717",
+        support::proxy::Fault::DelayRequest(Duration::from_millis(1200)),
+    );
+    let unknown = lock.with_lease(short).lock();
+    assert!(unknown.is_err(), "answered: {unknown:?}");
+    assert!(!proxy.armed(), "the reentry never went out");
+    let later = lock
+        .with_lease(Duration::from_secs(20))
+        .lock()
+        .expect("a later reentry");
+    let answered = Instant::now();
+    assert!(
+        signal.valid_until() <= answered + short,
+        "the held-back reentry is forgotten: valid for {:?}",
+        signal.valid_until().saturating_duration_since(answered)
+    );
+    // It reaches Redis now, after the later one: the key expires by it.
+    assert!(eventually(Duration::from_secs(3), || {
+        let pttl: i64 = server.cmd(&["PTTL", "held-back"]);
+        pttl > 0 && pttl <= 2717
+    }));
+    let rival_got = rival_gets(&server, "held-back", Duration::from_secs(6));
+    assert!(signal.is_lost(), "not lost after a rival got the lock");
+    assert!(signal.valid_until() <= rival_got);
+    assert_eq!(
+        signal.wait_timeout(Duration::ZERO),
+        Some(LostReason::LeaseExpired)
+    );
+    drop(later);
+    drop(guard);
+}

@@ -15,11 +15,26 @@
 //! one), and Redis runs them in an order the client cannot see. So the hold
 //! keeps every command that may have been the last to set the TTL, and its
 //! deadline is the earliest `sent + lease` among them: a lower bound of the
-//! key's expiry whichever ran last. A command stops counting once another
-//! one, sent after its reply arrived, has been answered: that one surely ran
-//! later. [`Hold::is_lost`] therefore turns `true` no later than Redis
-//! expires the key, whatever the interleaving of renewals, reentries with
-//! explicit leases and partial unlocks.
+//! key's expiry whichever ran last. A command answered stops counting once
+//! another one, sent after that reply arrived, has been answered: that one
+//! surely ran later. A command whose outcome is unknown (no reply: a
+//! timeout, a dropped connection; or an error reply to a resend of it, when
+//! the first send may have run) may still reach Redis after any later
+//! command, so it never stops counting: each later answered command sent at
+//! `s` raises its bound to `s + its lease` (had it run before that command,
+//! that command's own TTL applies; after, the key lives at least that long).
+//! [`Hold::is_lost`] therefore turns `true` no later than Redis expires the
+//! key, whatever the interleaving of renewals, reentries with explicit
+//! leases, partial unlocks and commands held back in the network.
+//!
+//! # Who hears of it
+//!
+//! Whatever lowers the deadline (a reentry with a shorter lease, a MultiLock
+//! member's new lease, a read release reporting a shorter TTL, a command
+//! whose outcome turned unknown) wakes the threads blocked in
+//! [`Hold::wait_lost`] and the client's `rlock-deadline` thread at once, so
+//! a lost signal fires no later than the key can have expired, never at a
+//! deadline that was since moved earlier.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -41,10 +56,13 @@ fn nanos_since_epoch(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
 
+fn lease_nanos(lease: Duration) -> u64 {
+    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// `sent + lease` in ns since [`EPOCH`], saturating (never "already over").
 fn deadline_after(sent: Instant, lease: Duration) -> u64 {
-    let lease = u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX);
-    nanos_since_epoch(sent).saturating_add(lease)
+    nanos_since_epoch(sent).saturating_add(lease_nanos(lease))
 }
 
 /// One thread's hold on one lock, shared by all its guards.
@@ -91,6 +109,9 @@ pub(crate) struct Hold {
     /// minimum over `ledger`, cached for a lock-free [`Hold::is_lost`].
     deadline: AtomicU64,
     ledger: Mutex<Ledger>,
+    /// Wakes the `rlock-deadline` thread when the deadline moves earlier;
+    /// set once the registry watches the hold ([`Registry::watch`]).
+    deadline_moved: OnceLock<Sender<()>>,
 }
 
 /// The commands that may have set the key's TTL last (see the module docs).
@@ -103,16 +124,36 @@ struct Ledger {
 
 struct LeaseEntry {
     ticket: u64,
-    /// `sent + lease`, ns since [`EPOCH`].
+    /// `sent + lease`, ns since [`EPOCH`]; for an unknown outcome, raised by
+    /// the commands answered after it.
     expires: u64,
+    /// The lease it sets, in ns (`u64::MAX`: not known when sent).
+    lease: u64,
+    /// When it was sent, ns since [`EPOCH`].
+    sent: u64,
     /// `clock` when it was sent, and when its reply came (`None`: in flight).
     started: u64,
     ended: Option<u64>,
+    /// It got no reply that says whether it ran: it may still run.
+    unknown: bool,
 }
 
 /// One command that sets the TTL, from send to reply; see [`Hold::begin_lease`].
 #[must_use = "a lease command must be ended"]
-pub(crate) struct LeaseTicket(u64);
+pub(crate) struct LeaseTicket {
+    id: u64,
+    resent: AtomicBool,
+}
+
+impl LeaseTicket {
+    /// The command is being sent once more after a first send whose fate
+    /// is unknown (a dropped connection, a retried unlock): whatever the
+    /// last reply says, the first send may have run, so an outcome that
+    /// would prove it did not counts as unknown.
+    pub fn resending(&self) {
+        self.resent.store(true, Ordering::Relaxed);
+    }
+}
 
 /// What a TTL-setting command turned out to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,8 +161,9 @@ pub(crate) enum LeaseOutcome {
     /// It ran and set the TTL: it ran after every command answered before
     /// it was sent, which no longer count.
     Set,
-    /// It may have run (no reply: a timeout, a dropped connection): it
-    /// counts, but proves nothing about the others.
+    /// It may have run (no reply: a timeout, a dropped connection), and may
+    /// still run after any later command: it counts for good, raised by
+    /// each later answered command (see the module docs).
     Unknown,
     /// It surely did not touch the TTL (the server answered otherwise, or
     /// refused it).
@@ -176,10 +218,14 @@ impl Hold {
                 entries: vec![LeaseEntry {
                     ticket: 0,
                     expires,
+                    lease: lease_nanos(lease),
+                    sent: nanos_since_epoch(sent),
                     started: 0,
                     ended: Some(1),
+                    unknown: false,
                 }],
             }),
+            deadline_moved: OnceLock::new(),
         }
     }
 
@@ -308,9 +354,11 @@ impl Hold {
             if until.is_some_and(|until| Instant::now() >= until) {
                 return None;
             }
+            let mut waiting = self.waiting.lock();
+            // Read under the lock: a deadline moved earlier after this read
+            // wakes this wait (`publish_deadline` notifies through it).
             let deadline = self.valid_until();
             let wake = until.map_or(deadline, |until| until.min(deadline));
-            let mut waiting = self.waiting.lock();
             if !self.settled() {
                 // A deadline that passes is checked on the next turn.
                 let _ = self.changed.wait_until(&mut waiting, wake);
@@ -370,18 +418,25 @@ impl Hold {
     /// Records that a command that sets the key's TTL to `lease` is about
     /// to be sent. Until it is ended, the hold's deadline counts with it.
     pub fn begin_lease(&self, lease: Duration) -> LeaseTicket {
-        let expires = deadline_after(Instant::now(), lease);
+        let sent = nanos_since_epoch(Instant::now());
+        let lease = lease_nanos(lease);
         let mut ledger = self.ledger.lock();
         ledger.clock += 1;
         let started = ledger.clock;
         ledger.entries.push(LeaseEntry {
             ticket: started,
-            expires,
+            expires: sent.saturating_add(lease),
+            lease,
+            sent,
             started,
             ended: None,
+            unknown: false,
         });
         self.publish_deadline(&ledger);
-        LeaseTicket(started)
+        LeaseTicket {
+            id: started,
+            resent: AtomicBool::new(false),
+        }
     }
 
     /// Records the reply (or the failure) of a command begun with
@@ -400,10 +455,18 @@ impl Hold {
     }
 
     fn finish_lease(&self, ticket: LeaseTicket, outcome: LeaseOutcome, expires: Option<u64>) {
+        // After a resend, a reply that proves the last send did not run
+        // says nothing of the first one.
+        let outcome = match outcome {
+            LeaseOutcome::Untouched if ticket.resent.load(Ordering::Relaxed) => {
+                LeaseOutcome::Unknown
+            }
+            outcome => outcome,
+        };
         let mut ledger = self.ledger.lock();
         ledger.clock += 1;
         let now = ledger.clock;
-        let Some(index) = ledger.entries.iter().position(|e| e.ticket == ticket.0) else {
+        let Some(index) = ledger.entries.iter().position(|e| e.ticket == ticket.id) else {
             return;
         };
         if let Some(expires) = expires {
@@ -413,22 +476,32 @@ impl Hold {
             LeaseOutcome::Untouched => {
                 ledger.entries.swap_remove(index);
             }
-            LeaseOutcome::Unknown => ledger.entries[index].ended = Some(now),
+            LeaseOutcome::Unknown => {
+                let entry = &mut ledger.entries[index];
+                entry.ended = Some(now);
+                entry.unknown = true;
+            }
             LeaseOutcome::Set => {
-                let started = ledger.entries[index].started;
+                let LeaseEntry { started, sent, .. } = ledger.entries[index];
                 ledger.entries[index].ended = Some(now);
-                // Commands answered before this one was sent ran before it.
-                ledger
-                    .entries
-                    .retain(|e| e.ended.is_none_or(|ended| ended > started));
+                supersede(&mut ledger.entries, started, sent);
             }
         }
         self.publish_deadline(&ledger);
     }
 
+    /// Caches the ledger's earliest expiry; when that moved earlier, wakes
+    /// whoever waits for the old one (see "Who hears of it").
     fn publish_deadline(&self, ledger: &Ledger) {
-        if let Some(earliest) = ledger.entries.iter().map(|e| e.expires).min() {
-            self.deadline.store(earliest, Ordering::Release);
+        let Some(earliest) = ledger.entries.iter().map(|e| e.expires).min() else {
+            return;
+        };
+        let before = self.deadline.swap(earliest, Ordering::AcqRel);
+        if earliest < before {
+            self.wake_waiters();
+            if let Some(deadline_thread) = self.deadline_moved.get() {
+                let _ = deadline_thread.try_send(());
+            }
         }
     }
 
@@ -439,6 +512,31 @@ impl Hold {
     pub fn renews(&self) -> bool {
         self.renewers.load(Ordering::Acquire) > 0
     }
+}
+
+/// A command sent at `sent` (ledger clock `started`) was answered: the
+/// commands answered before it was sent ran before it and stop counting,
+/// except those whose outcome is unknown, which may run after it: their
+/// bound rises to `sent + their lease`. Unknown ones of equal lease then
+/// have equal bounds: one of them is kept.
+fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
+    entries.retain_mut(|e| match e.ended {
+        Some(ended) if ended <= started && e.unknown => {
+            e.expires = e.expires.max(sent.saturating_add(e.lease));
+            true
+        }
+        Some(ended) => ended > started,
+        None => true,
+    });
+    let mut seen = Vec::new();
+    entries.retain(|e| {
+        if !e.unknown || e.ended.is_none_or(|ended| ended > started) {
+            return true;
+        }
+        let first = !seen.contains(&(e.lease, e.expires));
+        seen.push((e.lease, e.expires));
+        first
+    });
 }
 
 mod registry;
@@ -524,6 +622,92 @@ mod tests {
         let attempt = hold.begin_lease(SHORT);
         hold.end_lease(attempt, LeaseOutcome::Untouched);
         assert!(deadline_in(&hold) > SHORT);
+    }
+
+    #[test]
+    fn a_command_of_unknown_outcome_is_raised_not_dropped_by_a_later_reply() {
+        let hold = hold(LONG);
+        // Held back in the network past the response timeout...
+        let reentry = hold.begin_lease(SHORT);
+        hold.end_lease(reentry, LeaseOutcome::Unknown);
+        // ...then a later reentry with a longer lease is answered...
+        let later = hold.begin_lease(LONG * 10);
+        hold.end_lease(later, LeaseOutcome::Set);
+        // ...and the held-back one may run after it: the key may expire a
+        // short lease after the later one was sent.
+        assert!(deadline_in(&hold) <= SHORT);
+        assert!(deadline_in(&hold) > SHORT - Duration::from_millis(100));
+        // So for every later reply: raised, never dropped, and kept once.
+        for _ in 0..5 {
+            let renewal = hold.begin_lease(LONG);
+            hold.end_lease(renewal, LeaseOutcome::Set);
+            assert!(deadline_in(&hold) <= SHORT);
+        }
+        assert_eq!(hold.ledger.lock().entries.len(), 2);
+    }
+
+    #[test]
+    fn a_refused_resend_leaves_the_first_send_unknown() {
+        let hold = hold(LONG);
+        let reentry = hold.begin_lease(SHORT);
+        // The first send's reply was lost; the flagged resend got `BUSY`.
+        reentry.resending();
+        hold.end_lease(reentry, LeaseOutcome::Untouched);
+        let renewal = hold.begin_lease(LONG);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        assert!(deadline_in(&hold) <= SHORT, "the first send may have run");
+    }
+
+    /// Whatever moves the deadline earlier (a shorter reentry, a member's
+    /// new lease, a read release's shorter TTL: all end in the ledger)
+    /// wakes a thread already waiting for the old deadline.
+    #[test]
+    fn a_deadline_moved_earlier_wakes_the_waiters() {
+        for end in [
+            |hold: &Hold, t| hold.end_lease(t, LeaseOutcome::Set),
+            |hold: &Hold, t| hold.end_lease(t, LeaseOutcome::Unknown),
+            |hold: &Hold, t| hold.end_lease_with_ttl(t, Instant::now(), SHORT),
+        ] {
+            let hold = Arc::new(hold(LONG * 4));
+            let waiter = {
+                let hold = Arc::clone(&hold);
+                std::thread::spawn(move || {
+                    let reason = hold.wait_lost(None);
+                    (reason, Instant::now())
+                })
+            };
+            std::thread::sleep(Duration::from_millis(50)); // it waits
+            let moved = Instant::now();
+            let lease = hold.begin_lease(SHORT);
+            end(&hold, lease);
+            let (reason, at) = waiter.join().expect("waiter");
+            assert_eq!(reason, Some(LostReason::LeaseExpired));
+            let after = at - moved;
+            assert!(
+                after >= SHORT && after < LONG,
+                "woke {after:?} after the move"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deadline_moved_earlier_wakes_the_deadline_thread() {
+        let registry = Registry::default();
+        let name: Arc<str> = "l".into();
+        let sent = Instant::now();
+        let hold = registry.acquired(&name, "f", "", Renewal::Field, LONG * 4, true, sent, None);
+        registry.watch(&hold);
+        // Only the deadline thread marks it lost: nobody else looks.
+        let lost = hold.lost_channel();
+        std::thread::sleep(Duration::from_millis(50)); // it sleeps till LONG * 4
+        let moved = Instant::now();
+        let lease = hold.begin_lease(SHORT);
+        hold.end_lease(lease, LeaseOutcome::Set);
+        let reason = lost
+            .recv_timeout(LONG)
+            .expect("signalled at the new deadline");
+        assert_eq!(reason, LostReason::LeaseExpired);
+        assert!(moved.elapsed() < LONG);
     }
 
     #[test]

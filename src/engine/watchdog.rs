@@ -298,7 +298,14 @@ impl Worker {
         let result = match node {
             None => {
                 let sync = self.sync.clone();
+                let mut sends = 0;
                 self.with_connection(|con| {
+                    // Sent again after a dropped connection: the first may
+                    // have run.
+                    sends += 1;
+                    if sends > 1 {
+                        tickets.iter().for_each(LeaseTicket::resending);
+                    }
                     let replies = lease::renew_chunks(con, &chunks, lease_ms)?;
                     // A chunk's error comes inside the reply: one from a
                     // former master sends Sentinel looking now, as an

@@ -106,6 +106,15 @@ pub(crate) struct Attempt {
 }
 
 impl Attempt {
+    /// The acquire is sent once more after a first send whose fate is
+    /// unknown: a reentry's lease ticket must not take a refusal of this
+    /// send as proof that the first did not run.
+    pub(crate) fn resending(&self) {
+        if let Some(ticket) = &self.ticket {
+            ticket.resending();
+        }
+    }
+
     /// The request the attempt sends through `lock`.
     pub(crate) fn request<'a, K: Kind>(
         &'a self,

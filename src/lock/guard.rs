@@ -114,7 +114,10 @@ impl<K: Kind> LockGuard<K> {
         let result = self
             .lock
             .engine
-            .with_logged_sync("set lease", name, |con, _| {
+            .with_logged_sync("set lease", name, |con, resend| {
+                if resend {
+                    ticket.resending();
+                }
                 crate::locks::replies::expire_if_held(
                     con,
                     &self.lock.name,
@@ -236,6 +239,7 @@ fn finish_release<K: Kind>(
         &hold.field,
         Unlock::Release { remaining },
         &kept_ttl_ms,
+        ticket.as_ref(),
         first,
         check,
     );

@@ -426,6 +426,9 @@ impl<K: Kind> Lock<K> {
                 if !resend || sent.is_none() {
                     sent = Some(Instant::now());
                 }
+                if resend {
+                    begun.resending();
+                }
                 let request = begun.request(self, lease_ms, field, resend, queue);
                 self.kind.acquire(con, &request)
             });

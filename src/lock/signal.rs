@@ -20,8 +20,13 @@ use crate::error::LostReason;
 /// out before a renewal got through (a paused or unreachable server), no
 /// later than the local deadline before which the key cannot have expired
 /// ([`valid_until`](Self::valid_until)): a `rlock-deadline` thread of the
-/// client wakes at it. A hold released normally never fires: its waiters
-/// return `None` and its channel is disconnected.
+/// client wakes at it. That bound holds whatever moved the deadline: a
+/// reentry on the holding thread with a shorter lease, a MultiLock member
+/// given a new lease, a read release that left a shorter TTL, or a command
+/// whose reply never came (it may still reach Redis after any later one, so
+/// it keeps bounding the deadline). Each wakes the waiters, the channels and
+/// the deadline thread at once. A hold released normally never fires: its
+/// waiters return `None` and its channel is disconnected.
 ///
 /// ```no_run
 /// # fn main() -> redisson_lock::Result<()> {
@@ -58,9 +63,10 @@ impl LostSignal {
         self.hold.lost_reason()
     }
 
-    /// The local moment before which the key cannot have expired, counted
-    /// from the send time of the last renewal (or acquisition) that
-    /// succeeded. No round trip.
+    /// The local moment before which the key cannot have expired: the
+    /// earliest `sent + lease` over every command that may have set the
+    /// key's TTL last (renewals, reentries, partial unlocks, including those
+    /// whose outcome is unknown). No round trip.
     pub fn valid_until(&self) -> Instant {
         self.hold.valid_until()
     }

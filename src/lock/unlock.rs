@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use crate::engine::holds::LeaseOutcome;
+use crate::engine::holds::{LeaseOutcome, LeaseTicket};
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::locks::UnlockOutcome;
@@ -54,7 +54,12 @@ impl<K: Kind> Lock<K> {
         let lease = self.lease()?.0;
         let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
         // The caller knows this id and may send it again: the latch stays.
-        let result = self.unlock_raw(&field, Unlock::Latched(request_id));
+        let result = self.unlock_raw_reporting(
+            &field,
+            Unlock::Latched(request_id),
+            &Cell::new(None),
+            ticket.as_ref(),
+        );
         if let (Some(hold), Some(ticket)) = (&hold, ticket) {
             let outcome = match &result {
                 Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
@@ -94,19 +99,28 @@ impl<K: Kind> Lock<K> {
         field: &str,
         unlock: Unlock<'_>,
     ) -> Result<Option<UnlockOutcome>> {
-        self.unlock_raw_reporting(field, unlock, &Cell::new(None))
+        self.unlock_raw_reporting(field, unlock, &Cell::new(None), None)
     }
 
     /// [`Lock::unlock_raw`], and in `kept_ttl_ms` the TTL the type reports
     /// the key was left with when holds remain (see
-    /// [`ReleaseRequest::kept_ttl_ms`]).
+    /// [`ReleaseRequest::kept_ttl_ms`]); `ticket`, the hold's lease ticket
+    /// for the command, learns of a resend.
     pub(crate) fn unlock_raw_reporting(
         &self,
         field: &str,
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
+        ticket: Option<&LeaseTicket>,
     ) -> Result<Option<UnlockOutcome>> {
-        self.unlock_raw_from(field, unlock, kept_ttl_ms, None, ReplicaCheck::Enforce)
+        self.unlock_raw_from(
+            field,
+            unlock,
+            kept_ttl_ms,
+            ticket,
+            None,
+            ReplicaCheck::Enforce,
+        )
     }
 
     /// The command a guard's release of `field` keeping `remaining` holds
@@ -145,6 +159,7 @@ impl<K: Kind> Lock<K> {
         field: &str,
         unlock: Unlock<'_>,
         kept_ttl_ms: &Cell<Option<u64>>,
+        ticket: Option<&LeaseTicket>,
         mut first: Option<Prefetched<'_>>,
         check: ReplicaCheck,
     ) -> Result<Option<UnlockOutcome>> {
@@ -184,6 +199,9 @@ impl<K: Kind> Lock<K> {
                 // A resend of a release that finds the field gone: the
                 // first one freed it (its reply was lost).
                 let may_have_run = resend || retries > 0;
+                if let (true, Some(ticket)) = (may_have_run, ticket) {
+                    ticket.resending();
+                }
                 Ok(match (unlock, outcome) {
                     (Unlock::Release { remaining: 0 }, None) if may_have_run => {
                         Some(UnlockOutcome::Released)

@@ -103,6 +103,9 @@ pub(super) fn try_all<K: Kind>(
             ..
         } = member;
         let send = |con: &mut dyn redis::ConnectionLike, resend: bool| {
+            if resend {
+                begun.resending();
+            }
             let request = begun.request(lock, lease_ms, &field, resend, None);
             lock.kind.acquire(con, &request)
         };

@@ -81,8 +81,9 @@ impl Registry {
 
     /// Has `hold`'s loss signalled at its deadline (and "expiring" raised
     /// before it) by the `rlock-deadline` thread, whatever the watchdog is
-    /// doing: no later than the key can have expired. The thread is started
-    /// by the first call and ends with the registry.
+    /// doing: no later than the key can have expired, also when a later
+    /// command moves that deadline earlier (the hold wakes the thread). The
+    /// thread is started by the first call and ends with the registry.
     pub fn watch(&self, hold: &Arc<Hold>) {
         if hold.watched.swap(true, Ordering::AcqRel) {
             return;
@@ -99,6 +100,8 @@ impl Registry {
             }
             wake
         });
+        // A deadline moved earlier wakes the thread too.
+        let _ = hold.deadline_moved.set(wake.clone());
         let _ = wake.try_send(());
     }
 
