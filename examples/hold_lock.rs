@@ -6,7 +6,10 @@
 //! cargo run --example hold_lock -- redis://127.0.0.1:6379/ orders 30000
 //! ```
 //!
-//! Arguments: the Redis URL, the lock name, and the watchdog timeout in ms.
+//! Arguments: the Redis URL, the lock name, and the watchdog timeout in ms;
+//! with a fourth, `detach`, it takes an owned hold, detaches it, prints
+//! `TOKEN <hold token>` and exits, leaving the lock held for another process
+//! to adopt (`tests/java_interop_owned.rs`).
 //! It takes the lock (waiting as long as it takes), prints `HELD <owner field>`
 //! and then reads commands from stdin, one per line:
 //!
@@ -33,6 +36,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .response_timeout(Duration::from_millis(500))
         .build()?;
     let lock = client.lock(name);
+    if args.next().as_deref() == Some("detach") {
+        let token = lock.lock_owned()?.detach();
+        println!("TOKEN {token}");
+        return Ok(());
+    }
     let guard = lock.lock()?;
 
     let stdout = std::io::stdout();

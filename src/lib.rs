@@ -146,6 +146,8 @@ pub use lock::kinds::{FairLock, FencedLock, NonReentrantFairLock, NonReentrantLo
 pub use lock::kinds::{FairLockGuard, FencedLockGuard, NonReentrantFairLockGuard};
 pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, WriteLockGuard};
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
+pub use lock::election::{LeaderElection, Leadership};
+pub use lock::handoff::HoldToken;
 pub use lock::owned::OwnedLockGuard;
 pub use lock::signal::LostSignal;
 pub use locks::UnlockOutcome;

@@ -1,17 +1,21 @@
 //! Owned guards against real Redisson (4.7.0 and 3.24.3): an owned hold,
 //! taken on one Rust thread and released on another, keeps Java out for as
 //! long as it is held (renewed past the watchdog timeout), and Java's wait
-//! for it ends with the release.
+//! for it ends with the release; a hold detached by one process and adopted
+//! by another does the same, and its token is refused once stale.
 
 mod support;
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
+use redisson_lock::{Client, HoldToken};
 use support::java::{Redisson, for_each_redisson_version, start};
 
-for_each_redisson_version!(an_owned_hold_excludes_java_until_another_thread_releases_it,);
+for_each_redisson_version!(
+    an_owned_hold_excludes_java_until_another_thread_releases_it,
+    a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out,
+);
 
 fn an_owned_hold_excludes_java_until_another_thread_releases_it(redisson: Redisson) {
     let (server, java) = start(redisson);
@@ -51,4 +55,64 @@ fn an_owned_hold_excludes_java_until_another_thread_releases_it(redisson: Rediss
     let holders: Vec<String> = server.cmd(&["HKEYS", "owned"]);
     assert_eq!(holders, vec![java_field]);
     java.ok("j", "unlock owned");
+}
+
+/// Issue 33, item 3: a supervisor process takes the lock and hands it to a
+/// worker process; Java sees one holder throughout.
+fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson: Redisson) {
+    let (server, java) = start(redisson);
+    let watchdog = Duration::from_millis(900);
+    let supervisor = std::process::Command::new(support::example_binary("hold_lock"))
+        .args([&server.url(), "handed", "900", "detach"])
+        .output()
+        .expect("the supervisor process");
+    assert!(supervisor.status.success(), "{supervisor:?}");
+    let printed = String::from_utf8(supervisor.stdout).expect("utf-8");
+    let token: HoldToken = printed
+        .trim()
+        .strip_prefix("TOKEN ")
+        .expect("TOKEN line")
+        .parse()
+        .expect("a hold token");
+    // The supervisor is gone; its hold is not.
+    let count: Option<i64> = server.cmd(&["HGET", "handed", token.owner_field()]);
+    assert_eq!(count, Some(1));
+    assert!(!java.flag("j", "tryLockNow handed"), "Java took a handed lock");
+
+    let worker = Client::builder(server.url())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("worker client");
+    let lock = worker.lock("handed");
+    let guard = lock.adopt(&token).expect("adopt");
+    assert_eq!(guard.owner_field(), token.owner_field());
+    // Renewed by the worker past twice the watchdog timeout.
+    thread::sleep(watchdog * 2 + watchdog / 2);
+    assert!(!guard.is_lost());
+    let pttl: i64 = server.cmd(&["PTTL", "handed"]);
+    assert!(pttl > 0, "not renewed: PTTL {pttl}");
+    assert!(!java.flag("j", "tryLockNow handed"), "Java took an adopted lock");
+
+    java.send("j", "lock handed");
+    thread::sleep(Duration::from_millis(300));
+    let released = Instant::now();
+    thread::spawn(move || guard.unlock())
+        .join()
+        .expect("releasing thread")
+        .expect("the worker's release");
+    let reply = java.recv("j");
+    assert!(reply.exception().is_none(), "Java's lock: {reply:?}");
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "Java waited {:?} after the release",
+        released.elapsed()
+    );
+    // The token is stale now: Java holds the lock.
+    match lock.adopt(&token) {
+        Err(redisson_lock::Error::NotHeld { name, .. }) => assert_eq!(name, "handed"),
+        other => panic!("a stale token was adopted: {other:?}"),
+    }
+    let other_lock = worker.fair_lock("handed").adopt(&token);
+    assert!(matches!(other_lock, Err(redisson_lock::Error::InvalidArgument(_))));
+    java.ok("j", "unlock handed");
 }

@@ -21,6 +21,7 @@ use redis::IntoConnectionInfo;
 
 use crate::engine::Engine;
 use crate::lock::Lock;
+use crate::lock::election::LeaderElection;
 use crate::lock::kinds::{
     FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
 };
@@ -120,6 +121,13 @@ impl Client {
     /// This does not talk to Redis.
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         Lock::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// An election for `name` among processes, Java and Rust, on the fenced
+    /// lock of that name (see [`LeaderElection`]). This does not talk to
+    /// Redis.
+    pub fn leader_election(&self, name: impl Into<String>) -> LeaderElection {
+        LeaderElection::new(self.fenced_lock(name))
     }
 
     /// A handle on the fair lock called `name` (Redisson's `getFairLock`):

@@ -310,6 +310,17 @@ impl Hold {
         self.wake_waiters();
     }
 
+    /// The hold was handed to another client (detached, not released):
+    /// nothing more to signal here, and no event (this client did not
+    /// release it). Its waiters return `None`, its channels disconnect.
+    pub fn hand_off(&self) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.listeners.lock().clear();
+        self.wake_waiters();
+    }
+
     /// Whether the hold ended (released) or is lost: nothing more to watch.
     pub fn is_over(&self) -> bool {
         self.ended.load(Ordering::Acquire) || self.lost.load(Ordering::Acquire) != 0

@@ -2,7 +2,9 @@
 //! one waiting loop every type shares.
 
 pub(crate) mod attempt;
+pub(crate) mod election;
 pub(crate) mod guard;
+pub(crate) mod handoff;
 pub(crate) mod kinds;
 pub(crate) mod owned;
 mod queries;

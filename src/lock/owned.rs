@@ -60,6 +60,11 @@ impl<K: Kind> OwnedLockGuard<K> {
 
     fn from_guard(guard: LockGuard<K>) -> Self {
         let (lock, hold, token, renew) = guard.into_parts();
+        Self::from_parts(lock, hold, token, renew)
+    }
+
+    /// A guard over `hold`, to be released by it.
+    pub(super) fn from_parts(lock: Lock<K>, hold: Arc<Hold>, token: Option<u64>, renew: bool) -> Self {
         OwnedLockGuard {
             lock,
             hold,
@@ -67,6 +72,18 @@ impl<K: Kind> OwnedLockGuard<K> {
             renew,
             released: false,
         }
+    }
+
+    /// The guard's parts, its release now the caller's (see
+    /// [`LockGuard::into_parts`]).
+    pub(super) fn into_parts(mut self) -> (Lock<K>, Arc<Hold>, Option<u64>, bool) {
+        self.released = true;
+        (
+            self.lock.clone(),
+            Arc::clone(&self.hold),
+            self.token,
+            self.renew,
+        )
     }
 }
 
