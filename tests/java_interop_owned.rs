@@ -77,7 +77,10 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
     // The supervisor is gone; its hold is not.
     let count: Option<i64> = server.cmd(&["HGET", "handed", token.owner_field()]);
     assert_eq!(count, Some(1));
-    assert!(!java.flag("j", "tryLockNow handed"), "Java took a handed lock");
+    assert!(
+        !java.flag("j", "tryLockNow handed"),
+        "Java took a handed lock"
+    );
 
     let worker = Client::builder(server.url())
         .watchdog_timeout(watchdog)
@@ -91,7 +94,10 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
     assert!(!guard.is_lost());
     let pttl: i64 = server.cmd(&["PTTL", "handed"]);
     assert!(pttl > 0, "not renewed: PTTL {pttl}");
-    assert!(!java.flag("j", "tryLockNow handed"), "Java took an adopted lock");
+    assert!(
+        !java.flag("j", "tryLockNow handed"),
+        "Java took an adopted lock"
+    );
 
     java.send("j", "lock handed");
     thread::sleep(Duration::from_millis(300));
@@ -113,6 +119,9 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
         other => panic!("a stale token was adopted: {other:?}"),
     }
     let other_lock = worker.fair_lock("handed").adopt(&token);
-    assert!(matches!(other_lock, Err(redisson_lock::Error::InvalidArgument(_))));
+    assert!(matches!(
+        other_lock,
+        Err(redisson_lock::Error::InvalidArgument(_))
+    ));
     java.ok("j", "unlock handed");
 }

@@ -126,7 +126,7 @@ impl Leadership {
         self.guard.is_lost()
     }
 
-    /// `Ok` while the leadership is not known lost, else [`Error::Lost`]:
+    /// `Ok` while the leadership is not known lost, else [`Error::Lost`](crate::Error::Lost):
     /// check it before each side effect. No round trip.
     pub fn ensure_held(&self) -> Result<()> {
         self.guard.ensure_held()
@@ -145,8 +145,8 @@ impl Leadership {
     }
 
     /// Steps down: releases the lock, which wakes the next candidate at once
-    /// (Java ones included). One round trip. [`Error::Lost`] or
-    /// [`Error::NotHeld`] when it was already lost.
+    /// (Java ones included). One round trip. [`Error::Lost`](crate::Error::Lost) or
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when it was already lost.
     pub fn resign(self) -> Result<()> {
         self.guard.unlock()
     }

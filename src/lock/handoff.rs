@@ -271,7 +271,10 @@ mod tests {
             field: "2f1e0c4a-6a53-4f0e-9d55-8a3c3bd8c001:42:write".to_owned(),
             ..token("rw", None)
         };
-        assert_eq!(write.to_string().parse::<HoldToken>().expect("write"), write);
+        assert_eq!(
+            write.to_string().parse::<HoldToken>().expect("write"),
+            write
+        );
     }
 
     #[test]

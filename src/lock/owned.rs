@@ -64,7 +64,12 @@ impl<K: Kind> OwnedLockGuard<K> {
     }
 
     /// A guard over `hold`, to be released by it.
-    pub(super) fn from_parts(lock: Lock<K>, hold: Arc<Hold>, token: Option<u64>, renew: bool) -> Self {
+    pub(super) fn from_parts(
+        lock: Lock<K>,
+        hold: Arc<Hold>,
+        token: Option<u64>,
+        renew: bool,
+    ) -> Self {
         OwnedLockGuard {
             lock,
             hold,
