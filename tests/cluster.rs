@@ -464,3 +464,44 @@ fn the_watchdog_renews_every_renewal_kind_on_every_master() {
     assert!(readers.iter().all(|g| !g.is_lost()));
     assert!(fair.iter().all(|g| !g.is_lost()));
 }
+
+/// A raw subscriber connection (`SUBSCRIBE` or `SSUBSCRIBE`) to `node`,
+/// kept open while it lives.
+fn raw_subscriber(node: &Node, command: &str, channel: &str) -> std::net::TcpStream {
+    use std::io::{BufRead, BufReader, Write};
+    let mut con = std::net::TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+    let request = format!(
+        "*2\r\n${}\r\n{command}\r\n${}\r\n{channel}\r\n",
+        command.len(),
+        channel.len()
+    );
+    con.write_all(request.as_bytes()).expect("subscribe");
+    let mut reader = BufReader::new(con.try_clone().expect("clone"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("confirmation");
+    assert!(line.starts_with('*'), "{command}: {line}");
+    con
+}
+
+/// Issue 34: `pubsub-flavour-split`, a Redisson 3.21 waiter (classic) and
+/// a 3.22+ one (sharded) in one cluster, as the doctor reports it.
+#[test]
+fn the_doctor_reports_classic_and_sharded_redisson_subscribers_in_one_cluster() {
+    let cluster = cluster();
+    let classic_channel = "redisson_lock__channel:{doctor-classic}";
+    let sharded_channel = "redisson_lock__channel:{doctor-sharded}";
+    let _classic = raw_subscriber(cluster.owner(classic_channel), "SUBSCRIBE", classic_channel);
+    let _sharded = raw_subscriber(
+        cluster.owner(sharded_channel),
+        "SSUBSCRIBE",
+        sharded_channel,
+    );
+    let report = client().doctor().run().expect("doctor");
+    let split = report
+        .findings
+        .iter()
+        .find(|f| f.kind == "pubsub-flavour-split")
+        .unwrap_or_else(|| panic!("no split reported: {:?}", report.findings));
+    assert_eq!(split.severity, redisson_lock::Severity::Error);
+    assert_eq!(report.masters, 3);
+}

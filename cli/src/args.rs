@@ -133,6 +133,18 @@ pub enum Command {
     /// Print NAME's events as JSON lines: acquired, reentered, released,
     /// expired, holder_changed, queue_joined, queue_left.
     Watch(WatchArgs),
+    /// Read the server (every master of a cluster) without writing anything
+    /// and report what will break between its Java and Rust lock users:
+    /// Redisson versions seen, split pub/sub flavours, hex permit ids,
+    /// readers without markers, fair wait timeouts that differ. Exit 0 when
+    /// nothing is a warning or an error, 1 when something is.
+    Doctor {
+        /// Stop once the server walked through about N keys (each SCAN
+        /// page's COUNT, two passes: hashes, then sorted sets); the report
+        /// then says it stopped early.
+        #[arg(long, value_name = "N", default_value_t = redisson_lock::DEFAULT_DOCTOR_MAX_KEYS)]
+        max_keys: u64,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.

@@ -6,6 +6,7 @@
 mod args;
 mod child;
 mod connect;
+mod doctor;
 mod inspect;
 mod run;
 mod watch;
@@ -64,6 +65,9 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             args,
             cli.output,
         ),
+        Command::Doctor { max_keys } => {
+            doctor::doctor(&connect::client(&cli.conn, None)?, *max_keys, cli.output)
+        }
         Command::Completions { shell } => {
             let mut command = Cli::command();
             clap_complete::generate(

@@ -5,6 +5,7 @@
 
 mod builder;
 mod cluster;
+mod doctor;
 mod inspect;
 #[cfg(feature = "metrics")]
 mod observe;
@@ -31,6 +32,7 @@ use crate::synchronizers::PermitExpirableSemaphore;
 use crate::synchronizers::Semaphore;
 
 pub use builder::ClientBuilder;
+pub use doctor::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
 pub use inspect::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,
