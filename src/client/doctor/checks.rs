@@ -2,7 +2,7 @@
 //! say ([`per_master`]), what one `SCAN` page of keys says ([`page`]), and
 //! the findings they add up to ([`State::finish`]). Reads only.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Value;
@@ -342,20 +342,42 @@ impl State {
     }
 }
 
-/// The release ranges of the scripts found, merged where one range's
-/// scripts are another's.
+/// `3.24.3` as `[3, 24, 3]`, for ordering releases.
+fn release(version: &str) -> Vec<u32> {
+    version.split('.').map(|n| n.parse().unwrap_or(0)).collect()
+}
+
+/// The release ranges of the scripts found: each script's range, except
+/// those that strictly contain another found script's range (a 4.7.0
+/// client also runs scripts unchanged since 3.24.3: the narrower range says
+/// more).
 fn versions_finding(found: &BTreeSet<usize>) -> Finding {
-    let mut ranges: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for &i in found {
-        if let Some((_, from, to)) = REDISSON_SCRIPTS.get(i) {
-            *ranges
-                .entry(((*from).to_owned(), (*to).to_owned()))
-                .or_default() += 1;
-        }
-    }
-    let listed: Vec<String> = ranges
-        .keys()
-        .map(|(from, to)| format!("{from}-{to}"))
+    let ranges: BTreeSet<(Vec<u32>, Vec<u32>, &str, &str)> = found
+        .iter()
+        .filter_map(|&i| REDISSON_SCRIPTS.get(i))
+        .map(|(_, from, to)| (release(from), release(to), *from, *to))
+        .collect();
+    let narrowest: Vec<VersionRange> = ranges
+        .iter()
+        .filter(|(from, to, ..)| {
+            !ranges
+                .iter()
+                .any(|(f, t, ..)| f >= from && t <= to && (f, t) != (from, to))
+        })
+        .map(|(.., from, to)| VersionRange {
+            from: (*from).to_owned(),
+            to: (*to).to_owned(),
+        })
+        .collect();
+    let listed: Vec<String> = narrowest
+        .iter()
+        .map(|r| {
+            if r.from == r.to {
+                r.from.clone()
+            } else {
+                format!("{} to {}", r.from, r.to)
+            }
+        })
         .collect();
     let mut finding = Finding::new(
         "redisson-versions",
@@ -367,10 +389,7 @@ fn versions_finding(found: &BTreeSet<usize>) -> Finding {
         ),
         "see which compatibility settings these versions need (docs/versions.md)",
     );
-    finding.ranges = ranges
-        .into_keys()
-        .map(|(from, to)| VersionRange { from, to })
-        .collect();
+    finding.ranges = narrowest;
     finding
 }
 
