@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// The README's "From the shell" section, in short: shown after `--help`.
 const AFTER_HELP: &str = "\
 Exit codes:
-  0..     the job's own exit status (128+N when it was killed by signal N)
+  0..     the job's own exit status (128+N when it was killed by signal N, or when
+          signal N ended the wrapper while it released the lock)
   75      the lock was busy (-n, or -w ran out); change it with -E (-E 0: success)
   124     the lock was lost while the job ran: the job was signalled (--lost-exit-code)
   64      usage error, or options that cannot meet the kill-on-loss margin
@@ -112,7 +113,7 @@ pub enum Command {
     /// command: when the job stops (Ctrl-Z, SIGTSTP to the job or to the
     /// wrapper, SIGTTIN), its whole group is stopped and the wrapper stops
     /// too; on SIGCONT (`fg`, `bg`) the job continues only if the lock is
-    /// certainly still held (else its group is killed: exit 124). While
+    /// certainly still held (else its group is killed: --lost-exit-code). While
     /// stopped nothing renews the lease. INT, TERM, HUP or QUIT after the job
     /// is gone, while the lock is being released, end the wrapper at once
     /// (128+N), the lock left to expire.

@@ -302,7 +302,9 @@ pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> 
                 // The lease may have run out while the wrapper was stopped
                 // (its renewals with it): the job must not run on.
                 if sup.verbose {
-                    eprintln!("redisson-lock: the lock may be gone after the stop: killing the job");
+                    eprintln!(
+                        "redisson-lock: the lock may be gone after the stop: killing the job"
+                    );
                 }
                 lost.get_or_insert_with(|| {
                     "the lease ran out while the job was stopped".to_owned()

@@ -111,8 +111,15 @@ fn a_background_process_of_the_job_keeps_the_lock_until_it_ends() {
     );
     assert_eq!(server.cmd::<i64>(&["EXISTS", "bg9"]), 1);
     assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(0));
-    assert!(!alive(sleeper), "the wrapper exited before the background sleep");
-    assert_eq!(server.cmd::<i64>(&["EXISTS", "bg9"]), 0, "released at the end");
+    assert!(
+        !alive(sleeper),
+        "the wrapper exited before the background sleep"
+    );
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "bg9"]),
+        0,
+        "released at the end"
+    );
 }
 
 #[test]
@@ -131,7 +138,11 @@ fn kill_group_ends_the_background_processes_when_the_job_exits_then_releases() {
         ],
     );
     let sleeper = pid_in(&tmp, "bg", Duration::from_secs(10));
-    assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(3), "the job's status");
+    assert_eq!(
+        wait_exit(run, Duration::from_secs(10)),
+        Some(3),
+        "the job's status"
+    );
     assert!(!alive(sleeper), "--kill-group left the background sleep");
     assert!(started.elapsed() < Duration::from_secs(8));
     assert_eq!(server.cmd::<i64>(&["EXISTS", "kg9"]), 0, "released");
@@ -153,7 +164,11 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
             "--",
             "sh",
             "-c",
-            &format!("echo $$ > {}; sleep 1; touch {}", tmp.path("pid"), tmp.path("done")),
+            &format!(
+                "echo $$ > {}; sleep 1; touch {}",
+                tmp.path("pid"),
+                tmp.path("done")
+            ),
         ],
     );
     let wrapper = run.id() as i32;
@@ -189,7 +204,11 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
             "--",
             "sh",
             "-c",
-            &format!("echo $$ > {}; sleep 2; touch {}", tmp.path("pid"), tmp.path("after")),
+            &format!(
+                "echo $$ > {}; sleep 2; touch {}",
+                tmp.path("pid"),
+                tmp.path("after")
+            ),
         ])
         .stderr(Stdio::piped())
         .spawn()
@@ -212,8 +231,14 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
     let out = run.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(124), "the job must not run on");
     assert!(!alive(job), "the job outlived the lost lock");
-    assert!(!common::group_alive(job), "a process of the job's group is left");
-    assert!(!tmp.exists("after"), "the job ran on after its lease ran out");
+    assert!(
+        !common::group_alive(job),
+        "a process of the job's group is left"
+    );
+    assert!(
+        !tmp.exists("after"),
+        "the job ran on after its lease ran out"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tl10"), "{stderr}");
 }
@@ -234,7 +259,11 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
             "--",
             "sh",
             "-c",
-            &format!("echo $$ > {}; sleep 1; touch {}", tmp.path("pid"), tmp.path("done")),
+            &format!(
+                "echo $$ > {}; sleep 1; touch {}",
+                tmp.path("pid"),
+                tmp.path("done")
+            ),
         ],
     );
     let wrapper = run.id() as i32;
@@ -249,7 +278,10 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
         state(job)
     );
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!tmp.exists("done"), "the job ran on while the wrapper was stopped");
+    assert!(
+        !tmp.exists("done"),
+        "the job ran on while the wrapper was stopped"
+    );
     signal(wrapper, libc::SIGCONT);
     assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(0));
     assert!(tmp.exists("done"));
