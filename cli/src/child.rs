@@ -433,9 +433,15 @@ pub fn end_on_signals(events: Receiver<Event>, name: String) {
                 if let Event::Signal(signal) = event
                     && ENDING.contains(&signal)
                 {
+                    let sig = match signal {
+                        libc::SIGINT => "SIGINT",
+                        libc::SIGTERM => "SIGTERM",
+                        libc::SIGHUP => "SIGHUP",
+                        _ => "SIGQUIT",
+                    };
                     eprintln!(
-                        "redisson-lock: signal {signal} before `{name}` was released (Redis did \
-                         not answer): it was not released, and expires when its lease runs out"
+                        "redisson-lock: {sig} before `{name}` was released (Redis did not \
+                         answer): it was not released, and expires when its lease runs out"
                     );
                     std::process::exit(128 + signal);
                 }

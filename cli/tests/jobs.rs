@@ -8,11 +8,35 @@ mod support;
 
 mod common;
 
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Tmp, alive, bin, read_number, signal, spawn_run, state, wait_exit};
 use support::RedisServer;
+
+/// A wrapper the test may leave stopped when an assertion fails: SIGKILLed
+/// and reaped on drop unless [`take`](Self::take)n (its job dies of its
+/// parent-death signal).
+struct Wrapper(Option<Child>);
+
+impl Wrapper {
+    fn pid(&self) -> i32 {
+        self.0.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    fn take(mut self) -> Child {
+        self.0.take().expect("taken once")
+    }
+}
+
+impl Drop for Wrapper {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
 
 /// Waits at most `within` for `file` to hold a pid; the pid.
 fn pid_in(tmp: &Tmp, file: &str, within: Duration) -> i32 {
@@ -154,7 +178,7 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
     // on (renewing) and the shell never got its prompt back.
     let server = RedisServer::start();
     let tmp = Tmp::new("ctrl-z");
-    let run = spawn_run(
+    let run = Wrapper(Some(spawn_run(
         &server.url(),
         &[
             "run",
@@ -170,8 +194,8 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
                 tmp.path("done")
             ),
         ],
-    );
-    let wrapper = run.id() as i32;
+    )));
+    let wrapper = run.pid();
     let job = pid_in(&tmp, "pid", Duration::from_secs(10));
     // What the terminal sends the foreground group on Ctrl-Z.
     signal(-job, libc::SIGTSTP);
@@ -186,7 +210,7 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
     assert!(!tmp.exists("done"), "the job ran on while stopped");
     // `fg`: the shell continues the wrapper, which continues the job.
     signal(wrapper, libc::SIGCONT);
-    assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(0));
+    assert_eq!(wait_exit(run.take(), Duration::from_secs(10)), Some(0));
     assert!(tmp.exists("done"), "the job did not complete");
     assert_eq!(server.cmd::<i64>(&["EXISTS", "tz10"]), 0, "released");
 }
@@ -195,25 +219,27 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
 fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
     let server = RedisServer::start();
     let tmp = Tmp::new("ctrl-z-lapse");
-    let run = bin(&server.url())
-        .args([
-            "run",
-            "--watchdog-timeout",
-            "1s",
-            "tl10",
-            "--",
-            "sh",
-            "-c",
-            &format!(
-                "echo $$ > {}; sleep 2; touch {}",
-                tmp.path("pid"),
-                tmp.path("after")
-            ),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let wrapper = run.id() as i32;
+    let run = Wrapper(Some(
+        bin(&server.url())
+            .args([
+                "run",
+                "--watchdog-timeout",
+                "1s",
+                "tl10",
+                "--",
+                "sh",
+                "-c",
+                &format!(
+                    "echo $$ > {}; sleep 2; touch {}",
+                    tmp.path("pid"),
+                    tmp.path("after")
+                ),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+    ));
+    let wrapper = run.pid();
     let job = pid_in(&tmp, "pid", Duration::from_secs(10));
     signal(-job, libc::SIGTSTP);
     assert!(
@@ -228,7 +254,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
         "the lease did not run out while the wrapper was stopped"
     );
     signal(wrapper, libc::SIGCONT);
-    let out = run.wait_with_output().expect("wait");
+    let out = run.take().wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(124), "the job must not run on");
     assert!(!alive(job), "the job outlived the lost lock");
     assert!(
@@ -249,7 +275,7 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
     // lease no longer renewed.
     let server = RedisServer::start();
     let tmp = Tmp::new("tstp-wrapper");
-    let run = spawn_run(
+    let run = Wrapper(Some(spawn_run(
         &server.url(),
         &[
             "run",
@@ -265,8 +291,8 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
                 tmp.path("done")
             ),
         ],
-    );
-    let wrapper = run.id() as i32;
+    )));
+    let wrapper = run.pid();
     let job = pid_in(&tmp, "pid", Duration::from_secs(10));
     signal(wrapper, libc::SIGTSTP);
     assert!(
@@ -283,7 +309,7 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
         "the job ran on while the wrapper was stopped"
     );
     signal(wrapper, libc::SIGCONT);
-    assert_eq!(wait_exit(run, Duration::from_secs(10)), Some(0));
+    assert_eq!(wait_exit(run.take(), Duration::from_secs(10)), Some(0));
     assert!(tmp.exists("done"));
 }
 
