@@ -190,10 +190,11 @@ impl Job {
     pub fn stop_with(&self) {
         self.signal_group(libc::SIGSTOP);
         self.take_terminal();
-        // SAFETY: kill takes plain integers; SIGSTOP to this process stops
-        // all of its threads before the call returns to this one.
+        // SAFETY: raise takes a plain integer. It directs SIGSTOP at the
+        // calling thread, which therefore stops before the call returns;
+        // a stop signal stops every thread of the process.
         unsafe {
-            libc::kill(libc::getpid(), libc::SIGSTOP);
+            libc::raise(libc::SIGSTOP);
         }
     }
 

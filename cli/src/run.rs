@@ -257,7 +257,15 @@ fn run_lock<K: Kind>(
             Ok(Some(kept)) => {
                 // A watchdog renewal in flight at that moment may have set
                 // the lease back to the watchdog timeout: look once, and
-                // set it again if so (the process exits right after).
+                // set it again if so (the process exits right after). One
+                // that lands after that look (sent just before the reentry
+                // on the watchdog's own connection, or in the moment before
+                // the exit) keeps the lock up to one lease past the
+                // minimum: never less than the minimum (both only PEXPIRE a
+                // held key; nothing here deletes it), which is what
+                // --hold-at-least promises (docs/cli.md says so). Stopping
+                // this hold's renewals without releasing it needs the
+                // library (its coming `keep_for`).
                 if let Ok(Some(ttl)) = lock.remaining_ttl()
                     && ttl > rest + Duration::from_millis(500)
                     && let Some(rest) = ctx.rest(taken)
