@@ -116,7 +116,7 @@ pub enum Command {
     /// certainly still held (else its group is killed: --lost-exit-code). While
     /// stopped nothing renews the lease. INT, TERM, HUP or QUIT after the job
     /// is gone, while the lock is being released, end the wrapper at once
-    /// (128+N), the lock left to expire.
+    /// (128+N); unless the release reached Redis, the lock expires with its lease.
     Run(RunArgs),
     /// Show who holds NAME: holders, TTL, kind, readers, fair queue, token,
     /// permits.

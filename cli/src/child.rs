@@ -441,8 +441,9 @@ pub fn end_on_signals(events: Receiver<Event>, name: String) {
                         _ => "SIGQUIT",
                     };
                     eprintln!(
-                        "redisson-lock: {sig} before `{name}` was released (Redis did not \
-                         answer): it was not released, and expires when its lease runs out"
+                        "redisson-lock: {sig} before Redis answered the release of `{name}`: \
+                         exiting; unless the release reached Redis, the lock stays until its \
+                         lease runs out"
                     );
                     std::process::exit(128 + signal);
                 }

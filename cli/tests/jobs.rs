@@ -369,7 +369,7 @@ fn term_while_the_release_waits_on_a_paused_server_ends_the_wrapper_at_once() {
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("`rl11`") && stderr.contains("not released"),
+        stderr.contains("release of `rl11`") && stderr.contains("lease runs out"),
         "stderr: {stderr}"
     );
     // It was left to expire, not released.
