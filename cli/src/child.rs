@@ -37,8 +37,8 @@ pub enum Event {
     /// The job (the direct child) ended with this wait status.
     Exited(i32),
     /// A child of the wrapper in the job's process group (the job, or an
-    /// orphan of it) was stopped: this pid.
-    Stopped(i32),
+    /// orphan of it) was stopped: this pid, by this signal.
+    Stopped(i32, i32),
     /// The wrapper received this signal.
     Signal(i32),
     /// The lock is known to be lost (a confirmed loss: signal at once).
@@ -135,7 +135,7 @@ fn reap(job: i32, events: &Sender<Event>) {
         if pid > 0 && libc::WIFSTOPPED(status) {
             // SAFETY: getpgid takes a plain integer.
             if pid == job || unsafe { libc::getpgid(pid) } == job {
-                let _ = events.send(Event::Stopped(pid));
+                let _ = events.send(Event::Stopped(pid, libc::WSTOPSIG(status)));
             }
         } else if pid == job {
             let _ = events.send(Event::Exited(status));
@@ -149,21 +149,37 @@ fn reap(job: i32, events: &Sender<Event>) {
 }
 
 impl Job {
-    /// Continues the job's group: when the wrapper is the foreground job of
-    /// a terminal on stdin, the group is made the foreground one first (so
-    /// that it may read the terminal, and Ctrl-C and Ctrl-Z reach it
-    /// directly). A job that touched the terminal before it was given one
-    /// was stopped (SIGTTIN/SIGTTOU) and continues too.
-    pub fn resume(&self) {
+    /// When the wrapper is the foreground job of a terminal on stdin, makes
+    /// the job's group the foreground one (so that it may read the
+    /// terminal, and Ctrl-C and Ctrl-Z reach it directly); `true` if it
+    /// did. A process of the job that touched the terminal before it was
+    /// given one was stopped (SIGTTIN/SIGTTOU): the caller continues the
+    /// group (and the supervisor continues the job's own process when it
+    /// reports such a stop later).
+    pub fn give_terminal(&self) -> bool {
         // SAFETY: isatty/tcgetpgrp/getpgrp/signal/tcsetpgrp take plain
         // integers; SIGTTOU is ignored after the job was spawned, so the
         // job does not inherit the disposition.
         unsafe {
             if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() {
                 libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-                libc::tcsetpgrp(0, self.pid);
+                return libc::tcsetpgrp(0, self.pid) == 0;
             }
         }
+        false
+    }
+
+    /// Whether the job's group is the foreground group of the terminal on
+    /// stdin.
+    fn owns_terminal(&self) -> bool {
+        // SAFETY: isatty/tcgetpgrp take plain integers.
+        unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == self.pid }
+    }
+
+    /// Continues the job's group after a stop, with the terminal when the
+    /// wrapper has it (`fg`), without it otherwise (`bg`).
+    pub fn resume(&self) {
+        let _ = self.give_terminal();
         self.signal_group(libc::SIGCONT);
     }
 
@@ -171,9 +187,9 @@ impl Job {
     /// has it (never from anyone else: a wrapper in the background leaves it
     /// where it is).
     pub fn take_terminal(&self) {
-        // SAFETY: as in `resume`.
+        // SAFETY: as in `give_terminal`.
         unsafe {
-            if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == self.pid {
+            if self.owns_terminal() {
                 libc::signal(libc::SIGTTOU, libc::SIG_IGN);
                 libc::tcsetpgrp(0, libc::getpgrp());
             }
@@ -369,10 +385,15 @@ pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> 
         match events.recv_timeout(wait) {
             Ok(Event::Exited(status)) => exited = Some(status),
             Ok(Event::Signal(signal)) => job.signal_group(signal),
-            Ok(Event::Stopped(pid)) => {
+            Ok(Event::Stopped(pid, signal)) => {
                 // Stale reports (a process the wrapper has continued since)
                 // are skipped: only a process stopped now counts.
                 if held_stopped || killed || !is_stopped(pid) {
+                } else if (signal == libc::SIGTTIN || signal == libc::SIGTTOU)
+                    && job.owns_terminal()
+                {
+                    // It touched the terminal before it was given it.
+                    job.signal_group(libc::SIGCONT);
                 } else if kill_at.is_some() {
                     // Being killed for a loss: no stop, the SIGKILL now.
                     job.signal_group(libc::SIGKILL);

@@ -166,7 +166,11 @@ impl Ctx<'_> {
         if self.verbose {
             eprintln!("redisson-lock: job started, pid {}", job.pid());
         }
-        job.resume();
+        if job.give_terminal() {
+            // Not without the terminal: a stop that came first (SIGTSTP to
+            // the job) must stay.
+            job.signal_group(libc::SIGCONT);
+        }
         let supervision = child::Supervision {
             valid_until,
             schedule: self.schedule,

@@ -38,6 +38,13 @@ impl Drop for Wrapper {
     }
 }
 
+// The jobs below start their sleep in the background before they write
+// their pid, then `wait`: a stop signal that reaches dash while it is inside
+// vfork (blocked, in state D until its child execs) stops the child before
+// its exec and never the shell, so the job's own process never stops (a
+// shell's job control would not see that stop either). After the pid is
+// written, the shell only waits.
+
 /// Waits at most `within` for `file` to hold a pid; the pid.
 fn pid_in(tmp: &Tmp, file: &str, within: Duration) -> i32 {
     let path = tmp.path(file);
@@ -189,7 +196,7 @@ fn a_stopped_job_stops_the_wrapper_and_sigcont_continues_both() {
             "sh",
             "-c",
             &format!(
-                "echo $$ > {}; sleep 1; touch {}",
+                "sleep 1 & echo $$ > {}; wait; touch {}",
                 tmp.path("pid"),
                 tmp.path("done")
             ),
@@ -230,7 +237,7 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
                 "sh",
                 "-c",
                 &format!(
-                    "echo $$ > {}; sleep 2; touch {}",
+                    "sleep 2 & echo $$ > {}; wait; touch {}",
                     tmp.path("pid"),
                     tmp.path("after")
                 ),
@@ -242,10 +249,16 @@ fn a_lease_that_ran_out_while_stopped_kills_the_job_when_continued() {
     let wrapper = run.pid();
     let job = pid_in(&tmp, "pid", Duration::from_secs(10));
     signal(-job, libc::SIGTSTP);
-    assert!(
-        support::eventually(Duration::from_secs(3), || state(wrapper) == Some('T')),
-        "the wrapper did not stop with its job"
-    );
+    if !support::eventually(Duration::from_secs(3), || state(wrapper) == Some('T')) {
+        let mut child = run.take();
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("wait");
+        panic!(
+            "the wrapper did not stop with its job: {:?}, {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // Nothing renews the 1 s lease now: it runs out in Redis.
     assert!(
         support::eventually(Duration::from_secs(3), || {
@@ -286,7 +299,7 @@ fn sigtstp_to_the_wrapper_stops_the_job_too() {
             "sh",
             "-c",
             &format!(
-                "echo $$ > {}; sleep 1; touch {}",
+                "sleep 1 & echo $$ > {}; wait; touch {}",
                 tmp.path("pid"),
                 tmp.path("done")
             ),

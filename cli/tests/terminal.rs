@@ -152,6 +152,10 @@ fn ctrl_z_gives_the_shell_its_prompt_back_and_fg_continues_the_job() {
         support::eventually(Duration::from_secs(3), || tpgid(job) == Some(job)),
         "the job's group is not the terminal's foreground group"
     );
+    // The wrapper continues the group right after the handover (a process
+    // of the job stopped on the terminal before it had it): a Ctrl-Z within
+    // those microseconds is undone. A person cannot type that fast.
+    std::thread::sleep(Duration::from_millis(300));
     shell.type_in("\x1a"); // Ctrl-Z
     let at = shell.expect(at, "Stopped", Duration::from_secs(5));
     let at = shell.expect(at, "$ ", Duration::from_secs(5));
