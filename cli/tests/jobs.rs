@@ -388,3 +388,65 @@ fn term_while_the_release_waits_on_a_paused_server_ends_the_wrapper_at_once() {
     // It was left to expire, not released.
     assert_eq!(server.cmd::<i64>(&["EXISTS", "rl11"]), 1);
 }
+
+#[test]
+fn hold_at_least_with_renewals_due_keeps_the_minimum_and_at_most_one_lease_more() {
+    // The suspicion: a watchdog renewal on the wire when --hold-at-least
+    // exits. A renewal every 200 ms (600 ms lease) and jobs ending at
+    // different points of that period: the lock must never be freed before
+    // the minimum (counted from the take, which is after the spawn), and a
+    // late renewal may keep it at most one lease longer.
+    let server = RedisServer::start();
+    let min = Duration::from_millis(1500);
+    let lease = Duration::from_millis(600);
+    let runs: Vec<(String, Instant, std::process::Child)> = (0..4)
+        .map(|i| {
+            let name = format!("hold{i}");
+            let spawned = Instant::now();
+            let child = spawn_run(
+                &server.url(),
+                &[
+                    "run",
+                    "--watchdog-timeout",
+                    "600ms",
+                    "--hold-at-least",
+                    "1500ms",
+                    &name,
+                    "--",
+                    "sleep",
+                    &format!("0.{}", 2 + i * 2),
+                ],
+            );
+            (name, spawned, child)
+        })
+        .collect();
+    let mut gone: Vec<Option<Instant>> = vec![None; runs.len()];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = vec![false; runs.len()];
+    while gone.iter().any(Option::is_none) && Instant::now() < deadline {
+        for (i, (name, _, _)) in runs.iter().enumerate() {
+            let exists = server.cmd::<i64>(&["EXISTS", name]) == 1;
+            seen[i] |= exists;
+            if seen[i] && !exists && gone[i].is_none() {
+                gone[i] = Some(Instant::now());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for (i, (name, spawned, child)) in runs.into_iter().enumerate() {
+        assert_eq!(wait_exit(child, Duration::from_secs(10)), Some(0));
+        let gone = gone[i].unwrap_or_else(|| panic!("`{name}` was never freed"));
+        let held = gone - spawned;
+        eprintln!("`{name}` freed {held:?} after the spawn");
+        assert!(
+            held >= min,
+            "`{name}` freed {held:?} after the spawn, before {min:?}"
+        );
+        // The take comes after the spawn; allow the start-up and a loaded
+        // machine's delay on top of one lease.
+        assert!(
+            held <= min + lease + Duration::from_millis(700),
+            "`{name}` kept {held:?}: more than one lease past {min:?}"
+        );
+    }
+}
