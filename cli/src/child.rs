@@ -6,6 +6,9 @@
 //! group is killed when the job's own process exits); when the job stops
 //! (Ctrl-Z), the whole group is stopped and the wrapper stops itself, and on
 //! SIGCONT it continues the group only while the lease is certainly held.
+//! The wrapper stays in its caller's group (the shell's job, which `fg`
+//! continues) and the job has its own, so the job's group can be signalled
+//! (and stopped) without the wrapper, whose renewals must go on.
 // The process calls (setpgid, prctl, kill, waitpid) have no safe wrapper in
 // std; each `unsafe` block says why it is sound.
 #![allow(unsafe_code)]
