@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// The README's "From the shell" section, in short: shown after `--help`.
 const AFTER_HELP: &str = "\
 Exit codes:
-  0..     the job's own exit status (128+N when it was killed by signal N)
+  0..     the job's own exit status (128+N when it was killed by signal N, or when
+          signal N ended the wrapper while it released the lock)
   75      the lock was busy (-n, or -w ran out); change it with -E (-E 0: success)
   124     the lock was lost while the job ran: the job was signalled (--lost-exit-code)
   64      usage error, or options that cannot meet the kill-on-loss margin
@@ -103,6 +104,19 @@ pub struct ConnArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run COMMAND while holding the lock NAME (or one permit of a semaphore).
+    ///
+    /// The job runs in a process group of its own. The lock is held until no
+    /// process of that group is left: background processes the job started
+    /// (`cmd &`) keep it held after the job's own process exits, unless
+    /// --kill-group ends them. Processes that leave the group (setsid,
+    /// setpgid: daemons) are not waited for. Job control works as with any
+    /// command: when the job stops (Ctrl-Z, SIGTSTP to the job or to the
+    /// wrapper, SIGTTIN), its whole group is stopped and the wrapper stops
+    /// too; on SIGCONT (`fg`, `bg`) the job continues only if the lock is
+    /// certainly still held (else its group is killed: --lost-exit-code). While
+    /// stopped nothing renews the lease. INT, TERM, HUP or QUIT after the job
+    /// is gone, while the lock is being released, end the wrapper at once
+    /// (128+N); unless the release reached Redis, the lock expires with its lease.
     Run(RunArgs),
     /// Show who holds NAME: holders, TTL, kind, readers, fair queue, token,
     /// permits.
@@ -215,6 +229,14 @@ pub struct RunArgs {
     /// Exit code when the lock was lost while the job ran.
     #[arg(long, value_name = "N", default_value_t = 124)]
     pub lost_exit_code: u8,
+
+    /// When the job's own process exits, end what is left of its process
+    /// group (background processes): --signal, then SIGKILL --kill-after
+    /// later, and release once none is left. Without it the lock is kept
+    /// (renewed) until no process of the group is left, as flock(1) keeps
+    /// its lock while any process holding the descriptor lives.
+    #[arg(long)]
+    pub kill_group: bool,
 
     /// Run this string with `sh -c` instead of COMMAND.
     #[arg(short = 'c', long = "command", value_name = "SHELL COMMAND")]

@@ -166,11 +166,20 @@ impl Ctx<'_> {
         if self.verbose {
             eprintln!("redisson-lock: job started, pid {}", job.pid());
         }
-        let terminal = job.give_terminal();
-        let outcome = child::supervise(&job, &rx, valid_until, self.schedule, self.verbose);
-        if terminal {
-            job.take_terminal();
+        if job.give_terminal() {
+            // Not without the terminal: a stop that came first (SIGTSTP to
+            // the job) must stay.
+            job.signal_group(libc::SIGCONT);
         }
+        let supervision = child::Supervision {
+            valid_until,
+            schedule: self.schedule,
+            kill_group: self.args.kill_group,
+            verbose: self.verbose,
+        };
+        let outcome = child::supervise(&job, &rx, &supervision);
+        job.take_terminal();
+        child::end_on_signals(rx, self.args.name.clone());
         Ok(outcome)
     }
 
@@ -252,7 +261,15 @@ fn run_lock<K: Kind>(
             Ok(Some(kept)) => {
                 // A watchdog renewal in flight at that moment may have set
                 // the lease back to the watchdog timeout: look once, and
-                // set it again if so (the process exits right after).
+                // set it again if so (the process exits right after). One
+                // that lands after that look (sent just before the reentry
+                // on the watchdog's own connection, or in the moment before
+                // the exit) keeps the lock up to one lease past the
+                // minimum: never less than the minimum (both only PEXPIRE a
+                // held key; nothing here deletes it), which is what
+                // --hold-at-least promises (docs/cli.md says so). Stopping
+                // this hold's renewals without releasing it needs the
+                // library (its coming `keep_for`).
                 if let Ok(Some(ttl)) = lock.remaining_ttl()
                     && ttl > rest + Duration::from_millis(500)
                     && let Some(rest) = ctx.rest(taken)
@@ -304,6 +321,31 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     };
     let id: PermitId = acquired.ids()[0];
     let taken = Instant::now();
+    // The lease runs from the attempt that succeeded, whose send time only
+    // a single attempt (-n) knows: a blocking acquire may have waited for
+    // most of a lease (or longer) before it. A renewal sent now gives the
+    // job a whole lease from here; if it fails, the conservative count from
+    // before the acquire stands (renewals may still catch up).
+    let valid_from = if args.nonblock {
+        sent
+    } else {
+        match sem.update_lease_time(id, Some(lease)) {
+            Ok(true) => taken,
+            Ok(false) => {
+                eprintln!(
+                    "redisson-lock: permit {id} of `{}` expired before the job started",
+                    args.name
+                );
+                return Ok(args.lost_exit_code);
+            }
+            Err(e) => {
+                if ctx.verbose {
+                    eprintln!("redisson-lock: renewing permit {id} failed: {e}");
+                }
+                sent
+            }
+        }
+    };
     if ctx.verbose {
         eprintln!("redisson-lock: permit {id} of `{}` taken", args.name);
     }
@@ -313,10 +355,10 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     ];
     let events = child::events();
     let renewal = Arc::new(Renewal {
-        valid_until: Mutex::new(sent + lease),
+        valid_until: Mutex::new(valid_from + lease),
         stop: AtomicBool::new(false),
     });
-    {
+    let renewer = {
         let renewal = Arc::clone(&renewal);
         let sem = sem.clone();
         let tx = events.0.clone();
@@ -324,8 +366,8 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
         thread::Builder::new()
             .name("permit-renewal".into())
             .spawn(move || renew_permit(&sem, id, lease, &renewal, &tx, verbose))
-            .map_err(|e| Failure::new(connect::EX_SOFTWARE, e.to_string()))?;
-    }
+            .map_err(|e| Failure::new(connect::EX_SOFTWARE, e.to_string()))?
+    };
     let valid_until = || {
         *renewal
             .valid_until
@@ -334,6 +376,10 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     };
     let outcome = ctx.job(env, events, &valid_until)?;
     renewal.stop.store(true, Ordering::Release);
+    // A renewal on the wire now would set the lease back to the whole lease
+    // after --hold-at-least's shorter one: wait for it (at most one reply;
+    // INT/TERM end the wrapper meanwhile).
+    let _ = renewer.join();
     let code = ctx.exit(&outcome);
     if outcome.lost.is_none()
         && let Some(rest) = ctx.rest(taken)
