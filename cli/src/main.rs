@@ -5,14 +5,16 @@
 
 mod args;
 mod child;
+mod completions;
 mod connect;
 mod inspect;
+mod permits;
 mod run;
 mod watch;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 
 use args::{Cli, Command};
 use connect::{EX_USAGE, Failure};
@@ -39,7 +41,12 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: &Cli) -> Result<u8, Failure> {
     match &cli.command {
-        Command::Run(args) => run::run(&cli.conn, args, cli.verbose),
+        Command::Run(args) => {
+            if let Some(asked) = args.permits {
+                warn_on_permits_mismatch(cli, &args.name, asked);
+            }
+            run::run(&cli.conn, args, cli.verbose)
+        }
         Command::Inspect { name } => {
             inspect::inspect(&connect::client(&cli.conn, None)?, name, cli.output)
         }
@@ -64,15 +71,21 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             args,
             cli.output,
         ),
-        Command::Completions { shell } => {
-            let mut command = Cli::command();
-            clap_complete::generate(
-                *shell,
-                &mut command,
-                "redisson-lock",
-                &mut std::io::stdout(),
-            );
-            Ok(0)
+        Command::Permits { name, set } => {
+            permits::permits(&connect::client(&cli.conn, None)?, name, *set, cli.output)
         }
+        Command::Completions { shell } => completions::print(*shell),
+    }
+}
+
+/// `run --permits N` on a semaphore set up earlier with another total: a
+/// warning on stderr (the run goes on with the existing total). Its own
+/// short-lived client, before `run` builds the job's: best effort, silent
+/// when Redis cannot be read (the run reports that itself).
+fn warn_on_permits_mismatch(cli: &Cli, name: &str, asked: u32) {
+    if let Ok(client) = connect::client(&cli.conn, None)
+        && let Some(warning) = permits::mismatch(&client, name, asked)
+    {
+        eprintln!("{warning}");
     }
 }

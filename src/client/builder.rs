@@ -19,6 +19,11 @@ use crate::net::tls::TlsSettings;
 use crate::topology::sentinel::SentinelSettings;
 use crate::topology::{Target, Topology};
 
+/// What a Redis URL may look like, for the message of one that does not
+/// parse (redis-rs says only that it did not).
+const URL_FORMS: &str = "expected redis://[[user]:password@]host[:port][/db] (a password's \
+     `@ : / ? #` percent-encoded), rediss://... (feature `tls-rustls`) or unix:///path/to/socket";
+
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
@@ -201,7 +206,7 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client> {
         let info = self
             .info
-            .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
+            .map_err(|e| Error::invalid(format!("invalid Redis URL ({e}); {URL_FORMS}")))?;
         let mut config = self.config;
         config.check()?;
         let connections = match (self.multiplexed, self.pool_size) {
