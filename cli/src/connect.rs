@@ -178,31 +178,6 @@ pub fn url_problem(url: &str) -> Option<String> {
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::url_problem;
-
-    #[test]
-    fn url_problems_name_the_part_that_is_wrong() {
-        for good in [
-            "redis://127.0.0.1:6379",
-            "redis://:p%40ss@host/2",
-            "rediss://user:pw@[::1]:6380/0?protocol=resp3",
-            "unix:///run/redis.sock",
-        ] {
-            assert_eq!(url_problem(good), None, "{good}");
-        }
-        let says = |url: &str| url_problem(url).unwrap_or_default();
-        assert!(says("host:6379").contains("no scheme"));
-        assert!(says("http://h").contains("scheme `http`"));
-        assert!(says("redis://h:0").contains("port `0`"));
-        assert!(says("redis://h:6379/x").contains("database `x`"));
-        assert!(says("redis://:a@b@h").contains("more than one `@`"));
-        assert!(says("redis://:secret@").contains("no host"));
-        assert!(!says("redis://:secret@h:99999").contains("secret"));
-    }
-}
-
 #[cfg(feature = "tls-rustls")]
 fn tls(mut builder: ClientBuilder, conn: &ConnArgs) -> Result<ClientBuilder, Failure> {
     let read = |path: &std::path::Path| {
@@ -227,4 +202,29 @@ fn tls(builder: ClientBuilder, conn: &ConnArgs) -> Result<ClientBuilder, Failure
         ));
     }
     Ok(builder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_problem;
+
+    #[test]
+    fn url_problems_name_the_part_that_is_wrong() {
+        for good in [
+            "redis://127.0.0.1:6379",
+            "redis://:p%40ss@host/2",
+            "rediss://user:pw@[::1]:6380/0?protocol=resp3",
+            "unix:///run/redis.sock",
+        ] {
+            assert_eq!(url_problem(good), None, "{good}");
+        }
+        let says = |url: &str| url_problem(url).unwrap_or_default();
+        assert!(says("host:6379").contains("no scheme"));
+        assert!(says("http://h").contains("scheme `http`"));
+        assert!(says("redis://h:0").contains("port `0`"));
+        assert!(says("redis://h:6379/x").contains("database `x`"));
+        assert!(says("redis://:a@b@h").contains("more than one `@`"));
+        assert!(says("redis://:secret@").contains("no host"));
+        assert!(!says("redis://:secret@h:99999").contains("secret"));
+    }
 }

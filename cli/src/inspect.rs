@@ -144,6 +144,38 @@ pub fn permit_lines(info: &LockInfo) -> String {
     out
 }
 
+/// What `run` says when NAME is busy: who holds it (one more snapshot), so
+/// that `-v` (or any caller) can name the holder, as `inspect` would:
+/// "`orders` is busy: held by <client id>:<thread> (x1), ttl 29512 ms". For
+/// a semaphore, its permits. Falls back to "`NAME` is busy" when the
+/// snapshot cannot be had.
+///
+/// For run.rs (not edited here): `Ctx::busy` can print
+/// `crate::inspect::busy_message(client, &self.args.name)` instead of its
+/// fixed line.
+#[allow(dead_code)]
+pub fn busy_message(client: &Client, name: &str) -> String {
+    let Ok(info) = client.inspect(name) else {
+        return format!("`{name}` is busy");
+    };
+    if let Some(counts) = crate::permits::counts(&info) {
+        return format!("`{name}` is busy: {}", crate::permits::counts_text(counts));
+    }
+    let holders: Vec<String> = info
+        .holders
+        .iter()
+        .map(|h| format!("{} (x{})", h.field(), h.count))
+        .collect();
+    if holders.is_empty() {
+        return format!("`{name}` is busy (free again now)");
+    }
+    format!(
+        "`{name}` is busy: held by {}, ttl {}",
+        holders.join(", "),
+        ttl_text(info.ttl, info.persistent)
+    )
+}
+
 /// `list --pattern GLOB`.
 pub fn list(client: &Client, pattern: &str, output: Output) -> Result<u8, Failure> {
     let mut found: Vec<LockSummary> = Vec::new();
