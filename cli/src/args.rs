@@ -16,7 +16,7 @@ Exit codes:
   64      usage error, or options that cannot meet the kill-on-loss margin
   69      Redis unreachable      77  authentication or ACL refusal      78  configuration
   1       force-unlock changed nothing (free, or --if-owner no longer holds it);
-          watch --timeout ran out
+          watch --timeout ran out; permits NAME found no such semaphore
 
 Cron on several machines, run on one of them, never twice within 5 minutes:
   */5 * * * * redisson-lock run -n -E 0 --hold-at-least 4m nightly-report -- /opt/report.sh

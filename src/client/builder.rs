@@ -146,7 +146,7 @@ impl ClientBuilder {
     /// The default is `multiplexed(4)` for a client without replica sync
     /// (one server), and a pool of 32 connections under replica sync
     /// (Sentinel and cluster clients), where a write's `WAIT` would hold a
-    /// shared socket (BENCHMARKS.md, "Many threads", has the measurements).
+    /// shared socket (docs/performance.md summarises the measurements).
     /// Replaces [`pool_size`](Self::pool_size) (the last call wins).
     pub fn multiplexed(mut self, connections: u32) -> Self {
         self.multiplexed = Some(connections);
