@@ -61,7 +61,7 @@ pub enum Output {
 
 /// The connection options, under their own heading in every subcommand's
 /// help.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Connection options")]
 pub struct ConnArgs {
     /// Redis URL (redis:// or rediss://, password inside); repeat it, or

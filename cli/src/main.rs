@@ -80,10 +80,17 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
 
 /// `run --permits N` on a semaphore set up earlier with another total: a
 /// warning on stderr (the run goes on with the existing total). Its own
-/// short-lived client, before `run` builds the job's: best effort, silent
-/// when Redis cannot be read (the run reports that itself).
+/// short-lived client, before `run` builds the job's, with at most 1 s to
+/// connect and to answer, so that a silent host delays the run by that
+/// much only: best effort, silent when Redis cannot be read (the run
+/// reports that itself). (run.rs could call `permits::mismatch` with its
+/// own client once `try_set_permits` returns `false`, saving the connect.)
 fn warn_on_permits_mismatch(cli: &Cli, name: &str, asked: u32) {
-    if let Ok(client) = connect::client(&cli.conn, None)
+    const AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
+    let mut quick = cli.conn.clone();
+    quick.connect_timeout = Some(quick.connect_timeout.map_or(AT_MOST, |t| t.min(AT_MOST)));
+    quick.response_timeout = Some(quick.response_timeout.map_or(AT_MOST, |t| t.min(AT_MOST)));
+    if let Ok(client) = connect::client(&quick, None)
         && let Some(warning) = permits::mismatch(&client, name, asked)
     {
         eprintln!("{warning}");
