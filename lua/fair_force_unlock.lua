@@ -1,4 +1,4 @@
--- Delete a Redisson FairLock whoever holds it (PROTOCOL §3.5).
+-- Delete a Redisson FairLock whoever holds it (docs/wire-format.md, "Fair locks").
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = now (client epoch ms),

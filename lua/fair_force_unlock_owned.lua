@@ -1,6 +1,6 @@
 -- Delete a Redisson FairLock only while the given owner field holds it, then
 -- wake the queue head on its own channel, as the fair force unlock does
--- (PROTOCOL §3.5; the owner guard is this crate's own).
+-- (docs/wire-format.md, "Fair locks"; the owner guard is this crate's own).
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = now (client epoch ms),

@@ -1,5 +1,5 @@
 -- Release one hold of a Redisson FairLock by this crate's own guard: the
--- lock state of PROTOCOL §3.4, idempotent without an unlock latch.
+-- lock state of docs/wire-format.md, "Fair locks", idempotent without an unlock latch.
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial

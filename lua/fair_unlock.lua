@@ -1,5 +1,5 @@
 -- Release one hold of a Redisson FairLock with an unlock latch: Redisson's
--- unlock (PROTOCOL §3.4), used for unlocks with a caller's request id.
+-- unlock (docs/wire-format.md, "Fair locks"), used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}, KEYS[5] = unlock latch.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial

@@ -1,5 +1,5 @@
 -- Release read holds of a Redisson read lock by this crate's own guard (the
--- lock state of PROTOCOL §4.2, idempotent without an unlock latch).
+-- lock state of docs/wire-format.md, "Read/write lock", idempotent without an unlock latch).
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>},
 -- KEYS[3] = the caller's marker prefix (see read_acquire.lua),
 -- KEYS[4] = the key prefix {<name>} (or <name> when it contains '{').

@@ -1,5 +1,5 @@
--- Release one read hold, Redisson's way, with an unlock latch (PROTOCOL
--- §4.2, §1.7): used for unlocks with a caller's request id.
+-- Release one read hold, Redisson's way, with an unlock latch (docs/wire-format.md,
+-- "Read/write lock", "The unlock latch"): used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = channel, KEYS[3] = the caller's marker
 -- prefix, KEYS[4] = the key prefix, KEYS[5] = unlock latch.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = reader field,

@@ -1,4 +1,4 @@
--- Delete a Redisson RLock whoever holds it (PROTOCOL §2.3).
+-- Delete a Redisson RLock whoever holds it (docs/wire-format.md, "Force unlock").
 -- KEYS[1] = lock hash, KEYS[2] = unlock channel
 -- ARGV[1] = unlock message ("0"), ARGV[2] = "publish" or "spublish"
 -- Returns 1 when a lock was deleted (and waiters were told), 0 otherwise.

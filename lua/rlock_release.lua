@@ -1,5 +1,6 @@
 -- Release one hold of a Redisson RLock by this crate's own guard (the same
--- lock state as PROTOCOL §2.2, idempotent without an unlock latch).
+-- lock state as docs/wire-format.md, "Release (a guard's unlock)", idempotent without an
+-- unlock latch).
 -- KEYS[1] = lock hash, KEYS[2] = unlock channel
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial release,
 -- ARGV[3] = owner field, ARGV[4] = "publish" or "spublish",

@@ -1,4 +1,5 @@
--- Release one hold of a Redisson RLock, idempotently (PROTOCOL §2.2, §1.7):
+-- Release one hold of a Redisson RLock, idempotently (docs/wire-format.md, "Release (a guard's
+-- unlock)", "The unlock latch"):
 -- Redisson's unlock, used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = unlock channel, KEYS[3] = unlock latch
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial release,

@@ -1,5 +1,5 @@
 -- Delete a Redisson read/write lock whoever holds it, if it is in the given
--- mode (PROTOCOL §4.5).
+-- mode (docs/wire-format.md, "Read/write lock").
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>}
 -- ARGV[1] = message ("0" for the read side, "1" for the write side),
 -- ARGV[2] = "publish" or "spublish", ARGV[3] = the mode: "read" or "write".

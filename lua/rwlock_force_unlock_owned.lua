@@ -1,7 +1,7 @@
 -- Delete a Redisson read/write lock only while it is in the given mode and
 -- the given owner field holds it (a reader's <id>:<thread>, or the writer's
 -- <id>:<thread>:write), then publish as the side's force unlock does
--- (PROTOCOL §4.5; the owner guard is this crate's own). Deleting the hash
+-- (docs/wire-format.md, "Read/write lock"; the owner guard is this crate's own). Deleting the hash
 -- frees every holder, as Redisson's force unlock does.
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>}
 -- ARGV[1] = message ("0" read side, "1" write side), ARGV[2] = "publish" or

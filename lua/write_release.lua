@@ -1,5 +1,5 @@
 -- Release write holds of a Redisson write lock by this crate's own guard
--- (the lock state of PROTOCOL §4.4, idempotent without an unlock latch).
+-- (the lock state of docs/wire-format.md, "Read/write lock", idempotent without an unlock latch).
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>}
 -- ARGV[1] = message ("1": wakes every waiter), ARGV[2] = lease in ms kept on
 -- a partial release, ARGV[3] = write field, ARGV[4] = "publish" or

@@ -1,5 +1,5 @@
--- Release one write hold, Redisson's way, with an unlock latch (PROTOCOL
--- §4.4, §1.7): used for unlocks with a caller's request id.
+-- Release one write hold, Redisson's way, with an unlock latch (docs/wire-format.md,
+-- "Read/write lock", "The unlock latch"): used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = channel, KEYS[3] = unlock latch
 -- ARGV[1] = message ("1"), ARGV[2] = lease in ms kept on a partial release,
 -- ARGV[3] = write field, ARGV[4] = "publish" or "spublish", ARGV[5] = latch TTL.

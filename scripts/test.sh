@@ -85,6 +85,10 @@ echo "    Rust $msrv builds the library at its lowest versions ($((SECONDS - sta
 
 ensure_redis_server
 ensure_openssl
+# This run's id, in the name of every test server's directory (tests/support's
+# `test_dir`): the exit trap kills this run's leftover servers only.
+REDISSON_LOCK_TEST_RUN="r$$t$(date +%s)"
+export REDISSON_LOCK_TEST_RUN
 trap reap_test_servers EXIT
 ensure_java_maven
 

@@ -229,7 +229,10 @@ pub enum LostReason {
     /// a reentry) got through, e.g. while Redis was unreachable.
     LeaseExpired,
     /// Redis no longer has this owner's field: the key expired, was deleted
-    /// (`DEL`, eviction, `FLUSHALL`) or now belongs to another owner.
+    /// (`DEL`, eviction, `FLUSHALL`, another client's force unlock, Java's
+    /// `forceUnlock()` included) or now belongs to another owner. A holder
+    /// learns it at the watchdog's next renewal: within a third of the
+    /// watchdog timeout (10 s with the defaults) plus a round trip.
     KeyGone,
     /// The lock's key now holds a value of another type (`WRONGTYPE`).
     Overwritten,

@@ -99,6 +99,30 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// `ms` since the Unix epoch as UTC, to the millisecond:
+/// `2026-11-28T04:15:03.120Z` (RFC 3339), what a person reads in `watch`'s
+/// and `inspect`'s text. Before 1970 it is the number itself.
+pub fn utc_text(ms: i64) -> String {
+    if ms < 0 {
+        return format!("{ms} ms");
+    }
+    let (days, rest) = (ms / 86_400_000, ms % 86_400_000);
+    let (hour, minute) = (rest / 3_600_000, rest % 3_600_000 / 60_000);
+    let (second, milli) = (rest % 60_000 / 1000, rest % 1000);
+    // Howard Hinnant's civil_from_days: the proleptic Gregorian date of a
+    // day count since 1970-01-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
+}
+
 fn holders(info: &LockInfo) -> BTreeMap<String, u64> {
     info.holders.iter().map(|h| (h.field(), h.count)).collect()
 }
@@ -127,11 +151,21 @@ impl Printer {
         match self.output {
             Output::Json => println!("{line}"),
             Output::Text => {
+                let value = |v: &serde_json::Value| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    other => other.to_string(),
+                };
                 let detail: Vec<String> = fields
                     .as_object()
-                    .map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .map(|o| o.iter().map(|(k, v)| format!("{k}={}", value(v))).collect())
                     .unwrap_or_default();
-                println!("{} {} {}", line["time_ms"], kind.name(), detail.join(" "));
+                let at = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+                println!("{} {} {}", utc_text(at), kind.name(), detail.join(" "));
             }
         }
     }
@@ -271,6 +305,14 @@ pub fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_utc_rfc3339() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_text(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(utc_text(1_795_839_303_120), "2026-11-28T04:15:03.120Z");
+        assert_eq!(utc_text(-5), "-5 ms");
+    }
 
     #[test]
     fn channels_follow_redisson_prefix_name_and_are_glob_escaped() {

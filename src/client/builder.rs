@@ -19,6 +19,11 @@ use crate::net::tls::TlsSettings;
 use crate::topology::sentinel::SentinelSettings;
 use crate::topology::{Target, Topology};
 
+/// What a Redis URL may look like, for the message of one that does not
+/// parse (redis-rs says only that it did not).
+const URL_FORMS: &str = "expected redis://[[user]:password@]host[:port][/db] (a password's \
+     `@ : / ? #` percent-encoded), rediss://... (feature `tls-rustls`) or unix:///path/to/socket";
+
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ClientBuilder {
@@ -141,7 +146,7 @@ impl ClientBuilder {
     /// The default is `multiplexed(4)` for a client without replica sync
     /// (one server), and a pool of 32 connections under replica sync
     /// (Sentinel and cluster clients), where a write's `WAIT` would hold a
-    /// shared socket (BENCHMARKS.md, "Many threads", has the measurements).
+    /// shared socket (docs/performance.md summarises the measurements).
     /// Replaces [`pool_size`](Self::pool_size) (the last call wins).
     pub fn multiplexed(mut self, connections: u32) -> Self {
         self.multiplexed = Some(connections);
@@ -201,7 +206,7 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client> {
         let info = self
             .info
-            .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
+            .map_err(|e| Error::invalid(format!("invalid Redis URL ({e}); {URL_FORMS}")))?;
         let mut config = self.config;
         config.check()?;
         let connections = match (self.multiplexed, self.pool_size) {

@@ -50,7 +50,7 @@ pub(crate) struct Engine {
     _watchdog: Watchdog,
     /// Replica sync of lock writes, when on.
     pub sync: Option<Arc<ReplicaSync>>,
-    /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6): the
+    /// `publish`, or `spublish` with sharded pub/sub (docs/wire-format.md, "Pub/sub"): the
     /// topology's pub/sub flavour.
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without

@@ -1,5 +1,6 @@
 //! The shared renewal thread: renews every watchdog-mode hold of the
-//! client's [`Registry`] at a third of the watchdog timeout (PROTOCOL §10),
+//! client's [`Registry`] at a third of the watchdog timeout (docs/wire-format.md, "Batched
+//! renewal"),
 //! in chunks of 100 locks per script call, 20 chunks pipelined per round trip
 //! on one connection (not one round trip per chunk).
 //!

@@ -1,11 +1,12 @@
-//! Redisson's `FairLock` (`getFairLock`, PROTOCOL §3): RLock's hash and
+//! Redisson's `FairLock` (`getFairLock`, docs/wire-format.md, "Fair locks"): RLock's hash and
 //! renewal, plus a queue of waiting owner fields
 //! `redisson_lock_queue:{<name>}` in arrival order and a zset
 //! `redisson_lock_timeout:{<name>}` of their deadlines (client epoch ms). A
 //! release wakes only the queue head, on its own channel
 //! `redisson_lock__channel:{<name>}:<head field>`.
 //!
-//! The non-reentrant fair lock (PROTOCOL §7) speaks the same scripts with a
+//! The non-reentrant fair lock (docs/wire-format.md, "Non-reentrant lock") speaks the same
+//! scripts with a
 //! reentry error text; both types share [`FairCore`].
 
 use std::borrow::Cow;
@@ -58,7 +59,7 @@ impl FairCore {
         }
     }
 
-    /// Redisson's "thread wait time" (PROTOCOL §3): the caller's wait in
+    /// Redisson's "thread wait time" (docs/wire-format.md, "Fair locks"): the caller's wait in
     /// whole ms when above 0, the wait timeout otherwise (`lock()`, or a
     /// wait under 1 ms).
     fn thread_wait_ms(&self, wait_ms: u64) -> u64 {

@@ -1,6 +1,6 @@
 //! A read-only snapshot of one lock of any kind of the family
 //! (`lua/inspect.lua`): what its keys say about it, read in one script in
-//! the lock's slot, and checked against the layouts of PROTOCOL §2–§7. A key
+//! the lock's slot, and checked against the layouts of docs/wire-format.md. A key
 //! laid out as no Redisson lock lays it out is [`Error::NotALock`], never a
 //! guess. A string holding an integer is a synchronizer's counter (a
 //! semaphore's or a count-down latch's), with a permit-expirable

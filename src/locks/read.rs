@@ -1,5 +1,6 @@
 //! The read side of Redisson's `RReadWriteLock` (`RedissonReadLock`,
-//! PROTOCOL §4): readers share the hash `<name>` (`mode` = `read`, one field
+//! docs/wire-format.md, "Read/write lock"): readers share the hash `<name>` (`mode` = `read`,
+//! one field
 //! `<client id>:<thread>` per reading thread holding its count), and each
 //! read hold has a marker key `{<name>}:<field>:rwlock_timeout:<n>` with that
 //! hold's lease. Whether the hash outlives a reader's unlock is decided by

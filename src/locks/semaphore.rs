@@ -33,7 +33,7 @@ pub(crate) const MAX_PERMITS: i64 = i32::MAX as i64;
 pub(crate) struct SemaphoreKeys<'a> {
     pub name: &'a str,
     pub channel: &'a str,
-    /// `publish` or `spublish` (PROTOCOL §1.6).
+    /// `publish` or `spublish` (docs/wire-format.md, "Pub/sub").
     pub publish: &'static str,
 }
 

@@ -1,5 +1,5 @@
 //! The shared subscriber: one connection and one thread per client, whatever
-//! the number of waiting threads and lock names (PROTOCOL §1.6, §2.5).
+//! the number of waiting threads and lock names (docs/wire-format.md, "Pub/sub").
 //!
 //! A waiting thread takes a [`Subscription`] to its lock's entry before its
 //! second acquire attempt and parks on it for at most the holder's TTL. The
@@ -65,7 +65,7 @@ pub(crate) enum Flavour {
 
 impl Flavour {
     /// The command the unlock scripts publish with: `publish`, or
-    /// `spublish` for sharded pub/sub (PROTOCOL §1.6).
+    /// `spublish` for sharded pub/sub (docs/wire-format.md, "Pub/sub").
     pub fn publish(self) -> &'static str {
         match self {
             Flavour::Standalone | Flavour::ClusterClassic => "publish",
