@@ -70,7 +70,7 @@ impl Conn {
     /// records it: once per flavour spoken (a (un)subscribe of
     /// [`Flavour::Both`] is two commands, each awaiting its reply; the
     /// channel settles with the last).
-    fn queue(&mut self, command: Pending, flavour: Flavour) {
+    pub(super) fn queue(&mut self, command: Pending, flavour: Flavour) {
         let pairs = match &command {
             Pending::Ping => {
                 self.out

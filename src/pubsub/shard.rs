@@ -4,8 +4,10 @@
 
 use redis::ServerError;
 
-use super::Shared;
+use std::sync::atomic::Ordering;
+
 use super::conn::Pending;
+use super::{Flavour, Shared};
 
 /// A refusal that means the channel's slot is served elsewhere now, or for
 /// a moment by nobody.
@@ -25,9 +27,20 @@ impl Shared {
 
     /// Redis dropped the shard channel `channel` (after a failover or a slot
     /// migration): forget it here and wake its waiters, who subscribe again
-    /// at the slot's new master.
+    /// at the slot's new master. Under [`Flavour::Both`], the channel's
+    /// classic subscription here is dropped too.
     pub(super) fn shard_lost(&self, channel: &str) {
         let mut conn = self.conn.lock();
+        if self.flavour == Flavour::Both && conn.subscribed.contains(channel) {
+            // The classic half stays on this node's connection: dropped too
+            // (written by the next sync), so that the node keeps nothing
+            // for a channel it no longer serves.
+            conn.queue(
+                Pending::Unsubscribe(channel.to_owned()),
+                Flavour::ClusterClassic,
+            );
+            self.dirty.store(true, Ordering::Release);
+        }
         conn.subscribed.remove(channel);
         let woken = self.lot.lock().moved(channel);
         log::info!(
