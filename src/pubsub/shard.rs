@@ -6,7 +6,7 @@ use redis::ServerError;
 
 use std::sync::atomic::Ordering;
 
-use super::conn::Pending;
+use super::conn::{Conn, Pending};
 use super::{Flavour, Shared};
 
 /// A refusal that means the channel's slot is served elsewhere now, or for
@@ -31,15 +31,8 @@ impl Shared {
     /// classic subscription here is dropped too.
     pub(super) fn shard_lost(&self, channel: &str) {
         let mut conn = self.conn.lock();
-        if self.flavour == Flavour::Both && conn.subscribed.contains(channel) {
-            // The classic half stays on this node's connection: dropped too
-            // (written by the next sync), so that the node keeps nothing
-            // for a channel it no longer serves.
-            conn.queue(
-                Pending::Unsubscribe(channel.to_owned()),
-                Flavour::ClusterClassic,
-            );
-            self.dirty.store(true, Ordering::Release);
+        if conn.subscribed.contains(channel) {
+            self.drop_classic_half(&mut conn, channel);
         }
         conn.subscribed.remove(channel);
         let woken = self.lot.lock().moved(channel);
@@ -47,5 +40,20 @@ impl Shared {
             "redisson-lock: the server dropped the shard subscription to {channel} (slot moved \
              or failed over): {woken} waiting thread(s) subscribe again at its new master"
         );
+    }
+
+    /// Under [`Flavour::Both`], when the shard half of `channel`'s
+    /// subscription is gone or refused as served elsewhere: queues an
+    /// `UNSUBSCRIBE` of its classic half (written by the next sync), so that
+    /// the node keeps nothing for a channel it no longer serves. Nothing
+    /// for the other flavours.
+    pub(super) fn drop_classic_half(&self, conn: &mut Conn, channel: &str) {
+        if self.flavour == Flavour::Both {
+            conn.queue(
+                Pending::Unsubscribe(channel.to_owned()),
+                Flavour::ClusterClassic,
+            );
+            self.dirty.store(true, Ordering::Release);
+        }
     }
 }
