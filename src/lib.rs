@@ -158,7 +158,7 @@ pub use client::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,
 };
-pub use config::ShardedSubscription;
+pub use config::{PermitIdEncoding, ShardedSubscription};
 pub use engine::events::{EventHandler, LockEvent};
 pub use error::{Error, LostReason, Result};
 pub use lock::Lock;
@@ -206,3 +206,7 @@ struct OperatingDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/synchronizers.md")]
 struct SynchronizersDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/compat.md")]
+struct CompatDoctests;

@@ -63,7 +63,7 @@ pub(crate) const RWLOCK_MODE_FIELD: &str = "mode";
 /// The suffix of a write hold's owner field (docs/wire-format.md, "Keys").
 pub(crate) const WRITE_FIELD_SUFFIX: &str = ":write";
 
-/// Redisson's count-down latch channel prefix (SYNCHRONIZERS §2.1): the
+/// Redisson's count-down latch channel prefix (docs/synchronizers.md): the
 /// channel is this, `{`, the name and `}`, with no colon and no
 /// `prefixName` rule.
 pub(crate) const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
@@ -79,7 +79,7 @@ pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
 /// The channel of the count-down latch `name`:
 /// `redisson_countdownlatch__channel__{<name>}`, braces added even when the
 /// name has some (so a name with a `}` puts it in another cluster slot than
-/// the key, SYNCHRONIZERS §2.1).
+/// the key, docs/synchronizers.md).
 pub(crate) fn latch_channel(name: &str) -> String {
     concat(&[LATCH_CHANNEL_PREFIX, "{", name, "}"])
 }
@@ -130,20 +130,20 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// The channel of an RSemaphore (and of an RPermitExpirableSemaphore of the
-/// same name), `redisson_sc:{<name>}` (SYNCHRONIZERS §2.1): the permit
+/// same name), `redisson_sc:{<name>}` (docs/synchronizers.md): the permit
 /// counts its writers publish.
 pub(crate) fn semaphore_channel(name: &str) -> String {
     prefix_name("redisson_sc", name)
 }
 
 /// A permit-expirable semaphore's ZSET of acquired permit ids,
-/// `suffixName(name, "timeout")`: `{<name>}:timeout` (SYNCHRONIZERS §4.1).
+/// `suffixName(name, "timeout")`: `{<name>}:timeout` (docs/synchronizers.md).
 pub(crate) fn pes_timeout_key(name: &str) -> String {
     suffix_name(name, &["timeout"])
 }
 
 /// A permit-expirable semaphore's "permanent" expiry score
-/// (`Long.MAX_VALUE / 10000`, SYNCHRONIZERS §2.5): a permit acquired without
+/// (`Long.MAX_VALUE / 10000`, docs/synchronizers.md): a permit acquired without
 /// a lease carries it in the timeout ZSET.
 pub(crate) const PES_PERMANENT_SCORE: u64 = 922_337_203_685_477;
 

@@ -101,6 +101,9 @@ pub fn text(info: &LockInfo) -> String {
                 .collect();
             text.push_str(&format!("  markers [{}]", markers.join(", ")));
         }
+        if holder.lacks_live_marker() {
+            text.push_str("  (no live marker: a 4.x read unlock deletes the lock)");
+        }
         line(&mut out, "holder", &text);
     }
     for (i, waiter) in info.queue.iter().enumerate() {
@@ -139,7 +142,16 @@ pub fn permit_lines(info: &LockInfo) -> String {
             (Some(at), None) => format!("expires {}", crate::watch::utc_text(at)),
             _ => "permanent".into(),
         };
-        out.push_str(&format!("{:<10} {}  {expiry}\n", "permit", permit.id));
+        let form = if permit.stored_as_hex {
+            "  (stored as hex text, Redisson <= 3.16.8)"
+        } else {
+            ""
+        };
+        line(
+            &mut out,
+            "permit",
+            &format!("{}  {expiry}{form}", permit.id),
+        );
     }
     out
 }

@@ -2,7 +2,7 @@
 //! subscribe, then try again after every message, never sleeping longer
 //! than a hint, a safety re-poll or the caller's deadline. A message only
 //! means "try again now": its value is never counted (a multi-permit waiter
-//! re-checks the counter after every message, SYNCHRONIZERS §7.4-7.5).
+//! re-checks the counter after every message, docs/synchronizers.md).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! [`CountDownLatch`], Redisson's `RCountDownLatch` (SYNCHRONIZERS §5).
+//! [`CountDownLatch`], Redisson's `RCountDownLatch` (docs/synchronizers.md).
 
 use std::fmt;
 use std::sync::Arc;
@@ -160,7 +160,7 @@ impl CountDownLatch {
     /// 3 s even if no message comes: a latch [deleted](Self::delete) while
     /// it waits, or counted down by a writer whose publish was lost, still
     /// releases it. Java's `await()` does neither: it re-reads only on `0`,
-    /// so a deleted latch strands Java waiters forever (SYNCHRONIZERS §5.2).
+    /// so a deleted latch strands Java waiters forever (docs/synchronizers.md).
     /// An error (Redis unreachable, the subscription not confirmed within
     /// the subscription timeout) ends the wait.
     pub fn wait(&self) -> Result<()> {
@@ -179,7 +179,7 @@ impl CountDownLatch {
     /// is published. Rust waiters re-check and return (the count is now 0);
     /// **Java waiters are not released**: `1` closes their local latch, so
     /// Java's `await()` stays blocked and `await(t)` returns `true` only
-    /// when its timeout passes (SYNCHRONIZERS §5.2). Redisson's `delete()`.
+    /// when its timeout passes (docs/synchronizers.md). Redisson's `delete()`.
     /// One round trip.
     ///
     /// Sent like Redisson's `evalWriteAsync` (a lost reply on a dropped
