@@ -4,10 +4,10 @@
 -- KEYS[1] = the latch
 -- KEYS[2] = redisson_countdownlatch__channel__{<name>}
 -- ARGV[1] = "1" (NEW_COUNT_MESSAGE)
--- ARGV[2] = publish | spublish
+-- ARGV[2] = publish | spublish | "publish spublish"
 -- Returns 1 when a key was deleted (and "1" published), 0 otherwise.
 if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1])
+    for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
     return 1
 end
 return 0

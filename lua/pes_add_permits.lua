@@ -8,6 +8,6 @@ if value == false then
 end
 redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1]))
 if tonumber(ARGV[1]) > 0 then
-  redis.call(ARGV[2], KEYS[2], ARGV[1])
+  for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
 end
 return nil

@@ -11,7 +11,7 @@ if #expired > 0 then
   end
   reclaimed = redis.call('incrby', KEYS[1], #expired)
   if tonumber(reclaimed) > 0 then
-    redis.call(ARGV[4], KEYS[3], reclaimed)
+    for cmd in string.gmatch(ARGV[4], "%S+") do redis.call(cmd, KEYS[3], reclaimed) end
   end
 end
 local expiry = redis.call('zscore', KEYS[2], ARGV[1])

@@ -18,7 +18,7 @@ if #expired > 0 then
   end
   local value = redis.call('incrby', KEYS[1], #expired)
   if tonumber(value) > 0 then
-    redis.call(ARGV[3], KEYS[2], value)
+    for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[2], value) end
   end
 end
 local removed = 0
@@ -27,6 +27,6 @@ for i = 4, #ARGV do
 end
 if removed > 0 then
   redis.call('incrby', KEYS[1], removed)
-  redis.call(ARGV[3], KEYS[2], removed)
+  for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[2], removed) end
 end
 return removed

@@ -9,7 +9,7 @@ if tonumber(removed) == 0 then
   return 0
 end
 local value = redis.call('incrby', KEYS[1], ARGV[2])
-redis.call(ARGV[4], KEYS[2], value)
+for cmd in string.gmatch(ARGV[4], "%S+") do redis.call(cmd, KEYS[2], value) end
 if tonumber(expiry) <= tonumber(ARGV[3]) then
   return 0
 end

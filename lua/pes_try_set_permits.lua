@@ -4,7 +4,7 @@
 -- to n, publish n, return 1; otherwise 0. The timeout ZSET is ignored.
 if redis.call('get', KEYS[1]) == false then
   redis.call('set', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], KEYS[2], ARGV[1])
+  for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
   return 1
 end
 return 0

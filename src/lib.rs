@@ -137,7 +137,7 @@ pub use client::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,
 };
-pub use config::ShardedSubscription;
+pub use config::{PermitIdEncoding, ShardedSubscription};
 pub use engine::events::{EventHandler, LockEvent};
 pub use error::{Error, LostReason, Result};
 pub use lock::Lock;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::{ConnectionInfo, RedisResult};
 
 use crate::client::Client;
+use crate::config::compat::{Compat, Explicit};
 use crate::config::{Config, ShardedSubscription};
 use crate::engine::Engine;
 use crate::engine::events::EventHandler;
@@ -40,6 +41,11 @@ pub struct ClientBuilder {
     handler: Option<Arc<dyn EventHandler>>,
     /// Metrics settings (the lock-label mapping; see `observe.rs`).
     pub(crate) observe: observe::Settings,
+    /// The settings of [`redisson_compat`](Self::redisson_compat), or why
+    /// its version was refused (reported by `build`).
+    pub(crate) compat: Option<std::result::Result<Compat, String>>,
+    /// The knobs set explicitly, which `redisson_compat` does not override.
+    pub(crate) explicit: Explicit,
 }
 
 impl ClientBuilder {
@@ -56,6 +62,8 @@ impl ClientBuilder {
             sharded: ShardedSubscription::Auto,
             handler: None,
             observe: observe::Settings::default(),
+            compat: None,
+            explicit: Explicit::default(),
         }
     }
 
@@ -190,8 +198,11 @@ impl ClientBuilder {
     /// `fairLockWaitTimeout`; default 300 s. Every client of a fair lock, Java
     /// or Rust, should use the same value: queue deadlines are shifted by each
     /// acquirer's own. Checked by [`build`](Self::build): 1 ms to 100 years.
+    /// Set explicitly, it wins over [`redisson_compat`](Self::redisson_compat)
+    /// (which gives 5 s for Redisson up to 3.13.2), whatever the call order.
     pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
         self.config.fair_lock_wait_timeout = timeout;
+        self.explicit.fair_lock_wait_timeout = true;
         self
     }
 
@@ -203,6 +214,11 @@ impl ClientBuilder {
             .info
             .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
         let mut config = self.config;
+        let mut sharded = self.sharded;
+        if let Some(compat) = self.compat {
+            let compat = compat.map_err(Error::invalid)?;
+            compat.apply(&mut config, &mut sharded, self.explicit);
+        }
         config.check()?;
         let connections = match (self.multiplexed, self.pool_size) {
             (Some(n), _) if !(1..=64).contains(&n) => {
@@ -230,7 +246,7 @@ impl ClientBuilder {
         let target = match (self.seeds, self.sentinel) {
             (None, None) => Target::Single(info),
             (None, Some(sentinel)) => Target::Sentinel(info, sentinel),
-            (Some(seeds), None) => Target::Cluster(seeds, self.sharded),
+            (Some(seeds), None) => Target::Cluster(seeds, sharded),
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(
                     "a client is either for Sentinel or for a cluster, not both",

@@ -1,10 +1,12 @@
 //! [`Client`], the public face of one client's engine and the factory of
 //! its locks, and [`ClientBuilder`] with every knob: the common ones in
 //! `builder.rs`, each topology's and feature's beside it (`sentinel.rs`,
-//! `cluster.rs`, `tls.rs`, `replicas.rs`, `observe.rs`).
+//! `cluster.rs`, `tls.rs`, `replicas.rs`, `observe.rs`, and the Redisson
+//! version knobs in `compat.rs`).
 
 mod builder;
 mod cluster;
+mod compat;
 mod inspect;
 #[cfg(feature = "metrics")]
 mod observe;

@@ -67,29 +67,42 @@ pub(super) enum Pending {
 
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
-    /// records it.
+    /// records it: once per flavour spoken (a (un)subscribe of
+    /// [`Flavour::Both`] is two commands, each awaiting its reply; the
+    /// channel settles with the last).
     fn queue(&mut self, command: Pending, flavour: Flavour) {
-        let (subscribe, unsubscribe) = flavour.commands();
-        let packed = match &command {
-            Pending::Subscribe(channel) => redis::cmd(subscribe).arg(channel).get_packed_command(),
-            Pending::Unsubscribe(channel) => {
-                redis::cmd(unsubscribe).arg(channel).get_packed_command()
+        let pairs = match &command {
+            Pending::Ping => {
+                self.out
+                    .extend_from_slice(&redis::cmd("PING").get_packed_command());
+                self.pending.push_back(command);
+                return;
             }
-            Pending::Ping => redis::cmd("PING").get_packed_command(),
+            Pending::Subscribe(_) | Pending::Unsubscribe(_) => flavour.commands(),
         };
-        self.out.extend_from_slice(&packed);
-        match &command {
+        for &(subscribe, unsubscribe) in pairs {
+            let (name, channel) = match &command {
+                Pending::Subscribe(channel) => (subscribe, channel),
+                Pending::Unsubscribe(channel) => (unsubscribe, channel),
+                Pending::Ping => continue,
+            };
+            self.out
+                .extend_from_slice(&redis::cmd(name).arg(channel).get_packed_command());
+            *self.in_flight.entry(channel.clone()).or_default() += 1;
+            self.pending.push_back(match &command {
+                Pending::Subscribe(channel) => Pending::Subscribe(channel.clone()),
+                _ => Pending::Unsubscribe(channel.clone()),
+            });
+        }
+        match command {
             Pending::Subscribe(channel) => {
-                self.subscribed.insert(channel.clone());
-                *self.in_flight.entry(channel.clone()).or_default() += 1;
+                self.subscribed.insert(channel);
             }
             Pending::Unsubscribe(channel) => {
-                self.subscribed.remove(channel);
-                *self.in_flight.entry(channel.clone()).or_default() += 1;
+                self.subscribed.remove(&channel);
             }
             Pending::Ping => {}
         }
-        self.pending.push_back(command);
     }
 
     /// One command for `channel` got its reply; `true` when none is left in

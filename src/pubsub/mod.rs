@@ -61,23 +61,32 @@ pub(crate) enum Flavour {
     ClusterClassic,
     /// One master of a cluster, sharded pub/sub: `SSUBSCRIBE`.
     Sharded,
+    /// One master of a cluster, both flavours: `SUBSCRIBE` and `SSUBSCRIBE`
+    /// of each channel on the one connection, and scripts publish with
+    /// `PUBLISH` and `SPUBLISH`.
+    Both,
 }
 
 impl Flavour {
-    /// The command the unlock scripts publish with: `publish`, or
-    /// `spublish` for sharded pub/sub (PROTOCOL §1.6).
+    /// The commands the unlock scripts publish with, the script argument:
+    /// `publish`, or `spublish` for sharded pub/sub (PROTOCOL §1.6), or
+    /// `publish spublish` for both (every script publishes once with each
+    /// word of it).
     pub fn publish(self) -> &'static str {
         match self {
             Flavour::Standalone | Flavour::ClusterClassic => "publish",
             Flavour::Sharded => "spublish",
+            Flavour::Both => "publish spublish",
         }
     }
 
-    /// The subscribe and unsubscribe commands.
-    pub fn commands(self) -> (&'static str, &'static str) {
+    /// The subscribe and unsubscribe commands, one pair per flavour spoken
+    /// (two for [`Flavour::Both`]: each channel is subscribed with both).
+    pub fn commands(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Flavour::Standalone | Flavour::ClusterClassic => ("SUBSCRIBE", "UNSUBSCRIBE"),
-            Flavour::Sharded => ("SSUBSCRIBE", "SUNSUBSCRIBE"),
+            Flavour::Standalone | Flavour::ClusterClassic => &[("SUBSCRIBE", "UNSUBSCRIBE")],
+            Flavour::Sharded => &[("SSUBSCRIBE", "SUNSUBSCRIBE")],
+            Flavour::Both => &[("SUBSCRIBE", "UNSUBSCRIBE"), ("SSUBSCRIBE", "SUNSUBSCRIBE")],
         }
     }
 
@@ -87,7 +96,7 @@ impl Flavour {
     pub fn in_cluster(self) -> bool {
         match self {
             Flavour::Standalone => false,
-            Flavour::ClusterClassic | Flavour::Sharded => true,
+            Flavour::ClusterClassic | Flavour::Sharded | Flavour::Both => true,
         }
     }
 }

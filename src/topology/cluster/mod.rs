@@ -324,22 +324,25 @@ pub(crate) fn redirect(e: &redis::RedisError, replied: &str) -> Option<(Arc<str>
 impl Cluster {
     /// The pub/sub flavour per `mode`: for [`ShardedSubscription::Auto`],
     /// sharded when the first seed that answers accepts `PUBSUB
-    /// SHARDNUMSUB 0` (one connect and one round trip). Logs the choice.
+    /// SHARDNUMSUB 0` (one connect and one round trip), and for
+    /// [`ShardedSubscription::Both`] both flavours then (classic alone
+    /// otherwise). Logs the choice.
     pub fn flavour(&self, mode: ShardedSubscription) -> Flavour {
-        let sharded = match mode {
-            ShardedSubscription::On => true,
-            ShardedSubscription::Off => false,
-            ShardedSubscription::Auto => self.state.probe_sharding(),
-        };
-        let flavour = if sharded {
-            Flavour::Sharded
-        } else {
-            Flavour::ClusterClassic
+        let flavour = match mode {
+            ShardedSubscription::On => Flavour::Sharded,
+            ShardedSubscription::Off => Flavour::ClusterClassic,
+            ShardedSubscription::Auto if self.state.probe_sharding() => Flavour::Sharded,
+            ShardedSubscription::Both if self.state.probe_sharding() => Flavour::Both,
+            _ => Flavour::ClusterClassic,
         };
         log::info!(
             "redisson-lock: Redis Cluster with {} pub/sub (sharded_subscription {mode:?}): \
              unlock scripts {}",
-            if sharded { "sharded" } else { "classic" },
+            match flavour {
+                Flavour::Sharded => "sharded",
+                Flavour::Both => "classic and sharded",
+                _ => "classic",
+            },
             flavour.publish().to_uppercase()
         );
         flavour
