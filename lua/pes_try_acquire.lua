@@ -4,7 +4,8 @@
 -- epoch ms), KEYS[3] = redisson_sc:{<name>}.
 -- ARGV[1] = n, ARGV[2] = expiry (now + lease, or the permanent sentinel),
 -- ARGV[3] = now (the caller's clock), ARGV[4] = the sentinel,
--- ARGV[5] = publish | spublish | "publish spublish", ARGV[6..] = the n ids (raw bytes).
+-- ARGV[5] = publish | spublish | "publish spublish", ARGV[6..] = the n ids
+-- (raw bytes, or 32-char hex text for Redisson up to 3.16.8).
 -- Returns 'OK' (acquired), ':<ms>' (the nearest finite expiry) or nil.
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
 if #expired > 0 then

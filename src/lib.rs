@@ -179,3 +179,7 @@ struct OperatingDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/synchronizers.md")]
 struct SynchronizersDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/compat.md")]
+struct CompatDoctests;

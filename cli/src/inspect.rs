@@ -87,6 +87,9 @@ pub fn text(info: &LockInfo) -> String {
                 .collect();
             text.push_str(&format!("  markers [{}]", markers.join(", ")));
         }
+        if holder.lacks_live_marker() {
+            text.push_str("  (no live marker: a 4.x read unlock deletes the lock)");
+        }
         line(&mut out, "holder", &text);
     }
     for (i, waiter) in info.queue.iter().enumerate() {
@@ -110,7 +113,16 @@ pub fn text(info: &LockInfo) -> String {
             (Some(at), None) => format!("expires {at}"),
             _ => "permanent".into(),
         };
-        line(&mut out, "permit", &format!("{}  {expiry}", permit.id));
+        let form = if permit.stored_as_hex {
+            "  (stored as hex text, Redisson <= 3.16.8)"
+        } else {
+            ""
+        };
+        line(
+            &mut out,
+            "permit",
+            &format!("{}  {expiry}{form}", permit.id),
+        );
     }
     out
 }

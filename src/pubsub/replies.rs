@@ -134,6 +134,15 @@ impl Shared {
                         "redisson-lock: the server refused to subscribe to {channel} ({error}): \
                          {failed} waiting thread(s) get the error"
                     );
+                } else if self.flavour == super::Flavour::Both && conn.subscribed.contains(&channel)
+                {
+                    // The other flavour's reply settles the channel: its
+                    // waiters hear that flavour only.
+                    log::warn!(
+                        "redisson-lock: the server refused one of SUBSCRIBE/SSUBSCRIBE {channel} \
+                         ({}): its waiters hear the other flavour only",
+                        e.code()
+                    );
                 } else {
                     log::debug!("redisson-lock: a superseded SUBSCRIBE {channel} was refused");
                 }

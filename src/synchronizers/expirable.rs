@@ -27,8 +27,10 @@ use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 /// language) can release it. The Redis state is Redisson's byte for byte
 /// (see `docs/wire-format.md`), so Java and Rust share the same permits and
 /// wake each other up: the available permits in the string `<name>`, every
-/// acquired permit in the ZSET `{<name>}:timeout` (the raw 16-byte id,
-/// scored by its expiry), messages on `redisson_sc:{<name>}` (the channel
+/// acquired permit in the ZSET `{<name>}:timeout` (the raw 16-byte id, or
+/// its hex text as Redisson up to 3.16.8 writes it, see
+/// [`PermitIdEncoding`](crate::PermitIdEncoding); either is found by a
+/// release; scored by its expiry), messages on `redisson_sc:{<name>}` (the channel
 /// an `RSemaphore` of the same name also uses).
 ///
 /// **Clocks.** As in Redisson, every expiry is this host's wall clock

@@ -502,6 +502,13 @@ pub struct RawSubscriber {
 }
 
 impl RawSubscriber {
+    /// A plain connection to `127.0.0.1:port` that sent `command` (e.g.
+    /// `SUBSCRIBE`, `SSUBSCRIBE`) for `names`, each confirmed by the server:
+    /// a cluster node's subscriber of one flavour.
+    pub fn on_port(port: u16, command: &str, names: &[&str]) -> RawSubscriber {
+        RawSubscriber::new(port, command, names)
+    }
+
     fn new(port: u16, command: &str, names: &[&str]) -> RawSubscriber {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect a subscriber");
         let mut cmd = redis::cmd(command);
@@ -556,7 +563,7 @@ impl RawSubscriber {
                 .expect("read timeout");
             let strings = self.read()?;
             match strings.first().map(String::as_str) {
-                Some("message") => {
+                Some("message" | "smessage") => {
                     return Some(Message {
                         channel: strings[1].clone(),
                         payload: strings[2].clone(),

@@ -62,8 +62,9 @@ impl PermitExpirableSemaphore {
         let now = epoch_millis();
         let expiry = expirable::expiry_score(now, lease);
         let publish = self.engine.publish;
+        let encoding = self.engine.config.permit_ids;
         self.synced("acquire", false, |con| {
-            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish)
+            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish, encoding)
         })
     }
 
