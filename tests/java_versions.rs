@@ -812,8 +812,9 @@ const SHORT_WATCHDOG: Duration = Duration::from_secs(3);
 /// its hash lives on. In that state, with Java reader `r1` holding twice:
 ///
 /// 1. a Rust reader with `redisson_compat("3.52.0")` unlocks its own hold:
-///    the lock stays, no Rust nor Java writer gets in while `r1` reads, and
-///    `r1`'s release then wakes a Rust writer;
+///    the lock stays, no Rust nor Java writer gets in while `r1` reads (a
+///    Rust writer waits across Java's renewals), and Java's force unlock
+///    then wakes it;
 /// 2. the same Rust reader without the knob (4.x's rule) deletes the lock
 ///    (why the knob exists);
 /// 3. a second Java reader's own unlock deletes the lock too: the known
@@ -858,14 +859,22 @@ fn redisson_3_52_0_read_lock_renewal_defect() {
         !java.flag("w1", &format!("tryLockNow write/{name}")),
         "a Java writer got in under the Java reader"
     );
+    // A Rust writer waits, and stays out across Java's renewals, while the
+    // Java reader holds; Java's force unlock then lets it in. (A plain Java
+    // unlock of one of r1's two holds would delete the lock here: Redisson's
+    // own defect, case 3.)
     let writer = Waiter::try_lock_for(rw.write_lock(), Duration::from_secs(25));
     parked(&compat, false);
-    java.ok("r1", &format!("unlock read/{name}"));
+    thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !writer.has_acquired(),
+        "a Rust writer got in under the Java reader"
+    );
     let released = Instant::now();
-    java.ok("r1", &format!("unlock read/{name}"));
+    assert!(java.flag("w1", &format!("forceUnlock read/{name}")));
     let took = writer.woken_within(released, WAKE, Duration::from_secs(25));
     eprintln!(
-        "3.52.0: with the knob the Java reader kept its lock; its release -> Rust writer {took:?}"
+        "3.52.0: with redisson_compat the Java reader kept its lock; Java's force unlock -> Rust writer {took:?}"
     );
 
     // 2. The same without the knob.
