@@ -113,14 +113,13 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("semaphore", semaphore),
     ("permit-expirable semaphore", expirable),
     ("count-down latch", latch),
-    (
-        "fair queue: 5 s deadlines (3.12.4 knob)",
-        fair_queue_deadlines,
-    ),
-    (
-        "fair queue: a dead Rust waiter (3.12.4 knob)",
-        fair_dead_waiter,
-    ),
+];
+
+/// The scenarios of the passes of versions up to 3.13.2 only (their 5 s
+/// fair wait), after [`SCENARIOS`].
+const FAIR_5S_SCENARIOS: &[(&str, Scenario)] = &[
+    ("fair queue: 5 s deadlines (knob)", fair_queue_deadlines),
+    ("fair queue: a dead Rust waiter (knob)", fair_dead_waiter),
 ];
 
 macro_rules! versions {
@@ -162,7 +161,12 @@ fn run_version(version: &'static str) {
         client: &client,
     };
     let mut rows = Vec::new();
-    for &(scenario, run) in SCENARIOS {
+    let only_5s_fair = if pass.below("3.13.3") {
+        FAIR_5S_SCENARIOS
+    } else {
+        &[]
+    };
+    for &(scenario, run) in SCENARIOS.iter().chain(only_5s_fair) {
         let at = Instant::now();
         let verdict = match catch_unwind(AssertUnwindSafe(|| run(&pass))) {
             Ok(Ok(())) => Verdict::Passed,
@@ -705,9 +709,6 @@ fn queued_score(server: &RedisServer, name: &str, field: &str) -> i64 {
 /// waiter queue: each deadline is exactly 5 000 ms behind the one before
 /// (the tail's deadline + the 5 s wait), the Rust one like the Java ones.
 fn fair_queue_deadlines(p: &Pass<'_>) -> Outcome {
-    if p.version != "3.12.4" {
-        return Err("the 5 s fair wait is Redisson 3.12.4's (up to 3.13.2)".into());
-    }
     let name = p.name("fairq");
     let java = p.java;
     let client = p.compat_client();
@@ -754,9 +755,6 @@ fn fair_queue_deadlines(p: &Pass<'_>) -> Outcome {
 /// Java waiter behind it gets the lock ~5 s after the lock became free
 /// (the dead waiter's 5 s deadline passes), not 300 s later.
 fn fair_dead_waiter(p: &Pass<'_>) -> Outcome {
-    if p.version != "3.12.4" {
-        return Err("the 5 s fair wait is Redisson 3.12.4's (up to 3.13.2)".into());
-    }
     let name = p.name("fairdead");
     let java = p.java;
     let proxy = Proxy::start(p.server.port());
