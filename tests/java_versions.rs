@@ -644,6 +644,23 @@ fn expirable(p: &Pass<'_>) -> Outcome {
     let java_id: PermitId = reply.values[0].parse().expect("Java's id");
     // Rust releases Java's permit.
     pes.release(java_id).expect("Rust releases Java's permit");
+    if p.below("3.17.0") {
+        // Why the knob: a permit of a client without it (raw 16-byte id)
+        // is one this Java cannot find, so cannot release.
+        let plain = p.client.permit_expirable_semaphore(&name);
+        let raw = plain.acquire(Some(LEASE)).expect("acquire").forget()[0];
+        let reply = java.ok("e2", &format!("pes.tryRelease {name} {raw}"));
+        assert_eq!(
+            reply.values[0], "false",
+            "Java {} released a raw id",
+            p.version
+        );
+        eprintln!(
+            "[{}] WITHOUT redisson_compat Java cannot release a Rust permit (raw id)",
+            p.version
+        );
+        plain.release(raw).expect("release");
+    }
     let java_sees: i64 = java
         .ok("e2", &format!("pes.availablePermits {name}"))
         .value(0);
@@ -708,6 +725,7 @@ fn queued_score(server: &RedisServer, name: &str, field: &str) -> i64 {
 /// Java holds; a Java waiter, a Rust waiter (knob 3.12.4) and another Java
 /// waiter queue: each deadline is exactly 5 000 ms behind the one before
 /// (the tail's deadline + the 5 s wait), the Rust one like the Java ones.
+/// Without the knob, the Rust waiter's deadline is 300 000 ms behind.
 fn fair_queue_deadlines(p: &Pass<'_>) -> Outcome {
     let name = p.name("fairq");
     let java = p.java;
@@ -747,6 +765,27 @@ fn fair_queue_deadlines(p: &Pass<'_>) -> Outcome {
     let reply = java.recv("q2");
     assert!(reply.ok, "{}", reply.line);
     java.ok("q2", &format!("unlock fair/{name}"));
+
+    // Why the knob: without it the Rust waiter queues 300 s behind the
+    // tail (Redisson 3.13.3+'s wait), so a dead one would block for 5 min.
+    let name = p.name("fairq-plain");
+    java.ok("q0", &format!("lock fair/{name}"));
+    java.send("q1", &format!("lock fair/{name}"));
+    let q1 = queued_score(p.server, &name, &q1_field);
+    let (rust_field, served) = support::waiter::fair_waiter(p.client, &name, None, Duration::ZERO);
+    let rust = queued_score(p.server, &name, &rust_field);
+    assert_eq!(rust - q1, 300_000, "the default 300 s fair wait");
+    eprintln!(
+        "[{}] WITHOUT redisson_compat a Rust fair waiter queues +{} ms behind a Java one",
+        p.version,
+        rust - q1
+    );
+    java.ok("q0", &format!("unlock fair/{name}"));
+    let reply = java.recv("q1");
+    assert!(reply.ok, "{}", reply.line);
+    let released = Instant::now();
+    java.ok("q1", &format!("unlock fair/{name}"));
+    support::waiter::served_within(&served, released, WAKE, Duration::from_secs(20));
     Ok(())
 }
 
