@@ -9,6 +9,9 @@
 //! synchronizers: under 2 s after one of the Rust waiter's 3 s re-reads, or
 //! of the Rust release).
 //!
+//! The control: a Rust client left on `Auto` misses Java 3.21.3's unlock
+//! message (its waiter is still out 3 s later).
+//!
 //! One cluster (3 masters, 3 replicas) and one JVM per version for the
 //! binary, in a single test.
 
@@ -46,7 +49,37 @@ fn classic_and_sharded_redisson_beside_a_rust_client_in_both_modes() {
         semaphore_both_ways(cluster, java, &client);
         latch_both_ways(cluster, java, &client);
     }
+    classic_release_missed_without_both(cluster, &classic);
     eprintln!("mixed-fleet cluster scenarios: {:?}", started.elapsed());
+}
+
+/// Why `Both`: a Rust client left on `Auto` (sharded on Redis 7) does not
+/// hear Java 3.21.3's classic unlock message; its waiter is still waiting
+/// 3 s after the release (it would get the lock at its TTL fallback).
+fn classic_release_missed_without_both(cluster: &Cluster, classic: &JavaDriver) {
+    let auto = cluster.client();
+    let name = "mixed-lock-auto";
+    classic.ok("a1", &format!("lock {name}"));
+    let waiter = Waiter::try_lock_for(auto.lock(name), Duration::from_secs(25));
+    assert!(
+        eventually(Duration::from_secs(10), || auto.diagnostics().waiters == 1),
+        "the Rust waiter parks"
+    );
+    classic.ok("a1", &format!("unlock {name}"));
+    std::thread::sleep(WAKE);
+    assert!(
+        !waiter.has_acquired(),
+        "a sharded-only Rust waiter heard Java 3.21.3's classic PUBLISH"
+    );
+    eprintln!(
+        "WITHOUT ShardedSubscription::Both a Rust waiter misses Java 3.21.3's unlock message"
+    );
+    // A Rust release (sharded) does wake it.
+    let other = cluster.client();
+    let guard = other.lock(name).lock().expect("the free lock");
+    let released = Instant::now();
+    guard.unlock().expect("unlock");
+    waiter.woken_within(released, WAKE, Duration::from_secs(25));
 }
 
 /// The flavour a driver's Redisson publishes with, for the names.
