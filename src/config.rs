@@ -35,7 +35,7 @@ pub struct Config {
     pub permit_ids: PermitIdEncoding,
     /// Redisson 3.x's read unlock: a read lock with another holder whose
     /// `rwlock_timeout` markers are gone is left to its TTL, never deleted
-    /// or shortened (see `lua/read_unlock_3x.lua`).
+    /// or shortened (see `lua/read_3x_unlock.lua`, `lua/read_3x_release.lua`).
     pub read_unlock_keeps_unmarked: bool,
 }
 
@@ -126,8 +126,10 @@ impl Config {
 /// `SSUBSCRIBE`s never hears a `PUBLISH`, and one that `SUBSCRIBE`s never
 /// hears an `SPUBLISH`. Redisson before 3.22 always publishes classically;
 /// 3.22 to 3.28 use sharded pub/sub whenever the server has it and cannot
-/// be switched off. Ignored outside a cluster (Redisson then always uses
-/// classic pub/sub).
+/// be switched off; a fleet mixing both needs [`ShardedSubscription::Both`]
+/// (which `ClientBuilder::redisson_compat` picks for a version before
+/// 3.22). Ignored outside a cluster (Redisson then always uses classic
+/// pub/sub).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShardedSubscription {
@@ -165,11 +167,11 @@ pub enum ShardedSubscription {
 /// How a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore)
 /// stores the ids of the permits it acquires, as the ZSET members of
 /// `{<name>}:timeout` (SYNCHRONIZERS §4.1, PROTOCOL §11.1). Whatever the
-/// choice, a release, a lease update or a lease query finds a permit
-/// stored either way (each such call sends both forms of the id; no extra
-/// round trip), so a mixed fleet can release each other's permits as long
-/// as each side can: Redisson up to 3.16.8 finds only hex text, from
-/// 3.17.0 only raw bytes.
+/// choice, this crate's release, lease update and lease query find a
+/// permit stored either way (each such call sends both forms of the id; no
+/// extra round trip). A Java client finds only its own form (Redisson up to
+/// 3.16.8 hex text, from 3.17.0 raw bytes), so the crate must write the
+/// form of the Java clients that release or renew the permits it takes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PermitIdEncoding {

@@ -304,3 +304,44 @@ fn read_then_unlock(client: &Client, name: &str) {
     let read = client.read_write_lock(name).read_lock();
     read.lock().expect("read").unlock().expect("unlock");
 }
+
+/// The remaining queue deadline of a `lock()` waiter of a client of
+/// `builder` on a fair lock held by another client.
+fn fair_queue_deadline_ms(server: &RedisServer, builder: ClientBuilder, name: &str) -> i64 {
+    let holder = builder_default(server);
+    let waiting = builder.build().expect("client");
+    let held = holder.fair_lock(name).lock().expect("lock");
+    let waiter = support::waiter::Waiter::lock(waiting.fair_lock(name));
+    assert!(support::eventually(Duration::from_secs(5), || {
+        waiting.inspect(name).expect("inspect").queue.len() == 1
+    }));
+    let remaining = waiting.inspect(name).expect("inspect").queue[0]
+        .remaining_ms
+        .expect("a deadline");
+    let released = std::time::Instant::now();
+    held.unlock().expect("unlock");
+    waiter.woken_within(released, Duration::from_secs(2), Duration::from_secs(10));
+    remaining
+}
+
+fn builder_default(server: &RedisServer) -> Client {
+    builder(server).build().expect("client")
+}
+
+#[test]
+fn the_fair_lock_waits_5_s_for_redisson_up_to_3_13_2_unless_set() {
+    let server = RedisServer::start();
+    // The holder's lease (30 s) plus the waiter's wait.
+    let old = fair_queue_deadline_ms(&server, builder(&server).redisson_compat("3.13.2"), "f-old");
+    assert!((30_000..=36_000).contains(&old), "{old}");
+    let new = fair_queue_deadline_ms(&server, builder(&server).redisson_compat("3.13.3"), "f-new");
+    assert!(new > 300_000, "{new}");
+    let set = fair_queue_deadline_ms(
+        &server,
+        builder(&server)
+            .fair_lock_wait_timeout(Duration::from_secs(60))
+            .redisson_compat("3.12.4"),
+        "f-set",
+    );
+    assert!((60_000..=91_000).contains(&set), "{set}");
+}

@@ -224,3 +224,46 @@ fn an_explicit_sharded_mode_wins_over_redisson_compat_in_either_order() {
     let oldest = builder().redisson_compat("3.16.8");
     assert_eq!(flavours_heard(oldest, "prec-4"), (true, true));
 }
+
+#[test]
+fn a_both_mode_waiter_follows_its_slot_to_the_new_master() {
+    let build = || {
+        builder()
+            .sharded_subscription(ShardedSubscription::Both)
+            .build()
+            .expect("client")
+    };
+    let (a, b) = (build(), build());
+    let name = "both-moved-waiter";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let held = a.lock(name).lock().expect("lock");
+    let waiter = Waiter::lock(b.lock(name));
+    let from = CLUSTER.owner(name);
+    let to = CLUSTER
+        .masters()
+        .into_iter()
+        .find(|node| node.port != from.port)
+        .expect("another master");
+    assert!(eventually(Duration::from_secs(5), || {
+        subscribers(from, &channel, true) == 1 && subscribers(from, &channel, false) == 1
+    }));
+    CLUSTER.migrate_slot(CLUSTER.slot(name), to);
+    // Redis drops the shard subscription at the old master; the waiter
+    // subscribes again, with both flavours, at the new one.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            subscribers(to, &channel, true) == 1 && subscribers(to, &channel, false) == 1
+        }),
+        "resubscribed with both flavours at the new master"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            subscribers(from, &channel, false) == 0 && subscribers(from, &channel, true) == 0
+        }),
+        "nothing left subscribed at the old master"
+    );
+    assert!(!waiter.has_acquired(), "still waiting: the lock is held");
+    let released = Instant::now();
+    held.unlock().expect("unlock");
+    waiter.woken_within(released, Duration::from_millis(500), Duration::from_secs(5));
+}

@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn each_boundary_sets_its_behaviour() {
-        let at = |text: &str| Compat::for_version(parse(text).unwrap());
+        let at = |text: &str| Compat::for_version(parse(text).expect("a supported version"));
         assert_eq!(at("3.16.8").permit_ids, PermitIdEncoding::Hex);
         assert_eq!(at("3.17.0").permit_ids, PermitIdEncoding::Raw);
         assert_eq!(at("3.13.2").fair_lock_wait_timeout, OLD_FAIR_WAIT);

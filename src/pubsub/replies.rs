@@ -117,7 +117,10 @@ impl Shared {
             (Pending::Subscribe(channel), Reply::Refused(e))
                 if self.flavour.in_cluster() && moved_away(&e) =>
             {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
+                if conn.settled(&channel) && conn.subscribed.contains(&channel) {
+                    // Both: the classic half was confirmed before.
+                    self.drop_classic_half(&mut conn, &channel);
+                    conn.subscribed.remove(&channel);
                     let woken = self.lot.lock().moved(&channel);
                     log::debug!(
                         "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
