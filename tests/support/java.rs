@@ -407,22 +407,6 @@ impl JavaDriver {
         reply
     }
 
-    /// Sends a command and waits for its reply: `None` when the driver
-    /// answers `NA` (this Redisson version lacks the feature), the `OK`
-    /// reply otherwise (any `ERR` fails the test).
-    pub fn applicable(&self, actor: &str, command: &str) -> Option<Reply> {
-        let reply = self.call(actor, command);
-        if reply.na {
-            return None;
-        }
-        assert!(
-            reply.ok,
-            "`{actor} {command}` on Redisson {} failed: `{}`",
-            self.version, reply.line
-        );
-        Some(reply)
-    }
-
     /// Sends a command whose reply is `OK true|false ...` and returns the flag.
     pub fn flag(&self, actor: &str, command: &str) -> bool {
         self.ok(actor, command).value(0)
