@@ -37,6 +37,10 @@ pub struct Config {
     /// `rwlock_timeout` markers are gone is left to its TTL, never deleted
     /// or shortened (see `lua/read_3x_unlock.lua`, `lua/read_3x_release.lua`).
     pub read_unlock_keeps_unmarked: bool,
+    /// A fair lock's timed acquire sends its own wait as the queue's
+    /// thread wait time (Redisson 3.13.3+); off, always the wait timeout
+    /// (before 3.13.3; set by `redisson_compat`).
+    pub fair_lock_caller_wait: bool,
 }
 
 impl Config {
@@ -65,6 +69,7 @@ impl Default for Config {
             multiplexed: None,
             permit_ids: PermitIdEncoding::Raw,
             read_unlock_keeps_unmarked: false,
+            fair_lock_caller_wait: true,
         }
     }
 }

@@ -308,10 +308,23 @@ fn read_then_unlock(client: &Client, name: &str) {
 /// The remaining queue deadline of a `lock()` waiter of a client of
 /// `builder` on a fair lock held by another client.
 fn fair_queue_deadline_ms(server: &RedisServer, builder: ClientBuilder, name: &str) -> i64 {
+    fair_queue_deadline_ms_with(server, builder, name, None)
+}
+
+/// The same for a `try_lock_for(wait)` waiter when `wait` is given.
+fn fair_queue_deadline_ms_with(
+    server: &RedisServer,
+    builder: ClientBuilder,
+    name: &str,
+    wait: Option<Duration>,
+) -> i64 {
     let holder = builder_default(server);
     let waiting = builder.build().expect("client");
     let held = holder.fair_lock(name).lock().expect("lock");
-    let waiter = support::waiter::Waiter::lock(waiting.fair_lock(name));
+    let waiter = match wait {
+        Some(wait) => support::waiter::Waiter::try_lock_for(waiting.fair_lock(name), wait),
+        None => support::waiter::Waiter::lock(waiting.fair_lock(name)),
+    };
     assert!(support::eventually(Duration::from_secs(5), || {
         waiting.inspect(name).expect("inspect").queue.len() == 1
     }));
@@ -344,4 +357,22 @@ fn the_fair_lock_waits_5_s_for_redisson_up_to_3_13_2_unless_set() {
         "f-set",
     );
     assert!((60_000..=91_000).contains(&set), "{set}");
+
+    // Before 3.13.3 a timed acquire queues with the wait timeout too, not
+    // with its own wait (60 s here).
+    let wait = Some(Duration::from_secs(60));
+    let old = fair_queue_deadline_ms_with(
+        &server,
+        builder(&server).redisson_compat("3.13.2"),
+        "f-old-timed",
+        wait,
+    );
+    assert!((30_000..=36_000).contains(&old), "{old}");
+    let new = fair_queue_deadline_ms_with(
+        &server,
+        builder(&server).redisson_compat("3.13.3"),
+        "f-new-timed",
+        wait,
+    );
+    assert!((60_000..=91_000).contains(&new), "{new}");
 }

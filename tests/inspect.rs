@@ -718,6 +718,7 @@ fn lock_info_serialises_to_the_versioned_json_shape() {
     assert_eq!(holder["client_id"], client.id());
     assert_eq!(holder["count"], 1);
     assert_eq!(holder["field"], format!("{}:write", client.owner_field()));
+    assert_eq!(holder["lacks_live_marker"], false);
     assert!(json["queue"].as_array().expect("queue").is_empty());
     assert!(json["server_time_ms"].as_u64().is_some());
 
@@ -736,4 +737,5 @@ fn lock_info_serialises_to_the_versioned_json_shape() {
     assert_eq!(json["counter"], 1);
     assert_eq!(json["permits"][0]["id"], permit.ids()[0].to_string());
     assert_eq!(json["permits"][0]["expiry_ms"], serde_json::Value::Null);
+    assert_eq!(json["permits"][0]["stored_as_hex"], false);
 }

@@ -14,7 +14,7 @@ impl ClientBuilder {
     /// | Fleet's oldest Redisson | Setting |
     /// |---|---|
     /// | up to 3.16.8 | [`expirable_permit_ids`](Self::expirable_permit_ids)`(`[`PermitIdEncoding::Hex`]`)` (raw bytes from 3.17.0) |
-    /// | up to 3.13.2 | [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout)`(5 s)` (300 s from 3.13.3) |
+    /// | up to 3.13.2 | [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout)`(5 s)` (300 s from 3.13.3), and a fair lock's timed acquire queues with it rather than with its own wait (no knob of its own) |
     /// | up to 3.21.x, in a cluster | [`sharded_subscription`](Self::sharded_subscription)`(`[`ShardedSubscription::Both`](crate::ShardedSubscription::Both)`)` (the builder's own choice, `Auto` by default, from 3.22.0) |
     /// | any 3.x | [`read_unlock_keeps_unmarked_readers`](Self::read_unlock_keeps_unmarked_readers)`(true)` (Redisson 3.44–3.52's read-lock renewal defect) |
     ///

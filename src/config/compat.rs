@@ -81,6 +81,9 @@ pub(crate) struct Compat {
     pub permit_ids: PermitIdEncoding,
     /// 5 s up to 3.13.2, 300 s from 3.13.3.
     pub fair_lock_wait_timeout: Duration,
+    /// From 3.13.3 a fair lock's timed acquire queues with its own wait;
+    /// before, with the wait timeout.
+    pub fair_lock_caller_wait: bool,
     /// `Some(Both)` up to 3.21.x (classic-only Java next to sharded Java);
     /// `None`: the builder's own choice stands.
     pub sharded: Option<ShardedSubscription>,
@@ -114,6 +117,8 @@ impl Compat {
         if !explicit.fair_lock_wait_timeout {
             config.fair_lock_wait_timeout = self.fair_lock_wait_timeout;
         }
+        // No knob of its own: the version decides.
+        config.fair_lock_caller_wait = self.fair_lock_caller_wait;
         if !explicit.read_unlock {
             config.read_unlock_keeps_unmarked = self.read_unlock_keeps_unmarked;
         }
@@ -145,6 +150,7 @@ impl Compat {
             } else {
                 crate::names::FAIR_LOCK_WAIT_TIMEOUT
             },
+            fair_lock_caller_wait: version >= Version(3, 13, 3),
             sharded: (version < Version(3, 22, 0)).then_some(ShardedSubscription::Both),
             read_unlock_keeps_unmarked: version.0 == 3,
         }
@@ -210,6 +216,8 @@ mod tests {
         assert_eq!(at("3.16.8").permit_ids, PermitIdEncoding::Hex);
         assert_eq!(at("3.17.0").permit_ids, PermitIdEncoding::Raw);
         assert_eq!(at("3.13.2").fair_lock_wait_timeout, OLD_FAIR_WAIT);
+        assert!(!at("3.13.2").fair_lock_caller_wait);
+        assert!(at("3.13.3").fair_lock_caller_wait);
         assert_eq!(
             at("3.13.3").fair_lock_wait_timeout,
             Duration::from_secs(300)
