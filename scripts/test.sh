@@ -92,11 +92,12 @@ export REDISSON_LOCK_TEST_RUN
 trap reap_test_servers EXIT
 ensure_java_maven
 
-# The Java interop tests (tests/java_interop.rs) build these on demand too;
+# The Java interop tests (tests/java_interop*.rs, and tests/java_versions*.rs
+# for the whole version matrix of PROTOCOL §11.1) build these on demand too;
 # building them here makes the Maven time visible on its own.
 echo "==> Redisson interop drivers (interop/java)"
 newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
-for version in "$newest" 3.24.3; do
+for version in "$newest" 3.52.0 3.24.3 3.21.3 3.16.8 3.12.4; do
   started=$SECONDS
   interop/java/build.sh "$version" target/interop >/dev/null
   echo "    redisson-driver-$version.jar ready in $((SECONDS - started)) s"
