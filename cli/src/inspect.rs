@@ -147,11 +147,7 @@ pub fn permit_lines(info: &LockInfo) -> String {
         } else {
             ""
         };
-        line(
-            &mut out,
-            "permit",
-            &format!("{}  {expiry}{form}", permit.id),
-        );
+        out.push_str(&format!("{:<10} {}  {expiry}{form}\n", "permit", permit.id));
     }
     out
 }
