@@ -110,6 +110,7 @@
 // Six layers, imports only downward (see CONTRIBUTING.md's "Architecture" and
 // tests/layering.rs, which checks it):
 // L0 base
+mod cancel;
 mod config;
 mod error;
 mod fork;
@@ -132,6 +133,7 @@ mod lock;
 mod multi;
 mod synchronizers;
 
+pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,

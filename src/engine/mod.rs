@@ -19,6 +19,7 @@ pub(crate) mod watchdog;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::cancel::{CancelToken, Stop};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::net::pool::{Checkout, Pool, RECONNECT_GRACE};
@@ -57,6 +58,9 @@ pub(crate) struct Engine {
     /// asking the OS for randomness on every unlock.
     request_prefix: u64,
     request_seq: AtomicU64,
+    /// Cancelled by [`crate::Client::shutdown`]: every wait of the client
+    /// watches it ([`Engine::stop`]).
+    pub closed: CancelToken,
 }
 
 impl Engine {
@@ -96,6 +100,7 @@ impl Engine {
             sync,
             request_prefix: uuid::Uuid::new_v4().as_u64_pair().0,
             request_seq: AtomicU64::new(0),
+            closed: CancelToken::new(),
         })
     }
 
@@ -104,6 +109,12 @@ impl Engine {
     pub fn next_request_id(&self) -> RequestId {
         let seq = self.request_seq.fetch_add(1, Ordering::Relaxed);
         RequestId::from_parts(self.request_prefix, seq)
+    }
+
+    /// What a wait through a handle with `cancel` watches: the client's
+    /// shutdown and that token. No I/O.
+    pub fn stop<'a>(&'a self, cancel: Option<&'a CancelToken>) -> Stop<'a> {
+        Stop::new(&self.closed, cancel)
     }
 
     /// Refuses use from a `fork()`ed child: it would share this client's

@@ -298,12 +298,22 @@ impl Drop for Subscriber {
 }
 
 impl Subscription {
-    /// Parks until an unlock message for this entry arrives or `timeout`
-    /// passes; `Ok(true)` if woken by a message (or a permit left by an
-    /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
-    /// when the server refused the subscription meanwhile.
-    pub fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.entry.wait(timeout, &self.seen)?)
+    /// Parks until an unlock message for this entry arrives, `timeout`
+    /// passes, or `stop()` is true (checked before each park; whoever
+    /// makes it true calls the [`waker`](Self::waker)); `Ok(true)` if woken
+    /// by a message (or a permit left by an earlier one). Blocks at most
+    /// `timeout`. Fails with [`Error::Redis`](crate::Error::Redis) when the
+    /// server refused the subscription meanwhile.
+    pub fn wait(&self, timeout: Duration, stop: &dyn Fn() -> bool) -> Result<bool> {
+        Ok(self.entry.wait(timeout, &self.seen, stop)?)
+    }
+
+    /// A wake-up for the threads parked in [`wait`](Self::wait) on this
+    /// entry, callable from any thread: they re-check their `stop`, and
+    /// those it does not stop park again. Never blocks on I/O.
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let entry = Arc::clone(&self.entry);
+        move || entry.interrupt()
     }
 
     /// In a cluster: whether this subscription is gone from its node (slot
