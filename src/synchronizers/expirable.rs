@@ -365,9 +365,11 @@ impl PermitExpirableSemaphore {
             ));
         }
         let stop = self.engine.stop(self.cancel.as_ref());
-        let ids = self.engine.wait_on(&self.keys.channel, deadline, stop, || {
-            self.attempt(n, lease, deadline)
-        })?;
+        let ids = self
+            .engine
+            .wait_on(&self.keys.channel, deadline, stop, || {
+                self.attempt(n, lease, deadline)
+            })?;
         let permits = ids.map(|ids| ExpirablePermits {
             semaphore: self.clone(),
             ids,
