@@ -539,6 +539,7 @@ fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
     });
 }
 
+mod quiet;
 mod registry;
 pub(crate) use registry::Registry;
 

@@ -16,6 +16,8 @@ use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, Reentrant, Wake};
 use crate::net::scatter::Prefetched;
 
+mod keep;
+
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.
 ///
