@@ -182,6 +182,53 @@ impl Client {
         PermitExpirableSemaphore::new(Arc::clone(&self.engine), name.into())
     }
 
+    /// Shuts the client down, for every clone of it, and returns once
+    /// nothing of it is left running:
+    ///
+    /// 1. Every thread waiting in this client (a lock's `lock()` or
+    ///    `try_lock_for`, a semaphore's acquire, a latch's wait, of any
+    ///    handle) is woken and returns [`Error::Closed`](crate::Error::Closed),
+    ///    holding nothing (as a cancelled wait, see
+    ///    [`CancelToken`](crate::CancelToken)); every acquisition from now on
+    ///    (`try_lock` too) returns it at once, without touching the server.
+    /// 2. Guards still held may be released by their threads until
+    ///    `timeout` has passed (as usual: dropped or unlocked).
+    /// 3. Then the shutdown releases the rest itself, one round trip each:
+    ///    their guards turn [lost](crate::LockGuard::is_lost) with
+    ///    [`LostReason::Shutdown`](crate::LostReason::Shutdown), and dropping
+    ///    one later sends nothing and logs nothing
+    ///    ([`unlock`](crate::LockGuard::unlock) reports
+    ///    [`Error::Lost`](crate::Error::Lost)).
+    /// 4. The watchdog, the subscriber threads, the deadline and event
+    ///    threads, and the Sentinel or cluster refresh thread are stopped
+    ///    and joined (each within its current round trip).
+    ///
+    /// Blocks for up to `timeout`, plus two response timeouts for waits in
+    /// the middle of a round trip, plus a round trip per hold left and for
+    /// the threads to end. When it returns no lock hold of this client
+    /// remains in Redis, unless a release failed (the first such error is
+    /// returned; the others are logged, and the lease of a hold not released
+    /// runs out as usual). Semaphore permits and MultiLock members are
+    /// not held through the watchdog and are not released by it. The
+    /// command pools stay open until the last clone is dropped (they have
+    /// no thread). Calling it again returns `Ok` at once. Dropping the last
+    /// clone without calling it stops the threads without waiting, as
+    /// before.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> redisson_lock::Result<()> {
+    /// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
+    /// // ... on SIGTERM:
+    /// client.shutdown(Duration::from_secs(5))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) -> crate::Result<()> {
+        self.engine.shutdown(timeout)
+    }
+
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.
     pub fn diagnostics(&self) -> Diagnostics {
         let topology = &self.engine.topology;

@@ -13,6 +13,7 @@ pub(crate) mod holds;
 pub(crate) mod observe;
 pub(crate) mod replicas;
 pub(crate) mod scatter;
+mod shutdown;
 pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
@@ -48,7 +49,10 @@ pub(crate) struct Engine {
     /// The client's metrics settings (the lock-label mapping).
     pub observe: observe::Settings,
     /// Held for its `Drop`, which stops the renewal thread.
-    _watchdog: Watchdog,
+    watchdog: Watchdog,
+    /// The event handler's thread, if there is a handler (stopped by its
+    /// `Drop` or by [`Engine::shutdown`]).
+    events: Option<crate::spawn::Stoppable>,
     /// Replica sync of lock writes, when on.
     pub sync: Option<Arc<ReplicaSync>>,
     /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6): the
@@ -61,6 +65,11 @@ pub(crate) struct Engine {
     /// Cancelled by [`crate::Client::shutdown`]: every wait of the client
     /// watches it ([`Engine::stop`]).
     pub closed: CancelToken,
+    /// Blocking acquisitions under way ([`Engine::enter`]): a shutdown
+    /// waits for them to leave.
+    active: std::sync::atomic::AtomicUsize,
+    /// Taken by the shutdown, so that a second one waits for the first.
+    shutting_down: parking_lot::Mutex<bool>,
 }
 
 impl Engine {
@@ -76,7 +85,7 @@ impl Engine {
     ) -> Result<Engine> {
         observe::describe();
         let topology = Arc::new(topology);
-        let events = handler.map(Events::start).transpose()?;
+        let (events, events_thread) = handler.map(Events::start).transpose()?.unzip();
         let registry = Arc::new(Registry::new(events, observe.clone()));
         let sync = config
             .replica_sync
@@ -96,11 +105,14 @@ impl Engine {
             forks: crate::fork::count(),
             registry,
             observe,
-            _watchdog: watchdog,
+            watchdog,
+            events: events_thread,
             sync,
             request_prefix: uuid::Uuid::new_v4().as_u64_pair().0,
             request_seq: AtomicU64::new(0),
             closed: CancelToken::new(),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            shutting_down: parking_lot::Mutex::new(false),
         })
     }
 

@@ -49,6 +49,7 @@ impl Engine {
         stop: Stop<'_>,
         mut attempt: impl FnMut() -> Result<Attempted<T>>,
     ) -> Result<Option<T>> {
+        let _active = self.enter()?;
         stop.check()?;
         if let Attempted::Done(value) = attempt()? {
             return Ok(Some(value));

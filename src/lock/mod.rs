@@ -183,6 +183,7 @@ impl<K: Kind> Lock<K> {
     /// [`Lock::try_lock`] for the owner `field`.
     pub(crate) fn try_lock_as(&self, field: String) -> Result<Option<LockGuard<K>>> {
         self.check()?;
+        let _active = self.engine.enter()?;
         let (lease, lease_ms) = self.lease()?;
         let mut observed = self.observe_acquire(Some(Duration::ZERO), lease);
         observed.attempted();
@@ -257,6 +258,7 @@ impl<K: Kind> Lock<K> {
         field: String,
     ) -> Result<Option<LockGuard<K>>> {
         self.check()?;
+        let _active = self.engine.enter()?;
         let stop = self.engine.stop(self.cancel.as_ref());
         stop.check()?;
         let (lease, lease_ms) = self.lease()?;

@@ -117,6 +117,8 @@ struct Shared {
     conn: Mutex<Conn>,
     /// The parking lot. Never held during I/O.
     lot: Mutex<Lot>,
+    /// The thread last started, for [`Subscriber::close`].
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 /// One waiting thread's interest in a lock entry. Dropping it unregisters
@@ -150,6 +152,7 @@ impl Subscriber {
                 dirty: AtomicBool::new(false),
                 conn: Mutex::new(Conn::default()),
                 lot: Mutex::new(Lot::default()),
+                thread: Mutex::new(None),
             }),
         }
     }
@@ -233,13 +236,26 @@ impl Subscriber {
             return;
         }
         let shared = Arc::clone(&self.shared);
-        if let Err(e) = thread::Builder::new()
+        match thread::Builder::new()
             .name("rlock-pubsub".into())
             .spawn(move || shared.run())
         {
-            log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
-            self.shared.thread_started.store(false, Ordering::Release);
+            Ok(started) => *self.shared.thread.lock() = Some(started),
+            Err(e) => {
+                log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
+                self.shared.thread_started.store(false, Ordering::Release);
+            }
         }
+    }
+
+    /// Closes this subscriber for good, as dropping it does, and waits for
+    /// its thread to end (at most a connect or write timeout, or a
+    /// reconnect backoff). Its waiters are the caller's to have woken
+    /// first. A later [`subscribe`](Self::subscribe) starts no thread.
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.conn.lock().close();
+        crate::spawn::join(self.shared.thread.lock().take());
     }
 }
 

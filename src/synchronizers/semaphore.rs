@@ -198,6 +198,7 @@ impl Semaphore {
     pub fn try_acquire(&self, n: u32) -> Result<Option<SemaphorePermits>> {
         let n = checked(n)?;
         self.check()?;
+        self.engine.check_open()?;
         if n == 0 {
             return Ok(Some(self.permits(0)));
         }
