@@ -26,6 +26,9 @@
 //!   and [`NonReentrantFairLock`], each byte-for-byte its Redisson type, with
 //!   the same methods.
 //! - [`Error`] says what went wrong in terms a caller can act on.
+//! - [`CancelToken`] ends blocking waits from another thread (`with_cancel`
+//!   on a lock or synchronizer handle), and [`Client::shutdown`] ends a
+//!   client: its waits, its holds and its threads.
 //!
 //! No async runtime is involved: every call blocks the calling thread.
 //!

@@ -203,17 +203,21 @@ impl Client {
     ///    threads, and the Sentinel or cluster refresh thread are stopped
     ///    and joined (each within its current round trip).
     ///
-    /// Blocks for up to `timeout`, plus two response timeouts for waits in
-    /// the middle of a round trip, plus a round trip per hold left and for
-    /// the threads to end. When it returns no lock hold of this client
-    /// remains in Redis, unless a release failed (the first such error is
-    /// returned; the others are logged, and the lease of a hold not released
-    /// runs out as usual). Semaphore permits and MultiLock members are
-    /// not held through the watchdog and are not released by it. The
-    /// command pools stay open until the last clone is dropped (they have
-    /// no thread). Calling it again returns `Ok` at once. Dropping the last
-    /// clone without calling it stops the threads without waiting, as
-    /// before.
+    /// Blocks until the guards are released or `timeout` passes, plus up to
+    /// two response timeouts for waits in the middle of a round trip, a
+    /// round trip per hold left, and the threads' current round trips.
+    /// When it returns no lock hold of this client remains in Redis
+    /// (MultiLock members included), unless a release failed: the first
+    /// such error is returned, the others are logged, and the lease of a
+    /// hold not released runs out as usual. Semaphore permits and holds
+    /// given up with [`LockGuard::keep_for`](crate::LockGuard::keep_for)
+    /// are not the client's to release: they stay until released or
+    /// expired. The command pools stay open until the last clone is
+    /// dropped (they have no thread). Calling it again returns `Ok` at
+    /// once. It must not be called from the client's
+    /// [event handler](crate::ClientBuilder::event_handler), whose thread
+    /// it waits for. Dropping the last clone without calling it stops the
+    /// threads without waiting, as before.
     ///
     /// # Examples
     ///

@@ -94,7 +94,9 @@ impl Registry {
     /// command moves that deadline earlier (the hold wakes the thread). The
     /// thread is started by the first call and ends with the registry.
     pub fn watch(&self, hold: &Arc<Hold>) {
-        if hold.watched.swap(true, Ordering::AcqRel) {
+        // Stopped by a shutdown, which marked every hold lost: no thread
+        // starts again.
+        if self.stopping.load(Ordering::Acquire) || hold.watched.swap(true, Ordering::AcqRel) {
             return;
         }
         self.watched.lock().push(Arc::downgrade(hold));
