@@ -303,3 +303,51 @@ fn a_client_shut_down_with_nothing_held_returns_at_once() {
         Err(Error::Closed)
     ));
 }
+
+#[test]
+fn a_cluster_client_shut_down_releases_its_holds_and_ends_every_thread_it_started() {
+    let _serial = serial();
+    let cluster = support::cluster::Cluster::shared();
+    let holder = cluster.client();
+    let baseline = || {
+        let mut threads = client_threads();
+        threads.sort();
+        threads
+    };
+    // The holder's own threads (watchdog, refresh), once named.
+    assert!(eventually(Duration::from_secs(2), || client_threads()
+        .len()
+        >= 2));
+    let before = baseline();
+    let client = cluster.client();
+    let names = cluster.names_on_different_masters("s-cluster", 2);
+    let _held = holder.lock(names[0].as_str()).lock().expect("hold");
+    let waited = client.lock(names[0].as_str());
+    let waiter = thread::spawn(move || matches!(waited.lock(), Err(Error::Closed)));
+    let (kept_tx, kept_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let kept = client.lock(names[1].as_str());
+    let keeper = thread::spawn(move || {
+        let guard = kept.lock().expect("lock");
+        let _ = kept_tx.send(());
+        go_rx.recv().expect("go");
+        guard.lost_reason()
+    });
+    kept_rx.recv().expect("kept");
+    assert_waiting(&client, 1, Duration::from_secs(5));
+    println!("client threads before shutdown: {:?}", client_threads());
+    let started = Instant::now();
+    client
+        .shutdown(Duration::from_millis(100))
+        .expect("shutdown");
+    println!(
+        "cluster shutdown(100 ms) returned in {:?}",
+        started.elapsed()
+    );
+    assert!(waiter.join().expect("waiter"));
+    let exists: i64 = cluster.owner(&names[1]).cmd(&["EXISTS", &names[1]]);
+    assert_eq!(exists, 0, "the kept hold is left in Redis");
+    go_tx.send(()).expect("go");
+    assert_eq!(keeper.join().expect("keeper"), Some(LostReason::Shutdown));
+    assert_eq!(baseline(), before, "the client's threads are not all gone");
+}
