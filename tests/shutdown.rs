@@ -200,6 +200,7 @@ fn monitored(server: &RedisServer, window: Duration, during: impl FnOnce()) -> V
 #[test]
 fn guards_are_released_by_their_threads_in_time_and_by_the_shutdown_after() {
     let _serial = serial();
+    support::logs::install();
     let server = RedisServer::start();
     let rival = server.client();
     // The rival's own watchdog, once it has named itself.
@@ -273,6 +274,13 @@ fn guards_are_released_by_their_threads_in_time_and_by_the_shutdown_after() {
     });
     let ((lost, reason, signalled), closed) = keeper.join().expect("keeper");
     assert!(lines.is_empty(), "the client sent: {lines:?}");
+    let loud: Vec<String> = support::logs::lines()
+        .into_iter()
+        .filter(|line| {
+            line.contains("s-kept") && (line.starts_with("WARN") || line.starts_with("ERROR"))
+        })
+        .collect();
+    assert!(loud.is_empty(), "the kept guard's drop logged: {loud:?}");
     assert!(lost);
     assert_eq!(reason, Some(LostReason::Shutdown));
     assert_eq!(signalled, Some(LostReason::Shutdown));

@@ -274,7 +274,13 @@ impl Hold {
                 .lost(&self.name, &self.field, reason, self.since);
         }
         if self.held() {
-            log::warn!(
+            // A shutdown's release is deliberate: worth a line, not a warning.
+            let level = match reason {
+                LostReason::Shutdown => log::Level::Info,
+                _ => log::Level::Warn,
+            };
+            log::log!(
+                level,
                 "redisson-lock: lock `{}` held by {} was lost: {reason}",
                 self.name,
                 self.field
