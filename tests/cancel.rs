@@ -265,3 +265,33 @@ fn a_cancel_racing_a_release_leaves_the_waiter_holding_nothing_or_a_guard() {
         assert!(hash.is_empty(), "round {round}: {hash:?}");
     }
 }
+
+#[test]
+fn a_cancelled_write_lock_wait_and_a_cancelled_owned_wait_return_promptly() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (server.client(), server.client());
+    let _read = holder
+        .read_write_lock("cancel-rw")
+        .read_lock()
+        .lock()
+        .expect("read hold");
+    let token = CancelToken::new();
+    let write = waiter
+        .read_write_lock("cancel-rw")
+        .write_lock()
+        .with_cancel(&token);
+    let (result, latency) = cancel_while_waiting(&waiter, &token, "write lock()", move || {
+        write.lock().map(|guard| guard.is_lost())
+    });
+    assert_cancelled(&result, latency);
+    no_subscription_left(&server, &waiter, "redisson_rwlock:{cancel-rw}");
+
+    let _held = holder.lock("cancel-owned").lock().expect("hold");
+    let token = CancelToken::new();
+    let owned = waiter.lock("cancel-owned").with_cancel(&token);
+    let (result, latency) = cancel_while_waiting(&waiter, &token, "lock_owned()", move || {
+        owned.lock_owned().map(|guard| guard.is_lost())
+    });
+    assert_cancelled(&result, latency);
+    no_subscription_left(&server, &waiter, &channel("cancel-owned"));
+}
