@@ -153,6 +153,7 @@ pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, Write
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
 pub use lock::owned::OwnedLockGuard;
 pub use lock::signal::LostSignal;
+pub use lock::watch::{LockWatch, WatchEvent};
 pub use locks::UnlockOutcome;
 pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};

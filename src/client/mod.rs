@@ -24,6 +24,7 @@ use crate::lock::Lock;
 use crate::lock::kinds::{
     FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
 };
+use crate::lock::watch::LockWatch;
 use crate::owner;
 use crate::synchronizers::CountDownLatch;
 use crate::synchronizers::PermitExpirableSemaphore;
@@ -231,6 +232,23 @@ impl Client {
     /// ```
     pub fn shutdown(&self, timeout: Duration) -> crate::Result<()> {
         self.engine.shutdown(timeout)
+    }
+
+    /// Follows the releases of the lock called `name` (the reentrant,
+    /// fenced or non-reentrant lock, Java's included): a [`LockWatch`]
+    /// whose channel gets a [`WatchEvent`](crate::WatchEvent) for each
+    /// unlock message and each expiry, until it is dropped. It waits on
+    /// this client's subscriber (no connection of its own), on a thread of
+    /// its own; see [`LockWatch`] for what it can and cannot tell.
+    /// Returns at once; the thread subscribes (one round trip) and reads
+    /// the lock's TTL (one round trip per event, and every second at
+    /// least).
+    /// [`Error::Closed`](crate::Error::Closed) after a shutdown,
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an
+    /// empty name, [`Error::Unavailable`](crate::Error::Unavailable) when
+    /// no thread can be started.
+    pub fn watch_lock(&self, name: impl Into<String>) -> crate::Result<LockWatch> {
+        LockWatch::start(Arc::clone(&self.engine), name.into())
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

@@ -8,6 +8,7 @@ pub(crate) mod owned;
 mod queries;
 pub(crate) mod signal;
 pub(crate) mod unlock;
+pub(crate) mod watch;
 
 use std::fmt;
 use std::sync::Arc;
