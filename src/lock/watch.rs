@@ -107,7 +107,7 @@ impl LockWatch {
         })
     }
 
-    /// The lock watched.
+    /// The name of the lock watched. No I/O.
     pub fn name(&self) -> &str {
         &self.name
     }
