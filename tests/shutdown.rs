@@ -9,6 +9,8 @@
 mod support;
 
 use std::io::Write;
+
+use redis::Commands;
 use std::net::TcpStream;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -358,4 +360,51 @@ fn a_cluster_client_shut_down_releases_its_holds_and_ends_every_thread_it_starte
     go_tx.send(()).expect("go");
     assert_eq!(keeper.join().expect("keeper"), Some(LostReason::Shutdown));
     assert_eq!(baseline(), before, "the client's threads are not all gone");
+}
+
+#[test]
+fn a_sentinel_client_shut_down_releases_its_holds_and_ends_every_thread_it_started() {
+    let _serial = serial();
+    let (setup, _sentinel_serial) = support::sentinel::SentinelSetup::shared();
+    setup.flush();
+    let sorted = || {
+        let mut threads = client_threads();
+        threads.sort();
+        threads
+    };
+    let before = sorted();
+    let client = support::connections(redisson_lock::Client::sentinel_builder(
+        support::sentinel::MASTER_NAME,
+        setup.sentinel_urls(),
+    ))
+    .connect_timeout(Duration::from_secs(5))
+    .build()
+    .expect("Sentinel client");
+    let rival = client.clone();
+    let kept = client.lock("s-sentinel-kept");
+    let (kept_tx, kept_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let keeper = thread::spawn(move || {
+        let guard = kept.lock().expect("lock");
+        let _ = kept_tx.send(());
+        go_rx.recv().expect("go");
+        guard.lost_reason()
+    });
+    kept_rx.recv().expect("kept");
+    // Another thread of the same client waits for the kept lock.
+    let waited = rival.lock("s-sentinel-kept");
+    let waiter = thread::spawn(move || matches!(waited.lock(), Err(Error::Closed)));
+    assert_waiting(&client, 1, Duration::from_secs(5));
+    assert_eq!(support::threads_named("rlock-sentinel"), 1);
+    client
+        .shutdown(Duration::from_millis(100))
+        .expect("shutdown");
+    assert!(waiter.join().expect("waiter"));
+    let exists: i64 = support::sentinel::con(setup.master_port())
+        .exists("s-sentinel-kept")
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "the kept hold is left on the master");
+    go_tx.send(()).expect("go");
+    assert_eq!(keeper.join().expect("keeper"), Some(LostReason::Shutdown));
+    assert_eq!(sorted(), before, "the client's threads are not all gone");
 }
