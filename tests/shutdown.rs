@@ -9,14 +9,13 @@
 mod support;
 
 use std::io::Write;
-
-use redis::Commands;
 use std::net::TcpStream;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redis::Commands;
 use redisson_lock::{Error, EventHandler, LockEvent, LostReason};
 use support::state::{channel, numsub, queue};
 use support::{RedisServer, assert_waiting, eventually};
