@@ -36,6 +36,9 @@
 //!   [`NonReentrantFairLock`], each byte-for-byte its Redisson type, with the
 //!   same methods.
 //! - [`Error`] says what went wrong in terms a caller can act on.
+//! - [`CancelToken`] ends blocking waits from another thread (`with_cancel`
+//!   on a lock or synchronizer handle), and [`Client::shutdown`] ends a
+//!   client: its waits, its holds and its threads.
 //!
 //! No async runtime is involved: every call blocks the calling thread. In an
 //! async service, call it from the runtime's blocking pool (tokio's
@@ -130,6 +133,7 @@
 // Six layers, imports only downward (see CONTRIBUTING.md's "Architecture" and
 // tests/layering.rs, which checks it):
 // L0 base
+mod cancel;
 mod config;
 mod error;
 mod fork;
@@ -152,6 +156,7 @@ mod lock;
 mod multi;
 mod synchronizers;
 
+pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, Diagnostics};
 pub use client::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
 pub use client::{
@@ -171,6 +176,7 @@ pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, Write
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
 pub use lock::owned::OwnedLockGuard;
 pub use lock::signal::LostSignal;
+pub use lock::watch::{LockWatch, WatchEvent};
 pub use locks::UnlockOutcome;
 pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};

@@ -112,6 +112,8 @@ pub(crate) struct Hold {
     /// Wakes the `rlock-deadline` thread when the deadline moves earlier;
     /// set once the registry watches the hold ([`Registry::watch`]).
     deadline_moved: OnceLock<Sender<()>>,
+    /// Releases it without its guard ([`Hold::release_in_redis`]).
+    releaser: OnceLock<Releaser>,
 }
 
 /// The commands that may have set the key's TTL last (see the module docs).
@@ -226,6 +228,7 @@ impl Hold {
                 }],
             }),
             deadline_moved: OnceLock::new(),
+            releaser: OnceLock::new(),
         }
     }
 
@@ -271,7 +274,13 @@ impl Hold {
                 .lost(&self.name, &self.field, reason, self.since);
         }
         if self.held() {
-            log::warn!(
+            // A shutdown's release is deliberate: worth a line, not a warning.
+            let level = match reason {
+                LostReason::Shutdown => log::Level::Info,
+                _ => log::Level::Warn,
+            };
+            log::log!(
+                level,
                 "redisson-lock: lock `{}` held by {} was lost: {reason}",
                 self.name,
                 self.field
@@ -550,8 +559,11 @@ fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
     });
 }
 
+mod quiet;
 mod registry;
+mod releaser;
 pub(crate) use registry::Registry;
+pub(crate) use releaser::Releaser;
 
 #[cfg(test)]
 mod tests {

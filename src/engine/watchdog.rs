@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
@@ -27,7 +27,7 @@ use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 use crate::topology::Topology;
 use crate::topology::cluster::Cluster;
 
@@ -49,10 +49,10 @@ const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 /// How often the thread checks whether the master moved (Sentinel only).
 const MOVE_CHECK: Duration = Duration::from_millis(100);
 
-/// The client's renewal thread. Dropping this stops it.
+/// The client's renewal thread. Dropping this stops it;
+/// [`Watchdog::stop`] also waits for it.
 pub(crate) struct Watchdog {
-    /// Never sent on: dropping it disconnects the thread's receiver.
-    _stop: Sender<()>,
+    thread: Stoppable,
 }
 
 impl Watchdog {
@@ -68,7 +68,6 @@ impl Watchdog {
         lease: Duration,
         sync: Option<Arc<ReplicaSync>>,
     ) -> Result<Self> {
-        let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let pool = topology.pool();
         let generation = pool.map_or(0, |pool| pool.connector().endpoint().generation());
         let con = match pool {
@@ -79,18 +78,26 @@ impl Watchdog {
                     .map_err(|e| pool.connector().connect_error(e))?,
             ),
         };
-        let worker = Worker {
-            registry,
-            topology,
-            con: Mutex::new(con),
-            generation: AtomicU64::new(generation),
-            lease,
-            sync,
-            stop_rx,
+        let run = move |stop_rx| {
+            let worker = Worker {
+                registry,
+                topology,
+                con: Mutex::new(con),
+                generation: AtomicU64::new(generation),
+                lease,
+                sync,
+                stop_rx,
+            };
+            worker.run();
         };
-        let run = move || worker.run();
-        spawn("rlock-watchdog", "the watchdog thread", run)?;
-        Ok(Watchdog { _stop: stop })
+        let thread = Stoppable::spawn("rlock-watchdog", "the watchdog thread", run)?;
+        Ok(Watchdog { thread })
+    }
+
+    /// Stops the thread and waits for it (at most its current renewal
+    /// round, bounded by the response timeout).
+    pub fn stop(&self) {
+        self.thread.stop_and_join();
     }
 }
 

@@ -16,6 +16,8 @@ use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, Reentrant, Wake};
 use crate::net::scatter::Prefetched;
 
+mod keep;
+
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.
 ///
@@ -222,6 +224,10 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Step
     // (which may set the TTL) counts as sent.
     let sent = Instant::now();
     if let Some(reason) = hold.lost_reason_at(sent) {
+        // The client was shut down: it released the hold and sends nothing.
+        if reason == LostReason::Shutdown {
+            return Step::Done(Err(lock.lost(reason)));
+        }
         // Clean up what may be left (a renewal that landed late) once the
         // last guard of the lost hold goes, unless this thread has taken
         // the lock again since.
@@ -469,8 +475,16 @@ macro_rules! guard_common {
 
         impl<K: Kind> Drop for $guard<K> {
             fn drop(&mut self) {
-                if let Err(e) = self.release() {
-                    log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+                match self.release() {
+                    Ok(()) => {}
+                    // Released by the client's shutdown: nothing to report.
+                    Err($crate::error::Error::Lost {
+                        reason: LostReason::Shutdown,
+                        ..
+                    }) => {}
+                    Err(e) => {
+                        log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+                    }
                 }
             }
         }

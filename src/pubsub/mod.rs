@@ -126,6 +126,8 @@ struct Shared {
     conn: Mutex<Conn>,
     /// The parking lot. Never held during I/O.
     lot: Mutex<Lot>,
+    /// The thread last started, for [`Subscriber::close`].
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 /// One waiting thread's interest in a lock entry. Dropping it unregisters
@@ -159,6 +161,7 @@ impl Subscriber {
                 dirty: AtomicBool::new(false),
                 conn: Mutex::new(Conn::default()),
                 lot: Mutex::new(Lot::default()),
+                thread: Mutex::new(None),
             }),
         }
     }
@@ -242,13 +245,26 @@ impl Subscriber {
             return;
         }
         let shared = Arc::clone(&self.shared);
-        if let Err(e) = thread::Builder::new()
+        match thread::Builder::new()
             .name("rlock-pubsub".into())
             .spawn(move || shared.run())
         {
-            log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
-            self.shared.thread_started.store(false, Ordering::Release);
+            Ok(started) => *self.shared.thread.lock() = Some(started),
+            Err(e) => {
+                log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
+                self.shared.thread_started.store(false, Ordering::Release);
+            }
         }
+    }
+
+    /// Closes this subscriber for good, as dropping it does, and waits for
+    /// its thread to end (at most a connect or write timeout, or a
+    /// reconnect backoff). Its waiters are the caller's to have woken
+    /// first. A later [`subscribe`](Self::subscribe) starts no thread.
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.conn.lock().close();
+        crate::spawn::join(self.shared.thread.lock().take());
     }
 }
 
@@ -307,12 +323,22 @@ impl Drop for Subscriber {
 }
 
 impl Subscription {
-    /// Parks until an unlock message for this entry arrives or `timeout`
-    /// passes; `Ok(true)` if woken by a message (or a permit left by an
-    /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
-    /// when the server refused the subscription meanwhile.
-    pub fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.entry.wait(timeout, &self.seen)?)
+    /// Parks until an unlock message for this entry arrives, `timeout`
+    /// passes, or `stop()` is true (checked before each park; whoever
+    /// makes it true calls the [`waker`](Self::waker)); `Ok(true)` if woken
+    /// by a message (or a permit left by an earlier one). Blocks at most
+    /// `timeout`. Fails with [`Error::Redis`](crate::Error::Redis) when the
+    /// server refused the subscription meanwhile.
+    pub fn wait(&self, timeout: Duration, stop: &dyn Fn() -> bool) -> Result<bool> {
+        Ok(self.entry.wait(timeout, &self.seen, stop)?)
+    }
+
+    /// A wake-up for the threads parked in [`wait`](Self::wait) on this
+    /// entry, callable from any thread: they re-check their `stop`, and
+    /// those it does not stop park again. Never blocks on I/O.
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let entry = Arc::clone(&self.entry);
+        move || entry.interrupt()
     }
 
     /// In a cluster: whether this subscription is gone from its node (slot

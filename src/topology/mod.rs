@@ -267,6 +267,31 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// Stops the topology's threads and waits for them: the subscribers'
+    /// (whose waiters the caller has woken), the Sentinel thread, the
+    /// cluster's refresh thread. The pools stay open (they have no thread);
+    /// commands sent after this still work but follow no failover.
+    pub fn close(&self) {
+        match self {
+            Topology::Single { subscriber, .. } => subscriber.close(),
+            Topology::Sentinel {
+                subscriber, _watch, ..
+            } => {
+                _watch.stop();
+                subscriber.close();
+            }
+            Topology::Cluster {
+                cluster,
+                subscribers,
+            } => {
+                cluster.stop();
+                subscribers.close();
+            }
+        }
+    }
+}
+
 /// What cannot be reached when a cluster names no master.
 pub(crate) fn no_master(slot: u16) -> Error {
     Error::Unavailable {

@@ -33,7 +33,7 @@ use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Connections, Pool};
 use crate::net::tls::TlsSettings;
 use crate::pubsub::Flavour;
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 use table::Table;
 
 /// How often the slot table is read again with nothing prompting it
@@ -48,6 +48,8 @@ pub(crate) struct Cluster {
     state: Arc<State>,
     /// Wakes the refresh thread; dropping it stops the thread.
     wake: Sender<()>,
+    /// The refresh thread, for [`Cluster::stop`].
+    thread: Stoppable,
 }
 
 /// What the cluster handle and its refresh thread share.
@@ -108,9 +110,19 @@ impl Cluster {
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let worker = Arc::clone(&state);
-        let refresh = move || worker.run(&wake_rx);
-        spawn("rlock-cluster", "the cluster refresh thread", refresh)?;
-        Ok(Cluster { state, wake })
+        let refresh = move |stop: Receiver<()>| worker.run(&wake_rx, &stop);
+        let thread = Stoppable::spawn("rlock-cluster", "the cluster refresh thread", refresh)?;
+        Ok(Cluster {
+            state,
+            wake,
+            thread,
+        })
+    }
+
+    /// Stops the refresh thread and waits for it (at most its current
+    /// refresh, bounded by the timeouts); the slot table stays as it is.
+    pub fn stop(&self) {
+        self.thread.stop_and_join();
     }
 
     /// Asks the refresh thread to read the slot table again soon; never blocks.
@@ -178,9 +190,14 @@ impl Cluster {
 }
 
 impl State {
-    fn run(&self, wake: &Receiver<()>) {
+    fn run(&self, wake: &Receiver<()>, stop: &Receiver<()>) {
         loop {
-            match wake.recv_timeout(SCAN_INTERVAL) {
+            let woken = crossbeam_channel::select! {
+                recv(stop) -> _ => return,
+                recv(wake) -> woken => woken.map_err(|_| RecvTimeoutError::Disconnected),
+                default(SCAN_INTERVAL) => Err(RecvTimeoutError::Timeout),
+            };
+            match woken {
                 Ok(()) => {
                     let since = self.last_refresh.lock().elapsed();
                     if since < REFRESH_MIN_GAP {
