@@ -26,6 +26,9 @@ enum Stop {
     GaveUp,
     /// Its request got its outcome otherwise (the socket failed).
     Failed,
+    /// The queue's front was not answered by its deadline (give or take
+    /// the slack), though bytes kept coming.
+    TimedOut,
 }
 
 /// What handing out a batch of replies did.
@@ -47,6 +50,8 @@ struct Feed<'a> {
     own: &'a Arc<Slot>,
     give_up: Option<Instant>,
     deadline: Instant,
+    /// When this leader began to read.
+    began: Instant,
     stream: &'a mut Stream,
     timeout: &'a mut Duration,
     /// Replies parsed and not handed out yet, in the socket's order (the
@@ -62,13 +67,20 @@ struct Feed<'a> {
 
 impl Read for Feed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Err(stop) = self.before_read() {
-            self.stop = Some(stop);
-            // Never `Ok(0)`: the reader would take it for the end of the
-            // stream. Its buffer and partial reply survive an error.
-            return Err(io::Error::other("the leader stopped reading"));
+        loop {
+            if let Err(stop) = self.before_read() {
+                self.stop = Some(stop);
+                // Never `Ok(0)`: the reader would take it for the end of the
+                // stream. Its buffer and partial reply survive an error.
+                return Err(io::Error::other("the leader stopped reading"));
+            }
+            match self.stream.read_once(buf) {
+                // A signal (`EINTR`, see `Stream`'s `Read`): read again, the
+                // deadline looked at first. Never a failed socket.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => return done,
+            }
         }
-        self.stream.read(buf)
     }
 }
 
@@ -104,6 +116,15 @@ impl Feed<'_> {
         if self.give_up.is_some_and(|g| now >= g) {
             return Err(Stop::GaveUp);
         }
+        // The response timeout bounds a whole reply, not each read: a
+        // server trickling the front's reply (every read bringing a byte
+        // or two) fails it here, the slack past its deadline. A leader that
+        // began after that deadline gets the slack from its beginning, to
+        // read what is waiting in the socket.
+        let slack = socket.usual / SLACK_DIVISOR;
+        if now >= self.deadline.max(self.began) + slack.max(Duration::from_millis(1)) {
+            return Err(Stop::TimedOut);
+        }
         // A deadline passed while nobody read still gets one short read:
         // the reply may be waiting in the socket.
         let limit = self
@@ -113,7 +134,6 @@ impl Feed<'_> {
             .max(Duration::from_millis(1));
         // Kept when a little longer than needed (no system call per read),
         // never when shorter: a short one would spin.
-        let slack = socket.usual / SLACK_DIVISOR;
         if *self.timeout > limit + slack || *self.timeout < limit {
             if self.stream.set_read_timeout(Some(limit)).is_err() {
                 socket.fail(Failure::Dropped);
@@ -152,6 +172,7 @@ impl Socket {
             own: slot,
             give_up,
             deadline,
+            began: Instant::now(),
             stream,
             timeout,
             parsed,
@@ -183,6 +204,11 @@ impl Socket {
                 Err(_) if feed.stop.is_some() => {
                     return match feed.stop {
                         Some(Stop::GaveUp) => Led::GaveUp,
+                        Some(Stop::TimedOut) => {
+                            // What was parsed was handed out before the stop.
+                            self.fail(Failure::TimedOut);
+                            Led::Failed
+                        }
                         _ => Led::Failed,
                     };
                 }
