@@ -1,6 +1,6 @@
 //! The response timeout bounds a whole reply, not each read of it: a
-//! server that trickles a reply one byte every 20 ms (a reply that would
-//! take seconds) gets a lone caller with a 500 ms response timeout a
+//! server that trickles a reply one byte every 2 ms (a reply that would
+//! take 5 s) gets a lone caller with a 500 ms response timeout a
 //! timeout in about 500 ms, on a multiplexed connection and on a pooled
 //! one, during the connection's handshake as after it.
 
@@ -17,11 +17,14 @@ use redisson_lock::Client;
 use support::proxy::resp_len;
 
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
-/// A reply of 200 bytes: 4 s at one byte every 20 ms.
-const SLOW_REPLY_LEN: usize = 200;
+/// A reply of 2500 bytes: 5 s at one byte every [`TRICKLE`]. (A byte every
+/// 20 ms let the multiplexed leader of 5656822 time out now and then: the
+/// read timeout it kept after its deadline was sometimes shorter.)
+const SLOW_REPLY_LEN: usize = 2500;
+const TRICKLE: Duration = Duration::from_millis(2);
 
 /// A fake server on a free loopback port: every command whose name is in
-/// `slow` is answered one byte every 20 ms (a 200-byte bulk string), any
+/// `slow` is answered one byte every [`TRICKLE`] (a bulk string), any
 /// other at once (`+PONG` to a `PING`, `+OK` otherwise). Stops when dropped.
 struct Trickler {
     port: u16,
@@ -93,7 +96,7 @@ fn serve(mut socket: TcpStream, slow: &[&str], stopped: &AtomicBool) {
                     if stopped.load(Ordering::Relaxed) || socket.write_all(&[byte]).is_err() {
                         return;
                     }
-                    thread::sleep(Duration::from_millis(20));
+                    thread::sleep(TRICKLE);
                 }
             } else {
                 let reply: &[u8] = if name == "PING" {
@@ -110,7 +113,7 @@ fn serve(mut socket: TcpStream, slow: &[&str], stopped: &AtomicBool) {
 }
 
 /// Takes a lock through `client` against the trickling server: it must
-/// fail within twice the response timeout (the reply would take 4 s).
+/// fail within twice the response timeout (the reply would take 5 s).
 fn times_out_in_time(client: &Client, what: &str) {
     let began = Instant::now();
     let result = client.lock(format!("trickle-{what}")).try_lock();

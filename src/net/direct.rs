@@ -49,7 +49,7 @@ impl Read for Until<'_> {
             if now >= self.deadline + self.slack.max(MIN_WAIT) {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    "no whole reply within the response timeout",
+                    "no whole reply before the deadline",
                 ));
             }
             let left = self.deadline.saturating_duration_since(now).max(MIN_WAIT);
