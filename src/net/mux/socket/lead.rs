@@ -92,7 +92,8 @@ impl Feed<'_> {
             let (state, handed) = socket.hand_out(self.parsed, self.own);
             match handed {
                 Handed::Others => {}
-                // Cannot be: the leader reads only up to its own reply.
+                // Cannot be: the leader reads only up to its own reply, and
+                // hands that out itself (see the error path in `lead`).
                 Handed::Own(_) => return Err(Stop::Failed),
                 Handed::Stray => {
                     drop(state);
@@ -219,9 +220,28 @@ impl Socket {
                     // Replies parsed before the error keep their answers
                     // (an error that needed no read, at the end of the
                     // stream, comes with no look at the state).
+                    //
+                    // The leader's own reply is never among them (issue 29
+                    // asked whether a leader erring here drops it): it
+                    // stops at the reply that brings `needed` to 0 and
+                    // hands it out at once, above. `needed` counts exactly
+                    // the replies up to its own: computed with the state
+                    // locked and `parsed` empty (every reading ends with
+                    // what it parsed handed out), and the queue ahead of it
+                    // only shrinks by replies this leader hands out (an
+                    // abandoned request's reply is still read) or by
+                    // `fail`, which answers every request, its own
+                    // included. So `parsed` holds fewer replies than it
+                    // needs, and its caller gets the socket's failure,
+                    // never a hang or another caller's reply. Were it ever
+                    // there, it is returned rather than dropped.
+                    let mut own = None;
                     if !feed.parsed.is_empty() {
-                        let (state, _) = self.hand_out(feed.parsed, slot);
+                        let (state, handed) = self.hand_out(feed.parsed, slot);
                         drop(state);
+                        if let Handed::Own(replies) = handed {
+                            own = Some(replies);
+                        }
                     }
                     // The front's time is up (nothing more may be waited
                     // for on this socket), or the stream broke.
@@ -229,7 +249,8 @@ impl Socket {
                         true => Failure::TimedOut,
                         false => Failure::Dropped,
                     });
-                    return Led::Failed;
+                    // `hand_out` gave up the reading with its own reply.
+                    return own.map_or(Led::Failed, |replies| Led::Answered(Ok(replies)));
                 }
             }
         }
