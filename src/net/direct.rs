@@ -35,10 +35,14 @@ const MIN_WAIT: Duration = Duration::from_millis(1);
 /// it is `slack` past, no read is made (a server trickling a reply, each
 /// read bringing a byte, does not hold the caller past it).
 pub(crate) struct Until<'a> {
+    /// The socket read.
     pub stream: &'a mut Stream,
     /// The socket's read timeout now, kept in step.
     pub timeout: &'a mut Duration,
+    /// When the reply must be in.
     pub deadline: Instant,
+    /// How much longer than the time left a read's timeout may stay, and
+    /// how far past the deadline reads may go on.
     pub slack: Duration,
 }
 
