@@ -190,14 +190,16 @@ impl Direct {
         written.map_err(RedisError::from)
     }
 
-    /// The next reply (RESP3 push data skipped), read until `deadline`.
+    /// The next reply (RESP3 push data skipped), read until `deadline`
+    /// (give or take an eighth of the time left: a short bound stays short).
     pub fn recv_until(&mut self, deadline: Instant) -> RedisResult<Value> {
+        let slack = deadline.saturating_duration_since(Instant::now()) / SLACK_DIVISOR;
         loop {
             let mut until = Until {
                 stream: &mut self.stream,
                 timeout: &mut self.timeout,
                 deadline,
-                slack: self.usual / SLACK_DIVISOR,
+                slack,
             };
             match self.replies.next(&mut until) {
                 Ok(Value::Push { .. }) => {}
