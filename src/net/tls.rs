@@ -1,7 +1,8 @@
 //! TLS (`rediss://`, feature `tls-rustls`): the certificates a client is
-//! built with, applied to redis-rs's connections (commands, watchdog,
-//! Sentinel) and to the subscriber's own socket, which this module wraps in
-//! a rustls session. Without the feature only the (empty) settings type
+//! built with, applied to redis-rs's connections (Sentinel nodes) and to
+//! the sockets the crate owns (command connections, pooled or multiplexed,
+//! the watchdog's, the subscriber's), which this module wraps in a rustls
+//! session. Without the feature only the (empty) settings type
 //! exists, and every connection is the plain socket it always was.
 
 use redis::ConnectionInfo;
@@ -177,7 +178,7 @@ fn ensure_provider() {
 
 #[cfg(feature = "tls-rustls")]
 impl TlsSettings {
-    /// The rustls configuration of the subscriber's socket: the same roots
+    /// The rustls configuration of the crate's own sockets: the same roots
     /// and client certificate as redis-rs's connections.
     fn subscriber_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>> {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
