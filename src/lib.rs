@@ -157,7 +157,7 @@ mod multi;
 mod synchronizers;
 
 pub use cancel::CancelToken;
-pub use client::{Client, ClientBuilder, Diagnostics};
+pub use client::{Client, ClientBuilder, Diagnostics, HolderProcess};
 pub use client::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
 pub use client::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,

@@ -1,6 +1,7 @@
 //! `Client::doctor` next to real Redisson: the versions whose scripts the
-//! server ran are named, and a healthy mixed fleet (Java and Rust locks
-//! held, renewed) is reported clean.
+//! server ran are named, a healthy mixed fleet (Java and Rust locks held,
+//! renewed) is reported clean, and `identify_holders` names the Rust holder
+//! and never a Java one.
 
 mod support;
 
@@ -53,6 +54,12 @@ fn the_doctor_names_the_java_version_and_finds_a_healthy_fleet_clean(redisson: R
         java.version,
         versions.ranges
     );
+    // Who holds: the Rust reader is named, the Java holder never guessed.
+    let info = client.inspect("doc-rw").expect("inspect");
+    assert_eq!(info.holders.len(), 2);
+    let who = client.identify_holders(&info).expect("identify");
+    assert_eq!(who.keys().collect::<Vec<_>>(), vec![client.id()]);
+    assert!(!who.contains_key(&java.client_id));
     for name in [
         "doc-lock",
         "fair/doc-fair",

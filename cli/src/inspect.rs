@@ -1,9 +1,10 @@
 //! `inspect`, `list` and `force-unlock`.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
-use redisson_lock::{Client, HolderSide, LockInfo, LockKind, LockSummary, RwMode};
+use redisson_lock::{Client, HolderProcess, HolderSide, LockInfo, LockKind, LockSummary, RwMode};
 
 use crate::args::Output;
 use crate::connect::{EX_USAGE, Failure};
@@ -45,12 +46,59 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Failure> {
 /// `inspect NAME`.
 pub fn inspect(client: &Client, name: &str, output: Output) -> Result<u8, Failure> {
     let info = client.inspect(name)?;
+    // Best effort: an ACL without `client|list` leaves the holders unnamed.
+    let processes = if info.holders.is_empty() && info.queue.is_empty() {
+        Ok(BTreeMap::new())
+    } else {
+        client.identify_holders(&info)
+    };
     if output == Output::Json {
-        print_json(&info)?;
+        let mut json = serde_json::to_value(&info)
+            .map_err(|e| Failure::new(crate::connect::EX_SOFTWARE, e.to_string()))?;
+        if let (Ok(processes), Some(object)) = (&processes, json.as_object_mut()) {
+            let processes: serde_json::Map<_, _> = processes
+                .iter()
+                .map(|(id, p)| {
+                    let process = serde_json::json!({
+                        "pid": p.pid,
+                        "application": p.application,
+                        "addresses": p.addresses,
+                    });
+                    (id.clone(), process)
+                })
+                .collect();
+            object.insert("processes".into(), processes.into());
+        }
+        print_json(&json)?;
         return Ok(0);
     }
     print!("{}", text(&info));
+    print!("{}", who_lines(&info, processes.as_ref().ok()));
     Ok(0)
+}
+
+/// One `who` line per holder: its process, application and addresses when
+/// it is a client of this crate (`None`: `CLIENT LIST` was refused).
+fn who_lines(info: &LockInfo, processes: Option<&BTreeMap<String, HolderProcess>>) -> String {
+    let mut out = String::new();
+    for holder in &info.holders {
+        let who = match processes.map(|p| p.get(&holder.client_id)) {
+            Some(Some(p)) => {
+                let application = p
+                    .application
+                    .as_deref()
+                    .map(|a| format!(", application {a}"))
+                    .unwrap_or_default();
+                format!("pid {}{application}, at {}", p.pid, p.addresses.join(" "))
+            }
+            Some(None) => "not a redisson-lock client with a named connection here (a Redisson \
+                           client does not tie its id to its connections): unknown"
+                .into(),
+            None => "unknown (CLIENT LIST refused)".into(),
+        };
+        out.push_str(&format!("{:<10} {}: {who}\n", "who", holder.field()));
+    }
+    out
 }
 
 /// The text form of `info`.

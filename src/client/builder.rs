@@ -16,7 +16,7 @@ use crate::engine::observe;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::net::pool::Connections;
-use crate::net::tls::TlsSettings;
+use crate::net::tls::{EndpointSettings, connection_name};
 use crate::topology::sentinel::SentinelSettings;
 use crate::topology::{Target, Topology};
 
@@ -36,7 +36,9 @@ pub struct ClientBuilder {
     pub(crate) pool_size: Option<u32>,
     /// Shared sockets per server instead of the pool, when asked for.
     pub(crate) multiplexed: Option<u32>,
-    pub(crate) tls: TlsSettings,
+    pub(crate) tls: EndpointSettings,
+    /// The application's name in the connections' names.
+    application: Option<String>,
     pub(crate) sentinel: Option<SentinelSettings>,
     /// Cluster seeds (`info` is the first one); `None` for one server.
     pub(crate) seeds: Option<Vec<ConnectionInfo>>,
@@ -61,7 +63,8 @@ impl ClientBuilder {
             config: Config::default(),
             pool_size: None,
             multiplexed: None,
-            tls: TlsSettings::default(),
+            tls: EndpointSettings::default(),
+            application: None,
             sentinel: None,
             seeds: None,
             sharded: ShardedSubscription::Auto,
@@ -96,6 +99,19 @@ impl ClientBuilder {
     /// ```
     pub fn event_handler(mut self, handler: impl EventHandler) -> Self {
         self.handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Names the application in the name every connection of the client
+    /// gives itself (`CLIENT SETNAME redisson-lock/<client id>/<pid>/<name>`),
+    /// so that `Client::identify_holders` and `redisson-lock inspect` can
+    /// say which application and process holds a lock, with its address.
+    /// Letters, digits, `.`, `_` and `-` only, at most 64 of them
+    /// ([`Error::InvalidArgument`] from [`build`](Self::build) otherwise).
+    /// Without it the name still carries the client id and the process id.
+    /// Costs nothing per lock: the name is sent once per connection.
+    pub fn application_name(mut self, name: &str) -> Self {
+        self.application = Some(name.to_owned());
         self
     }
 
@@ -222,6 +238,14 @@ impl ClientBuilder {
         let info = self
             .info
             .map_err(|e| Error::invalid(format!("invalid Redis URL ({e}); {URL_FORMS}")))?;
+        if let Some(name) = &self.application {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+            if name.is_empty() || name.len() > 64 || !name.chars().all(allowed) {
+                return Err(Error::invalid(format!(
+                    "application name {name:?}: 1 to 64 letters, digits, `.`, `_` or `-`"
+                )));
+            }
+        }
         let mut config = self.config;
         let mut sharded = self.sharded;
         if let Some(compat) = self.compat {
@@ -262,9 +286,19 @@ impl ClientBuilder {
                 ));
             }
         };
-        let topology = Topology::connect(target, &config, connections, &self.tls)?;
+        // The id first: every connection carries it in its name.
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut settings = self.tls;
+        settings.name = Some(connection_name(&id, self.application.as_deref()).into());
+        let topology = Topology::connect(target, &config, connections, &settings)?;
         Ok(Client {
-            engine: Arc::new(Engine::start(config, topology, self.handler, self.observe)?),
+            engine: Arc::new(Engine::start(
+                id,
+                config,
+                topology,
+                self.handler,
+                self.observe,
+            )?),
         })
     }
 }

@@ -8,6 +8,7 @@ mod builder;
 mod cluster;
 mod compat;
 mod doctor;
+mod identify;
 mod inspect;
 #[cfg(feature = "metrics")]
 mod observe;
@@ -36,6 +37,7 @@ use crate::synchronizers::Semaphore;
 
 pub use builder::ClientBuilder;
 pub use doctor::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
+pub use identify::HolderProcess;
 pub use inspect::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,

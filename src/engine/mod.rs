@@ -78,6 +78,7 @@ impl Engine {
     /// that cannot be reached fails the build), and with a `handler`, the
     /// thread that calls it. `observe`: the client's metrics settings.
     pub fn start(
+        id: String,
         config: Config,
         topology: Topology,
         handler: Option<Arc<dyn EventHandler>>,
@@ -97,7 +98,7 @@ impl Engine {
             sync.clone(),
         )?;
         Ok(Engine {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             publish: topology.flavour().publish(),
             config,
             topology,

@@ -24,7 +24,7 @@ use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result};
 use crate::net::connection::Connector;
 use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
 use cluster::Cluster;
 use sentinel::{SentinelSettings, SentinelWatch};
@@ -71,7 +71,7 @@ impl Topology {
         target: Target,
         config: &Config,
         connections: Connections,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
     ) -> Result<Topology> {
         let timeouts = (config.connect_timeout, config.response_timeout);
         let plain = |endpoint| -> Result<(Arc<Pool>, Subscriber)> {

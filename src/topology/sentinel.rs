@@ -22,7 +22,7 @@ use redis::{ConnectionInfo, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::net::endpoint::{Endpoint, with_server};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::SubscriberHandle;
 use crate::spawn::Stoppable;
 
@@ -61,7 +61,7 @@ impl SentinelSettings {
     /// points `endpoint` at the master they name ([`Sentinels::locate`]).
     pub fn locate(
         self,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
         endpoint: &Endpoint,
         timeouts: (Duration, Duration),
     ) -> Result<Sentinels> {
@@ -71,7 +71,7 @@ impl SentinelSettings {
     }
 
     /// Checks the sentinel URLs, attaching TLS to the `rediss://` ones.
-    fn prepare(self, tls: &TlsSettings) -> Result<Sentinels> {
+    fn prepare(self, tls: &EndpointSettings) -> Result<Sentinels> {
         if self.master_name.is_empty() {
             return Err(Error::invalid("the Sentinel master name is empty"));
         }

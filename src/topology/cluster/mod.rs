@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::net::connection::Connector;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Connections, Pool};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::Flavour;
 use crate::spawn::Stoppable;
 use table::Table;
@@ -56,7 +56,7 @@ pub(crate) struct Cluster {
 struct State {
     seeds: Vec<ConnectionInfo>,
     /// The builder's TLS material, for every node's endpoint.
-    tls: TlsSettings,
+    tls: EndpointSettings,
     connect_timeout: Duration,
     response_timeout: Duration,
     connections: Connections,
@@ -79,7 +79,7 @@ impl Cluster {
     /// [`Error::Unavailable`] when no seed answers `CLUSTER SLOTS`.
     pub fn connect(
         seeds: Vec<ConnectionInfo>,
-        tls: TlsSettings,
+        tls: EndpointSettings,
         connect_timeout: Duration,
         response_timeout: Duration,
         connections: Connections,
@@ -402,7 +402,7 @@ impl Cluster {
         seeds: Vec<ConnectionInfo>,
         config: &Config,
         connections: Connections,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
     ) -> Result<Arc<Cluster>> {
         let cluster = Cluster::connect(
             seeds,
