@@ -209,7 +209,6 @@ pub fn permit_lines(info: &LockInfo) -> String {
 /// For run.rs (not edited here): `Ctx::busy` can print
 /// `crate::inspect::busy_message(client, &self.args.name)` instead of its
 /// fixed line.
-#[allow(dead_code)]
 pub fn busy_message(client: &Client, name: &str) -> String {
     let Ok(info) = client.inspect(name) else {
         return format!("`{name}` is busy");

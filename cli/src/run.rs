@@ -91,6 +91,7 @@ pub fn run(conn: &ConnArgs, args: &RunArgs, verbose: bool) -> Result<u8, Failure
     let client = connect::client(conn, Some(args.watchdog_timeout))?;
     let ctx = Ctx {
         args,
+        client: &client,
         program,
         schedule,
         verbose,
@@ -124,6 +125,7 @@ pub fn run(conn: &ConnArgs, args: &RunArgs, verbose: bool) -> Result<u8, Failure
 
 struct Ctx<'a> {
     args: &'a RunArgs,
+    client: &'a Client,
     program: (OsString, Vec<OsString>),
     schedule: Schedule,
     verbose: bool,
@@ -132,7 +134,9 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn busy(&self) -> Result<u8, Failure> {
         if self.verbose {
-            eprintln!("redisson-lock: `{}` is busy", self.args.name);
+            // Who holds it: one more snapshot, worth it only when asked.
+            let busy = crate::inspect::busy_message(self.client, &self.args.name);
+            eprintln!("redisson-lock: {busy}");
         }
         Ok(self.args.conflict_exit_code)
     }
@@ -254,39 +258,20 @@ fn run_lock<K: Kind>(
     if outcome.lost.is_none()
         && let Some(rest) = ctx.rest(taken)
     {
-        // Reentering with an explicit lease sets the key's TTL to the rest
-        // of the minimum (Redisson's reentry PEXPIREs); neither hold is
-        // released: the process exits at once, its watchdog with it.
-        match lock.with_lease(rest).try_lock() {
-            Ok(Some(kept)) => {
-                // A watchdog renewal in flight at that moment may have set
-                // the lease back to the watchdog timeout: look once, and
-                // set it again if so (the process exits right after). One
-                // that lands after that look (sent just before the reentry
-                // on the watchdog's own connection, or in the moment before
-                // the exit) keeps the lock up to one lease past the
-                // minimum: never less than the minimum (both only PEXPIRE a
-                // held key; nothing here deletes it), which is what
-                // --hold-at-least promises (docs/cli.md says so). Stopping
-                // this hold's renewals without releasing it needs the
-                // library (its coming `keep_for`).
-                if let Ok(Some(ttl)) = lock.remaining_ttl()
-                    && ttl > rest + Duration::from_millis(500)
-                    && let Some(rest) = ctx.rest(taken)
-                    && let Ok(Some(again)) = lock.with_lease(rest).try_lock()
-                {
-                    std::mem::forget(again);
-                }
+        // The watchdog stops renewing, the key's TTL is set to the rest of
+        // the minimum (again if a renewal already on the wire lands after
+        // it), and the guard is forgotten without a release: the lock is
+        // kept exactly that long (`LockGuard::keep_for`).
+        let name = args.name.clone();
+        match guard.keep_for(rest) {
+            Ok(()) => {
                 if ctx.verbose {
-                    eprintln!("redisson-lock: `{}` kept for {rest:?}", args.name);
+                    eprintln!("redisson-lock: `{name}` kept for {rest:?}");
                 }
-                std::mem::forget(kept);
-                std::mem::forget(guard);
-                return Ok(code);
             }
-            Ok(None) => {}
-            Err(e) => eprintln!("redisson-lock: keeping `{}` failed: {e}", args.name),
+            Err(e) => eprintln!("redisson-lock: keeping `{name}` failed: {e}"),
         }
+        return Ok(code);
     }
     if let Err(e) = guard.unlock()
         && outcome.lost.is_none()
