@@ -65,13 +65,7 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             *yes,
             cli.output,
         ),
-        Command::Watch(args) => watch::watch(
-            &connect::client(&cli.conn, None)?,
-            &connect::urls(&cli.conn),
-            cli.conn.sentinel.is_some(),
-            args,
-            cli.output,
-        ),
+        Command::Watch(args) => watch::watch(&connect::client(&cli.conn, None)?, args, cli.output),
         Command::Doctor { max_keys } => {
             doctor::doctor(&connect::client(&cli.conn, None)?, *max_keys, cli.output)
         }

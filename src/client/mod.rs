@@ -262,7 +262,19 @@ impl Client {
     /// empty name, [`Error::Unavailable`](crate::Error::Unavailable) when
     /// no thread can be started.
     pub fn watch_lock(&self, name: impl Into<String>) -> crate::Result<LockWatch> {
-        LockWatch::start(Arc::clone(&self.engine), name.into())
+        let name = name.into();
+        let channel = crate::names::lock_channel(&name);
+        LockWatch::start(Arc::clone(&self.engine), name, channel)
+    }
+
+    /// [`Client::watch_lock`] for a read/write lock (Redisson's
+    /// `RReadWriteLock`): its releases are announced on its own channel
+    /// `redisson_rwlock:{name}` (a writer's and the last reader's unlock).
+    /// Same costs and limits.
+    pub fn watch_read_write_lock(&self, name: impl Into<String>) -> crate::Result<LockWatch> {
+        let name = name.into();
+        let channel = crate::names::rwlock_channel(&name);
+        LockWatch::start(Arc::clone(&self.engine), name, channel)
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

@@ -77,9 +77,9 @@ pub struct LockWatch {
 }
 
 impl LockWatch {
-    /// Starts watching `name` through `engine`: subscribes (one round trip,
-    /// on the watch's thread) and reads the TTL.
-    pub(crate) fn start(engine: Arc<Engine>, name: String) -> Result<LockWatch> {
+    /// Starts watching `name`'s releases on `channel` through `engine`:
+    /// subscribes (one round trip, on the watch's thread) and reads the TTL.
+    pub(crate) fn start(engine: Arc<Engine>, name: String, channel: String) -> Result<LockWatch> {
         engine.check_process()?;
         engine.check_open()?;
         if name.is_empty() {
@@ -90,6 +90,7 @@ impl LockWatch {
         let watching = Watching {
             engine,
             name: name.clone(),
+            channel,
             stop: stop.clone(),
             tx,
         };
@@ -140,6 +141,8 @@ impl fmt::Debug for LockWatch {
 struct Watching {
     engine: Arc<Engine>,
     name: String,
+    /// Where its releases are announced.
+    channel: String,
     stop: CancelToken,
     tx: Sender<WatchEvent>,
 }
@@ -161,18 +164,18 @@ impl Watching {
         // Counted in: a shutdown waits for the watch to leave.
         let _active = engine.enter()?;
         let stop = engine.stop(Some(&self.stop));
-        let channel = names::lock_channel(&self.name);
+        let channel = &self.channel;
         let seq = WATCHES.fetch_add(1, Ordering::Relaxed);
-        let entry = names::concat(&[&channel, "#watch", &seq.to_string()]);
+        let entry = names::concat(&[channel, "#watch", &seq.to_string()]);
         let limit = || Instant::now() + engine.config.subscription_timeout;
-        let mut subscription = engine.topology.subscribe(&channel, &entry, limit())?;
+        let mut subscription = engine.topology.subscribe(channel, &entry, limit())?;
         let mut woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
         loop {
             stop.check()?;
-            if engine.topology.is_stale(&subscription, &channel) {
+            if engine.topology.is_stale(&subscription, channel) {
                 drop(woken_by_stop);
                 drop(subscription);
-                subscription = engine.topology.subscribe(&channel, &entry, limit())?;
+                subscription = engine.topology.subscribe(channel, &entry, limit())?;
                 woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
                 continue;
             }
@@ -181,7 +184,7 @@ impl Watching {
             let wait = expires.map_or(RECHECK, |ttl| (ttl + EXPIRY_MARGIN).min(RECHECK));
             let woken = subscription.wait(wait, &|| stop.is_set())?;
             stop.check()?;
-            if woken && engine.topology.is_stale(&subscription, &channel) {
+            if woken && engine.topology.is_stale(&subscription, channel) {
                 continue; // moved: subscribe again, no release seen
             }
             let event = if woken {
