@@ -52,6 +52,7 @@ mod keep;
 /// # Ok(()) }
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct LockGuard<K: Kind = Reentrant> {
     lock: Lock<K>,
     hold: Arc<Hold>,

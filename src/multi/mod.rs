@@ -85,6 +85,7 @@ pub struct RedLock<K: Kind = Reentrant> {
 /// The members held by one [`MultiLock`] acquisition; releases them all on
 /// drop. `!Send`, like every guard.
 #[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct MultiLockGuard<K: Kind = Reentrant> {
     guards: Vec<LockGuard<K>>,
 }
@@ -92,6 +93,7 @@ pub struct MultiLockGuard<K: Kind = Reentrant> {
 /// The members held by one [`RedLock`] acquisition (a majority at least);
 /// releases them all on drop. `!Send`, like every guard.
 #[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct RedLockGuard<K: Kind = Reentrant> {
     guards: Vec<LockGuard<K>>,
     quorum: usize,

@@ -456,6 +456,7 @@ impl fmt::Debug for Semaphore {
 /// client may release permits it never took. A guard of 0 permits (from
 /// `acquire(0)`) releases nothing.
 #[must_use = "dropping the permits releases them at once"]
+#[clippy::has_significant_drop]
 pub struct SemaphorePermits {
     semaphore: Semaphore,
     count: u32,

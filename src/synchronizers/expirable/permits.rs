@@ -83,6 +83,7 @@ impl FromStr for PermitId {
 /// lock's hold, a permit belongs to whoever knows its id, in any thread or
 /// process.
 #[must_use = "dropping the permits releases them at once"]
+#[clippy::has_significant_drop]
 pub struct ExpirablePermits {
     pub(super) semaphore: PermitExpirableSemaphore,
     pub(super) ids: Vec<PermitId>,
