@@ -117,6 +117,11 @@ echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
 # TLS (rediss://) needs the feature: a TLS-only server with a CA made by
 # openssl in the test's directory.
+# The races users hit, stopped at named fail points (tikv's `fail`, only
+# with the `failpoints` feature): an unlock racing a renewal in flight, a
+# subscription lost before a waiter parks.
+echo "==> cargo test --features failpoints --test failpoints"
+cargo test --features failpoints --test failpoints
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3

@@ -136,6 +136,7 @@
 mod cancel;
 mod config;
 mod error;
+mod failpoint;
 mod fork;
 mod lua;
 mod names;

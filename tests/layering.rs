@@ -21,7 +21,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "L0 base",
         &[
-            "cancel", "config", "error", "fork", "lua", "names", "owner", "spawn",
+            "cancel",
+            "config",
+            "error",
+            "failpoint",
+            "fork",
+            "lua",
+            "names",
+            "owner",
+            "spawn",
         ],
     ),
     ("L1 protocol", &["locks"]),

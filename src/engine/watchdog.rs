@@ -299,6 +299,9 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
+        // tests/failpoints.rs: an unlock between the holds' collection and
+        // the renewal's send.
+        crate::failpoint::failpoint!("renewal-before-send");
         let mut observed = Renewing::start(tickets.len(), || match node {
             Some((_, addr)) => Some(addr.to_string()),
             None => self.endpoint().map(|endpoint| endpoint.describe()),

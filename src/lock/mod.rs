@@ -393,6 +393,9 @@ impl<K: Kind> Lock<K> {
                 }
                 wait = wait.min(left);
             }
+            // tests/failpoints.rs: the subscription lost (and a release
+            // announced) after the failed attempt, before the park.
+            crate::failpoint::failpoint!("waiter-before-park");
             match &subscription {
                 Some(subscription) => {
                     let woken = subscription.wait(wait, &|| stop.is_set())?;
