@@ -241,6 +241,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub hold_at_least: Option<Duration>,
 
+    /// When the job ends, hand the lock over instead of releasing it: stop
+    /// renewing and leave it held for one lease (--watchdog-timeout), for
+    /// a process that adopted it from $REDISSON_LOCK_HOLD to renew and
+    /// release (Lock::adopt); nobody adopting, it expires then.
+    #[arg(long, conflicts_with_all = ["hold_at_least", "permits"])]
+    pub hand_off: bool,
+
     /// The signal sent to the job's process group when the lock is lost or
     /// its renewals stop (a name like TERM or SIGINT, or a number).
     #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]

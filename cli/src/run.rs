@@ -20,6 +20,9 @@ pub const ENV_NAME: &str = "REDISSON_LOCK_NAME";
 pub const ENV_OWNER: &str = "REDISSON_LOCK_OWNER";
 /// A fenced lock's token.
 pub const ENV_TOKEN: &str = "REDISSON_LOCK_TOKEN";
+/// The job's environment: the hold, printable (`HoldToken`), for a process
+/// to take it over with `Lock::adopt` (with `--hand-off`).
+pub const ENV_HOLD: &str = "REDISSON_LOCK_HOLD";
 
 /// The safety margin: SIGKILL goes out this long before the lease can have
 /// expired. A tenth of the lease, at least 200 ms: it covers the clock-rate
@@ -239,6 +242,7 @@ fn run_lock<K: Kind>(
     if let Some(token) = token(&guard) {
         env.push((ENV_TOKEN.to_owned(), token.to_string()));
     }
+    env.push((ENV_HOLD.to_owned(), guard.hold_token().to_string()));
     let events = child::events();
     let lost = guard.lost_signal();
     {
@@ -255,6 +259,17 @@ fn run_lock<K: Kind>(
     }
     let outcome = ctx.job(env, events, &|| lost.valid_until())?;
     let code = ctx.exit(&outcome);
+    if outcome.lost.is_none() && args.hand_off {
+        // Handed over: one lease left for whoever adopted it, and no
+        // release (which would free the adopter's lock).
+        let name = args.name.clone();
+        if let Err(e) = guard.keep_for(args.watchdog_timeout) {
+            eprintln!("redisson-lock: handing `{name}` over failed: {e}");
+        } else if ctx.verbose {
+            eprintln!("redisson-lock: `{name}` handed over (held one lease unless adopted)");
+        }
+        return Ok(code);
+    }
     if outcome.lost.is_none()
         && let Some(rest) = ctx.rest(taken)
     {

@@ -96,6 +96,11 @@ impl<K: Kind> LockGuard<K> {
         self.token
     }
 
+    /// The owner field the hold is written under.
+    pub(crate) fn hold_field(&self) -> &str {
+        &self.hold.field
+    }
+
     /// Whether this acquisition joined a hold the owner had (a new hold
     /// counts one acquisition, and only its owner adds more).
     pub(crate) fn is_reentry(&self) -> bool {

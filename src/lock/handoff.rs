@@ -137,6 +137,23 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+impl<K: Kind> crate::LockGuard<K> {
+    /// The [`HoldToken`] of this hold, for another process to take it over
+    /// with [`Lock::adopt`] (it then renews it too, under the same owner
+    /// field) while this guard still holds it: hand it over for good with
+    /// [`keep_for`](crate::LockGuard::keep_for) (this side stops renewing
+    /// and leaves the lock one lease, for the adopter to renew) rather than
+    /// a release, which would free the adopter's lock. No round trip.
+    pub fn hold_token(&self) -> HoldToken {
+        HoldToken {
+            name: self.lock().name.to_string(),
+            kind: K::REDISSON.to_owned(),
+            field: self.hold_field().to_owned(),
+            token: self.fencing_token(),
+        }
+    }
+}
+
 impl<K: Kind> OwnedLockGuard<K> {
     /// Hands the hold over: this client stops renewing it and forgets it
     /// without releasing it, and the returned token lets another client
