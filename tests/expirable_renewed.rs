@@ -1,0 +1,169 @@
+//! Renewed permits of the permit-expirable semaphore (issue 33 item 4)
+//! against a real redis-server: held past three leases by the client's one
+//! watchdog (the ZSET score keeps moving into the future, the available
+//! count is unchanged), in both id encodings; lost within their lease when
+//! the holder is cut off, while another client then gets them; released
+//! and forgotten without renewal afterwards; a Java-style `tryRelease`
+//! (another client's release by id) seen as lost by the holder.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redisson_lock::{LostReason, PermitIdEncoding};
+use support::RedisServer;
+use support::proxy::Proxy;
+
+const LEASE: Duration = Duration::from_millis(600);
+
+fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as f64
+}
+
+/// The score of `member` in `{name}:timeout`, if any.
+fn score(server: &RedisServer, name: &str, member: &[u8]) -> Option<f64> {
+    let mut con = server.con();
+    redis::cmd("ZSCORE")
+        .arg(format!("{{{name}}}:timeout"))
+        .arg(member)
+        .query(&mut con)
+        .expect("ZSCORE")
+}
+
+#[test]
+fn renewed_permits_outlive_three_leases_in_both_encodings() {
+    let server = RedisServer::start();
+    for (name, encoding) in [("raw", PermitIdEncoding::Raw), ("hex", PermitIdEncoding::Hex)] {
+        let client = support::builder(server.url())
+            .watchdog_timeout(LEASE)
+            .expirable_permit_ids(encoding)
+            .build()
+            .expect("client");
+        let sem = client.permit_expirable_semaphore(name);
+        assert!(sem.try_set_permits(3).expect("set"));
+        let started = Instant::now();
+        let permits = sem.acquire_renewed(2).expect("acquire");
+        let took = started.elapsed();
+        assert!(permits.is_renewed());
+        let lost = permits.lost_signal().expect("a renewed permit's signal");
+        let member = |id: &redisson_lock::PermitId| match encoding {
+            PermitIdEncoding::Hex => id.to_string().into_bytes(),
+            _ => id.as_bytes().to_vec(),
+        };
+        let first = score(&server, name, &member(&permits.ids()[0])).expect("stored");
+        let initial = now_ms();
+        assert!(first <= initial + LEASE.as_millis() as f64 + 5.0);
+        thread::sleep(LEASE * 3 + LEASE / 2);
+        for id in permits.ids() {
+            let at = score(&server, name, &member(id)).expect("still in the ZSET");
+            let now = now_ms();
+            assert!(at > now, "{name}: expiry {at} not after now {now}");
+            assert!(at > initial + LEASE.as_millis() as f64 * 2.0, "{name}: renewed");
+        }
+        // The other form was never written.
+        let other = match encoding {
+            PermitIdEncoding::Hex => permits.ids()[0].as_bytes().to_vec(),
+            _ => permits.ids()[0].to_string().into_bytes(),
+        };
+        assert_eq!(score(&server, name, &other), None);
+        assert_eq!(sem.available_permits().expect("available"), 1);
+        assert!(!permits.is_lost());
+        assert_eq!(lost.reason(), None);
+        permits.release().expect("release");
+        assert_eq!(sem.available_permits().expect("available"), 3);
+        assert_eq!(lost.wait_timeout(Duration::from_millis(50)), None);
+        eprintln!("{name}: acquire took {took:?}, held {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn renewed_permits_are_lost_within_their_lease_when_cut_off() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let holder = support::watchdog_client(&proxy.url(), LEASE);
+    let other = server.watchdog_client(LEASE);
+    let sem = holder.permit_expirable_semaphore("cut");
+    assert!(sem.try_set_permits(1).expect("set"));
+    let permits = sem.acquire_renewed(1).expect("acquire");
+    let id = permits.ids()[0];
+    let signal = permits.lost_signal().expect("signal");
+    thread::sleep(LEASE); // renewed at least once
+    drop(proxy); // the holder is cut off: no renewal gets through
+    let cut = Instant::now();
+    thread::sleep(Duration::from_millis(20)); // a renewal in flight lands
+    let expiry = score(&server, "cut", id.as_bytes()).expect("held");
+    let reason = signal.wait_timeout(LEASE * 3);
+    let lost_at_ms = now_ms();
+    assert_eq!(reason, Some(LostReason::LeaseExpired));
+    // The deadline it fired at, on the wall clock, is no later than the
+    // permit's expiry in Redis; the wake-up itself within scheduling slack.
+    let late = Instant::now().saturating_duration_since(signal.valid_until());
+    let deadline_ms = lost_at_ms - late.as_millis() as f64;
+    assert!(
+        deadline_ms <= expiry,
+        "deadline {deadline_ms} after the expiry {expiry}"
+    );
+    assert!(
+        lost_at_ms <= expiry + 50.0,
+        "lost at {lost_at_ms}, after the expiry {expiry}"
+    );
+    eprintln!(
+        "signalled {:.0} ms before the ZSET expiry (woke {late:?} after the deadline)",
+        expiry - lost_at_ms
+    );
+    assert!(permits.is_lost());
+    eprintln!("lost {:?} after the cut", cut.elapsed());
+    // Another client gets the permit once it expired in Redis.
+    let theirs = other.permit_expirable_semaphore("cut");
+    let got = theirs
+        .try_acquire_for(LEASE * 2, Some(Duration::from_secs(5)))
+        .expect("acquire");
+    assert!(got.is_some(), "the expired permit came back");
+    eprintln!("taken by another client {:?} after the cut", cut.elapsed());
+    drop(permits); // its release fails quietly: the permit is someone else's
+    assert_eq!(theirs.available_permits().expect("available"), 0);
+}
+
+#[test]
+fn a_release_by_id_elsewhere_is_a_loss_and_release_stops_renewal() {
+    let server = RedisServer::start();
+    let holder = server.watchdog_client(LEASE);
+    let other = server.client();
+    let sem = holder.permit_expirable_semaphore("taken");
+    assert!(sem.try_set_permits(2).expect("set"));
+    let permits = sem.acquire_renewed(1).expect("acquire");
+    let signal = permits.lost_signal().expect("signal");
+    // What a Java `tryRelease(id)` does: release by id from another client.
+    let theirs = other.permit_expirable_semaphore("taken");
+    assert!(theirs.try_release(permits.ids()[0]).expect("release"));
+    let reason = signal.wait_timeout(LEASE);
+    assert_eq!(reason, Some(LostReason::KeyGone));
+    assert_eq!(sem.available_permits().expect("available"), 2);
+    drop(permits);
+    assert_eq!(sem.available_permits().expect("available"), 2);
+
+    // A forgotten renewed permit is no longer renewed: it expires.
+    let permits = sem
+        .try_acquire_renewed_for(1, Duration::from_secs(1))
+        .expect("acquire")
+        .expect("available");
+    let ids = permits.forget();
+    thread::sleep(LEASE + LEASE / 2);
+    let left = score(&server, "taken", ids[0].as_bytes());
+    assert!(left.is_none_or(|at| at <= now_ms()), "not renewed: {left:?}");
+    assert_eq!(sem.available_permits().expect("available"), 2, "expired, reclaimed");
+    // Fixed-lease permits have no signal and are never lost.
+    let fixed = sem.acquire(Some(Duration::from_secs(5))).expect("acquire");
+    assert!(fixed.lost_signal().is_none());
+    assert!(!fixed.is_lost() && !fixed.is_renewed());
+    // A timed renewed acquire that cannot be served gives up.
+    let _second = sem.acquire(None).expect("acquire");
+    let none = sem
+        .try_acquire_renewed_for(1, Duration::from_millis(100))
+        .expect("try");
+    assert!(none.is_none());
+}
