@@ -138,7 +138,11 @@ pub(crate) fn renew_chunks(
     lease_ms: u64,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
     let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
-        let now_ms = super::epoch_millis();
+        // Rounded up: the expiry `now + lease` is never earlier than the
+        // callers' ticket (taken before) plus the lease, so a permit's lost
+        // signal fires no later than its expiry; a permit expiring within
+        // that millisecond counts as expired.
+        let now_ms = super::epoch_millis().saturating_add(1);
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for chunk in which.iter().filter_map(|&i| chunks.get(i)) {

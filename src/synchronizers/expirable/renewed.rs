@@ -89,6 +89,9 @@ impl PermitExpirableSemaphore {
         let name: Arc<str> = self.keys.name.as_str().into();
         let lease = self.engine.config.watchdog_timeout;
         let field = hold_field(ids);
+        // The expiry was `epoch ms + lease`, the epoch rounded down (up to
+        // 1 ms earlier than `sent`): the deadline counts from 1 ms before.
+        let sent = sent.checked_sub(Duration::from_millis(1)).unwrap_or(sent);
         let registry = &self.engine.registry;
         let hold = registry.acquired(&name, &field, KIND, renewal, lease, true, sent, None);
         hold.set_releaser(|| self.releaser(ids));
