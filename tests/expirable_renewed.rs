@@ -167,3 +167,43 @@ fn a_release_by_id_elsewhere_is_a_loss_and_release_stops_renewal() {
         .expect("try");
     assert!(none.is_none());
 }
+
+#[test]
+fn permits_are_renewed_in_the_locks_batches() {
+    let server = RedisServer::start();
+    let client = server.watchdog_client(LEASE);
+    let period = LEASE / 3;
+    let guards: Vec<_> = (0..150)
+        .map(|i| client.lock(format!("batch-{i}")).lock().expect("lock"))
+        .collect();
+    let sem = client.permit_expirable_semaphore("many");
+    assert!(sem.try_set_permits(200).expect("set"));
+    let permits: Vec<_> = (0..120)
+        .map(|_| sem.acquire_renewed(1).expect("acquire"))
+        .collect();
+    assert_eq!(client.diagnostics().registered_holds, 270);
+    thread::sleep(period * 2); // the scripts are loaded
+    let before = server.command_calls("evalsha");
+    let started = Instant::now();
+    thread::sleep(period * 9);
+    let calls = server.command_calls("evalsha") - before;
+    let ticks = started.elapsed().as_secs_f64() / period.as_secs_f64();
+    // Per tick: 2 lock chunks (100 + 50) and 2 permit chunks (100 + 20),
+    // pipelined in one round trip; not one call per hold.
+    eprintln!("{calls} renewal calls in {ticks:.1} ticks");
+    assert!(
+        (4 * 7..=4 * 11).contains(&calls),
+        "{calls} calls in {ticks:.1} ticks: 4 per tick expected"
+    );
+    for p in permits.iter().step_by(17) {
+        let at = score(&server, "many", p.ids()[0].as_bytes()).expect("held");
+        assert!(at > now_ms());
+        assert!(!p.is_lost());
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()));
+    assert_eq!(sem.available_permits().expect("available"), 80);
+    drop(permits);
+    drop(guards);
+    assert_eq!(client.diagnostics().registered_holds, 0);
+    assert_eq!(sem.available_permits().expect("available"), 200);
+}
