@@ -37,7 +37,10 @@ fn score(server: &RedisServer, name: &str, member: &[u8]) -> Option<f64> {
 #[test]
 fn renewed_permits_outlive_three_leases_in_both_encodings() {
     let server = RedisServer::start();
-    for (name, encoding) in [("raw", PermitIdEncoding::Raw), ("hex", PermitIdEncoding::Hex)] {
+    for (name, encoding) in [
+        ("raw", PermitIdEncoding::Raw),
+        ("hex", PermitIdEncoding::Hex),
+    ] {
         let client = support::builder(server.url())
             .watchdog_timeout(LEASE)
             .expirable_permit_ids(encoding)
@@ -62,7 +65,10 @@ fn renewed_permits_outlive_three_leases_in_both_encodings() {
             let at = score(&server, name, &member(id)).expect("still in the ZSET");
             let now = now_ms();
             assert!(at > now, "{name}: expiry {at} not after now {now}");
-            assert!(at > initial + LEASE.as_millis() as f64 * 2.0, "{name}: renewed");
+            assert!(
+                at > initial + LEASE.as_millis() as f64 * 2.0,
+                "{name}: renewed"
+            );
         }
         // The other form was never written.
         let other = match encoding {
@@ -76,7 +82,10 @@ fn renewed_permits_outlive_three_leases_in_both_encodings() {
         permits.release().expect("release");
         assert_eq!(sem.available_permits().expect("available"), 3);
         assert_eq!(lost.wait_timeout(Duration::from_millis(50)), None);
-        eprintln!("{name}: acquire took {took:?}, held {:?}", started.elapsed());
+        eprintln!(
+            "{name}: acquire took {took:?}, held {:?}",
+            started.elapsed()
+        );
     }
 }
 
@@ -154,8 +163,15 @@ fn a_release_by_id_elsewhere_is_a_loss_and_release_stops_renewal() {
     let ids = permits.forget();
     thread::sleep(LEASE + LEASE / 2);
     let left = score(&server, "taken", ids[0].as_bytes());
-    assert!(left.is_none_or(|at| at <= now_ms()), "not renewed: {left:?}");
-    assert_eq!(sem.available_permits().expect("available"), 2, "expired, reclaimed");
+    assert!(
+        left.is_none_or(|at| at <= now_ms()),
+        "not renewed: {left:?}"
+    );
+    assert_eq!(
+        sem.available_permits().expect("available"),
+        2,
+        "expired, reclaimed"
+    );
     // Fixed-lease permits have no signal and are never lost.
     let fixed = sem.acquire(Some(Duration::from_secs(5))).expect("acquire");
     assert!(fixed.lost_signal().is_none());

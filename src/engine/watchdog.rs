@@ -421,7 +421,8 @@ impl Worker {
             .into_iter()
             .map(|h| (h, false))
             .chain(readers.into_iter().map(|h| (h, true)));
-        let (groups, mut complete) = cluster.group_by_master(holds, renewal_key, RENEWAL_BATCH_SIZE);
+        let (groups, mut complete) =
+            cluster.group_by_master(holds, renewal_key, RENEWAL_BATCH_SIZE);
         // Permits in chunks of their own, grouped by their ZSET's slot.
         let permits = permits.into_iter().map(|h| (h, false));
         let (permit_groups, permits_complete) =

@@ -244,10 +244,13 @@ mod tests {
         };
         let mut cmd = redis::cmd("EVALSHA");
         chunk.args(&mut cmd, 600, 1_000);
-        let args: Vec<Vec<u8>> = cmd.args_iter().filter_map(|arg| match arg {
-            redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
-            redis::Arg::Cursor => None,
-        }).collect();
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect();
         assert_eq!(args[1], b"{s}:timeout");
         assert_eq!(args[2], b"600");
         assert_eq!(args[3], b"1000");
