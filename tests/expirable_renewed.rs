@@ -223,3 +223,58 @@ fn permits_are_renewed_in_the_locks_batches() {
     assert_eq!(client.diagnostics().registered_holds, 0);
     assert_eq!(sem.available_permits().expect("available"), 200);
 }
+
+#[test]
+fn a_shutdown_releases_renewed_permits_and_reports_them_lost() {
+    let server = RedisServer::start();
+    let client = server.watchdog_client(LEASE);
+    let sem = client.permit_expirable_semaphore("shut");
+    assert!(sem.try_set_permits(3).expect("set"));
+    let permits = sem.acquire_renewed(2).expect("acquire");
+    let signal = permits.lost_signal().expect("signal");
+    let started = Instant::now();
+    client
+        .shutdown(Duration::from_millis(100))
+        .expect("shutdown");
+    eprintln!("shutdown took {:?}", started.elapsed());
+    assert_eq!(signal.reason(), Some(LostReason::Shutdown));
+    assert!(permits.is_lost());
+    let available: i64 = server.cmd(&["GET", "shut"]);
+    assert_eq!(available, 3, "the shutdown released them");
+    permits.release().expect("nothing left to release");
+    let available: i64 = server.cmd(&["GET", "shut"]);
+    assert_eq!(available, 3);
+}
+
+#[test]
+fn renewed_permits_are_renewed_on_every_cluster_master() {
+    let cluster = support::cluster::Cluster::shared();
+    let client = support::connections(redisson_lock::Client::cluster_builder(cluster.urls()))
+        .watchdog_timeout(LEASE)
+        .build()
+        .expect("cluster client");
+    let names = cluster.names_on_different_masters("pes-renewed-", 3);
+    let held: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let sem = client.permit_expirable_semaphore(name.as_str());
+            assert!(sem.try_set_permits(1).expect("set"));
+            (sem.clone(), sem.acquire_renewed(1).expect("acquire"))
+        })
+        .collect();
+    thread::sleep(LEASE * 3 + LEASE / 2);
+    for (sem, permits) in &held {
+        assert!(!permits.is_lost(), "{}", sem.name());
+        let left = sem
+            .lease_time(permits.ids()[0])
+            .expect("held")
+            .expect("finite");
+        assert!(left > Duration::ZERO && left <= LEASE, "{left:?}");
+        assert_eq!(sem.available_permits().expect("available"), 0);
+    }
+    for (sem, permits) in held {
+        permits.release().expect("release");
+        assert_eq!(sem.available_permits().expect("available"), 1);
+        assert!(sem.delete().expect("delete"));
+    }
+}
