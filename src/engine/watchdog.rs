@@ -23,7 +23,7 @@ use super::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use super::observe::{RenewOutcome, Renewing};
 use super::replicas::ReplicaSync;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
+use crate::locks::lease::{self, RenewChunk, RenewKind, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
@@ -229,25 +229,27 @@ impl Worker {
     /// One renewal run; `false` if some locks could not be renewed this time.
     fn renew_all(&self) -> bool {
         // Each renewal kind has its own script: a chunk holds one kind only.
-        let (mut fields, mut readers) = (Vec::new(), Vec::new());
+        let (mut fields, mut readers, mut permits) = (Vec::new(), Vec::new(), Vec::new());
         for hold in self.registry.renewable() {
             if hold.is_lost() {
                 // Marked with its reason (the lease ran out) by `is_lost`.
                 self.registry.remove(&hold);
-            } else if hold.renewal == Renewal::Field {
-                fields.push(hold);
-            } else {
-                readers.push(hold);
+                continue;
+            }
+            match hold.renewal.kind() {
+                RenewKind::Field => fields.push(hold),
+                RenewKind::ReadMarkers => readers.push(hold),
+                RenewKind::Permits => permits.push(hold),
             }
         }
-        let due = fields.len() + readers.len();
+        let due = fields.len() + readers.len() + permits.len();
         if due == 0 {
             return true;
         }
         let lease_ms = u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX);
         let started = Instant::now();
         if let Some(cluster) = self.topology.cluster() {
-            let complete = self.renew_in_cluster(cluster, fields, readers, lease_ms);
+            let complete = self.renew_in_cluster(cluster, [fields, readers, permits], lease_ms);
             log::debug!(
                 "redisson-lock: renewed {due} lock(s) in {:?}",
                 started.elapsed()
@@ -257,6 +259,7 @@ impl Worker {
         let chunks: Vec<&[Arc<Hold>]> = fields
             .chunks(RENEWAL_BATCH_SIZE)
             .chain(readers.chunks(RENEWAL_BATCH_SIZE))
+            .chain(permits.chunks(RENEWAL_BATCH_SIZE))
             .collect();
         for round in chunks.chunks(PIPELINED_CHUNKS) {
             if !self.renew_round(round, lease_ms, None) {
@@ -282,18 +285,9 @@ impl Worker {
         let chunks: Vec<RenewChunk<'_>> = round
             .iter()
             .map(|chunk| RenewChunk {
-                read_markers: chunk
-                    .first()
-                    .is_some_and(|hold| hold.renewal != Renewal::Field),
                 items: chunk
                     .iter()
-                    .map(|hold| {
-                        let prefix = match &hold.renewal {
-                            Renewal::Field => "",
-                            Renewal::ReadMarkers { prefix } => &**prefix,
-                        };
-                        (&*hold.name, &*hold.field, prefix)
-                    })
+                    .map(|hold| (&*hold.name, &*hold.field, &hold.renewal))
                     .collect(),
             })
             .collect();
@@ -423,8 +417,7 @@ impl Worker {
     fn renew_in_cluster(
         &self,
         cluster: &Cluster,
-        fields: Vec<Arc<Hold>>,
-        readers: Vec<Arc<Hold>>,
+        [fields, readers, permits]: [Vec<Arc<Hold>>; 3],
         lease_ms: u64,
     ) -> bool {
         let holds = fields
@@ -432,11 +425,17 @@ impl Worker {
             .map(|h| (h, false))
             .chain(readers.into_iter().map(|h| (h, true)));
         let (groups, mut complete) =
-            cluster.group_by_master(holds, |hold| &hold.name, RENEWAL_BATCH_SIZE);
-        let by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = groups
-            .iter()
-            .map(|(addr, chunks)| (Arc::clone(addr), chunks.iter().map(Vec::as_slice).collect()))
-            .collect();
+            cluster.group_by_master(holds, renewal_key, RENEWAL_BATCH_SIZE);
+        // Permits in chunks of their own, grouped by their ZSET's slot.
+        let permits = permits.into_iter().map(|h| (h, false));
+        let (permit_groups, permits_complete) =
+            cluster.group_by_master(permits, renewal_key, RENEWAL_BATCH_SIZE);
+        complete &= permits_complete;
+        let mut by_node: HashMap<Arc<str>, Vec<&[Arc<Hold>]>> = HashMap::new();
+        for (addr, chunks) in groups.iter().chain(&permit_groups) {
+            let node = by_node.entry(Arc::clone(addr)).or_default();
+            node.extend(chunks.iter().map(Vec::as_slice));
+        }
         let renew_node = |addr: &Arc<str>, chunks: &[&[Arc<Hold>]]| {
             chunks
                 .chunks(PIPELINED_CHUNKS)
@@ -466,6 +465,11 @@ impl Worker {
         });
         complete
     }
+}
+
+/// The key a hold's renewal script names, whose slot it goes to.
+fn renewal_key(hold: &Arc<Hold>) -> &str {
+    hold.renewal.key(&hold.name)
 }
 
 /// One pipelined renewal round on a pooled connection to the master at

@@ -12,7 +12,7 @@ use super::Lock;
 use super::owned::OwnedLockGuard;
 use crate::error::{Error, LostReason, Result};
 use crate::locks::Kind;
-use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
+use crate::locks::lease::{self, RenewChunk, Renewed};
 
 /// The printable form's first part, and its version.
 const PREFIX: &str = "redisson-lock-hold/1";
@@ -215,13 +215,8 @@ impl<K: Kind> Lock<K> {
         }
         let (lease, lease_ms) = self.lease()?;
         let renewal = self.kind.renewal(&hold.field);
-        let prefix = match &renewal {
-            Renewal::Field => "",
-            Renewal::ReadMarkers { prefix } => prefix,
-        };
         let chunk = RenewChunk {
-            read_markers: renewal != Renewal::Field,
-            items: vec![(&*self.name, &*hold.field, prefix)],
+            items: vec![(&*self.name, &*hold.field, &renewal)],
         };
         let sent = Instant::now();
         let found = self.engine.with_connection(&self.name, "adopt", |con, _| {

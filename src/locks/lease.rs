@@ -19,10 +19,47 @@ pub enum Renewal {
     /// A reader: its own markers `<prefix>:1..count` and the hash get the
     /// lease, never another holder's markers (docs/wire-format.md, "Batched renewal").
     ReadMarkers { prefix: Arc<str> },
+    /// Renewed permits of a `PermitExpirableSemaphore`: each id still in
+    /// the `timeout` ZSET (`{<name>}:timeout`) with an expiry in the future
+    /// gets `now + lease` (`lua/pes_renew_batch.lua`), whether stored as
+    /// raw bytes or hex text.
+    Permits {
+        timeout: Arc<str>,
+        ids: Arc<[[u8; 16]]>,
+    },
+}
+
+/// The renewal kinds: a chunk holds one kind only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RenewKind {
+    Field,
+    ReadMarkers,
+    Permits,
+}
+
+impl Renewal {
+    /// Which script renews it.
+    pub(crate) fn kind(&self) -> RenewKind {
+        match self {
+            Renewal::Field => RenewKind::Field,
+            Renewal::ReadMarkers { .. } => RenewKind::ReadMarkers,
+            Renewal::Permits { .. } => RenewKind::Permits,
+        }
+    }
+
+    /// The key its script names (and whose slot it goes to): the lock's
+    /// own `name`, or a semaphore's timeout ZSET.
+    pub(crate) fn key<'a>(&'a self, name: &'a str) -> &'a str {
+        match self {
+            Renewal::Permits { timeout, .. } => timeout,
+            _ => name,
+        }
+    }
 }
 
 static RENEW_BATCH: LazyLock<Lua> = super::lua_script!("rlock_renew_batch.lua");
 static RENEW_READ_BATCH: LazyLock<Lua> = super::lua_script!("read_renew_batch.lua");
+static RENEW_PERMITS_BATCH: LazyLock<Lua> = super::lua_script!("pes_renew_batch.lua");
 
 /// What a renewal found for one `(name, owner field)` pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,20 +74,53 @@ pub(crate) enum Renewed {
 
 /// One renewal script call: holds of one renewal kind.
 pub(crate) struct RenewChunk<'a> {
-    /// `false`: `(name, owner field)` pairs, each renewed if its field exists
-    /// (`lua/rlock_renew_batch.lua`); `true`: readers, each renewing its own
-    /// markers under `prefix` and the hash (`lua/read_renew_batch.lua`).
-    pub read_markers: bool,
-    /// `(name, field, marker prefix)`; the prefix is unused for fields.
-    pub items: Vec<(&'a str, &'a str, &'a str)>,
+    /// `(name, owner field, how it is renewed)`, all of one [`RenewKind`]:
+    /// [`Renewal::Field`], each renewed if its field exists
+    /// (`lua/rlock_renew_batch.lua`); [`Renewal::ReadMarkers`], readers each
+    /// renewing its own markers and the hash (`lua/read_renew_batch.lua`);
+    /// [`Renewal::Permits`], permit sets (`lua/pes_renew_batch.lua`).
+    pub items: Vec<(&'a str, &'a str, &'a Renewal)>,
+}
+
+fn script(kind: RenewKind) -> &'static Lua {
+    match kind {
+        RenewKind::Field => &RENEW_BATCH,
+        RenewKind::ReadMarkers => &RENEW_READ_BATCH,
+        RenewKind::Permits => &RENEW_PERMITS_BATCH,
+    }
 }
 
 impl RenewChunk<'_> {
-    fn script(&self) -> &'static Lua {
-        if self.read_markers {
-            &RENEW_READ_BATCH
-        } else {
-            &RENEW_BATCH
+    fn kind(&self) -> RenewKind {
+        self.items
+            .first()
+            .map_or(RenewKind::Field, |(_, _, renewal)| renewal.kind())
+    }
+
+    /// Appends the call's keys and arguments to `cmd` (after its key count).
+    fn args(&self, cmd: &mut redis::Cmd, lease_ms: u64, now_ms: u64) {
+        for (name, _, renewal) in &self.items {
+            cmd.arg(renewal.key(name));
+        }
+        cmd.arg(lease_ms);
+        if self.kind() == RenewKind::Permits {
+            cmd.arg(now_ms);
+        }
+        for (_, field, renewal) in &self.items {
+            match renewal {
+                Renewal::Field => {
+                    cmd.arg(*field);
+                }
+                Renewal::ReadMarkers { prefix } => {
+                    cmd.arg(*field).arg(&**prefix);
+                }
+                Renewal::Permits { ids, .. } => {
+                    cmd.arg(ids.len());
+                    for id in ids.iter() {
+                        cmd.arg(&id[..]).arg(&super::expirable::hex_id(id)[..]);
+                    }
+                }
+            }
         }
     }
 }
@@ -59,30 +129,28 @@ impl RenewChunk<'_> {
 /// chunks pipelined: one write, one wait for the replies however many chunks
 /// there are. Per chunk, what each hold was found to be, or the error that
 /// chunk got (the others still count). A `NOSCRIPT` reply proves the chunk
-/// did not run: those are sent again after `SCRIPT LOAD`.
+/// did not run: those are sent again after `SCRIPT LOAD`. Permit chunks
+/// renew to `now + lease` by this host's clock, read here, after the
+/// callers began their lease tickets.
 pub(crate) fn renew_chunks(
     con: &mut dyn ConnectionLike,
     chunks: &[RenewChunk<'_>],
     lease_ms: u64,
 ) -> Result<Vec<Result<Vec<Renewed>>>> {
     let send = |con: &mut dyn ConnectionLike, which: &[usize]| -> Result<Vec<Value>> {
+        // Rounded up: the expiry `now + lease` is never earlier than the
+        // callers' ticket (taken before) plus the lease, so a permit's lost
+        // signal fires no later than its expiry; a permit expiring within
+        // that millisecond counts as expired.
+        let now_ms = super::epoch_millis().saturating_add(1);
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for chunk in which.iter().filter_map(|&i| chunks.get(i)) {
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(chunk.script().get_hash())
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(script(chunk.kind()).get_hash())
                 .arg(chunk.items.len());
-            for (name, _, _) in &chunk.items {
-                cmd.arg(*name);
-            }
-            cmd.arg(lease_ms);
-            for (_, field, prefix) in &chunk.items {
-                cmd.arg(*field);
-                if chunk.read_markers {
-                    cmd.arg(*prefix);
-                }
-            }
+            chunk.args(&mut cmd, lease_ms, now_ms);
+            pipe.add_command(cmd);
         }
         Ok(pipe.query(con)?)
     };
@@ -104,16 +172,9 @@ pub(crate) fn renew_chunks(
         .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {
-        for read_markers in [false, true] {
-            if missing
-                .iter()
-                .any(|&i| chunks[i].read_markers == read_markers)
-            {
-                let chunk = RenewChunk {
-                    read_markers,
-                    items: Vec::new(),
-                };
-                chunk.script().load(con)?;
+        for kind in [RenewKind::Field, RenewKind::ReadMarkers, RenewKind::Permits] {
+            if missing.iter().any(|&i| chunks[i].kind() == kind) {
+                script(kind).load(con)?;
             }
         }
         for (i, reply) in missing.iter().zip(send(con, &missing)?) {
@@ -129,6 +190,7 @@ pub(crate) fn renew_chunks(
         .collect())
 }
 
+/// One chunk's reply: `1` held, `-1` another type, anything else gone.
 fn decode_renewal(expected: usize, reply: Value) -> Result<Vec<Renewed>> {
     if let Value::ServerError(e) = reply {
         return Err(Error::Redis(e.into()));
@@ -148,4 +210,52 @@ fn decode_renewal(expected: usize, reply: Value) -> Result<Vec<Renewed>> {
             _ => Renewed::Gone,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_replies_decode_per_hold() {
+        let reply = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(-1)]);
+        assert_eq!(
+            decode_renewal(3, reply).ok(),
+            Some(vec![Renewed::Held, Renewed::Gone, Renewed::WrongType])
+        );
+        let short = Value::Array(vec![Value::Int(1)]);
+        assert!(matches!(
+            decode_renewal(2, short),
+            Err(Error::UnexpectedReply(_))
+        ));
+        assert!(decode_renewal(1, Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn permit_chunks_send_both_id_forms_after_now() {
+        let renewal = Renewal::Permits {
+            timeout: "{s}:timeout".into(),
+            ids: vec![[0xab; 16]].into(),
+        };
+        assert_eq!(renewal.kind(), RenewKind::Permits);
+        assert_eq!(renewal.key("s"), "{s}:timeout");
+        let chunk = RenewChunk {
+            items: vec![("s", "permits:ab", &renewal)],
+        };
+        let mut cmd = redis::cmd("EVALSHA");
+        chunk.args(&mut cmd, 600, 1_000);
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args[1], b"{s}:timeout");
+        assert_eq!(args[2], b"600");
+        assert_eq!(args[3], b"1000");
+        assert_eq!(args[4], b"1");
+        assert_eq!(args[5], vec![0xab; 16]);
+        assert_eq!(args[6], "ab".repeat(16).into_bytes());
+    }
 }

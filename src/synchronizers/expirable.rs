@@ -309,7 +309,7 @@ impl PermitExpirableSemaphore {
     /// `n`). `n == 0` is [`Error::InvalidArgument`] (Redisson's
     /// `acquire(0)` never returns). See [`acquire`](Self::acquire).
     pub fn acquire_n(&self, n: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
-        match self.acquire_until(n, lease, None)? {
+        match self.acquire_until(n, lease, false, None)? {
             Some(permits) => Ok(permits),
             None => Err(Error::UnexpectedReply(
                 "an acquire without a deadline gave up".to_owned(),
@@ -321,7 +321,7 @@ impl PermitExpirableSemaphore {
     /// `tryAcquire(-1, leaseTime, unit)`): `None` if none is available. One
     /// round trip. See [`acquire`](Self::acquire).
     pub fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<ExpirablePermits>> {
-        self.acquire_until(1, lease, Some(Instant::now()))
+        self.acquire_until(1, lease, false, Some(Instant::now()))
     }
 
     /// One permit, waiting at most `wait` (Redisson's
@@ -345,13 +345,17 @@ impl PermitExpirableSemaphore {
         lease: Option<Duration>,
     ) -> Result<Option<ExpirablePermits>> {
         let deadline = Instant::now().checked_add(wait);
-        self.acquire_until(n, lease, Some(deadline.unwrap_or_else(far_future)))
+        self.acquire_until(n, lease, false, Some(deadline.unwrap_or_else(far_future)))
     }
 
+    /// `n` permits with `lease`, waiting until `deadline` (`None`: as long
+    /// as it takes); `renewed`: the lease is the watchdog timeout and a
+    /// renewed hold is registered for them ([`renewed`]).
     fn acquire_until(
         &self,
         n: u32,
         lease: Option<Duration>,
+        renewed: bool,
         deadline: Option<Instant>,
     ) -> Result<Option<ExpirablePermits>> {
         self.check()?;
@@ -372,9 +376,13 @@ impl PermitExpirableSemaphore {
             .wait_on(&self.keys.channel, deadline, stop, || {
                 self.attempt(n, lease, deadline)
             })?;
-        let permits = ids.map(|ids| ExpirablePermits {
-            semaphore: self.clone(),
-            ids,
+        let permits = ids.map(|(ids, sent)| {
+            let hold = renewed.then(|| self.renewed_hold(&ids, sent));
+            ExpirablePermits {
+                semaphore: self.clone(),
+                ids,
+                hold,
+            }
         });
         // Taken as the wait was stopped: released on the way out.
         stop.check()?;
@@ -493,6 +501,7 @@ impl PermitExpirableSemaphore {
 
 mod acquire;
 mod permits;
+mod renewed;
 pub use permits::{ExpirablePermits, PermitId};
 use permits::{far_future, not_released, permit_count};
 

@@ -6,8 +6,9 @@
 use super::*;
 
 impl PermitExpirableSemaphore {
-    /// One acquire attempt of `n` permits: their ids, or the nearest
-    /// expiry to wait for. With replica sync checked, an acquisition no
+    /// One acquire attempt of `n` permits: their ids and when the attempt
+    /// that took them was sent (before its expiry was computed), or the
+    /// nearest expiry to wait for. With replica sync checked, an acquisition no
     /// replica acknowledged is undone by releasing its ids (Redisson's
     /// `release(ids)`, which publishes) and sent again with new ids, at
     /// most the client's retry attempts, `retry_delay` apart, and while
@@ -17,23 +18,24 @@ impl PermitExpirableSemaphore {
         n: u32,
         lease: Option<Duration>,
         deadline: Option<Instant>,
-    ) -> Result<Attempted<Vec<PermitId>>> {
+    ) -> Result<Attempted<(Vec<PermitId>, Instant)>> {
         let config = &self.engine.config;
         let mut retries = 0;
         loop {
             let ids: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
             let raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
+            let sent = Instant::now();
             let (found, synced) = self.attempt_once(&raw, lease)?;
             let TryAcquired::No { nearest_expiry_ms } = found else {
                 let Some(error) = synced.error("acquire", &self.keys.name) else {
-                    return Ok(Attempted::Done(ids));
+                    return Ok(Attempted::Done((ids, sent)));
                 };
                 if !self.engine.checks_replicas() {
                     log::warn!("redisson-lock: {error}");
-                    return Ok(Attempted::Done(ids));
+                    return Ok(Attempted::Done((ids, sent)));
                 }
                 if !self.undo(&raw)? {
-                    return Ok(Attempted::Done(ids));
+                    return Ok(Attempted::Done((ids, sent)));
                 }
                 let past = |at: Instant| deadline.is_some_and(|deadline| at >= deadline);
                 if retries >= config.retry_attempts || past(Instant::now() + config.retry_delay) {

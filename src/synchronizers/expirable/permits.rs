@@ -2,6 +2,7 @@
 //! ([`ExpirablePermits`]).
 
 use super::*;
+use crate::engine::holds::Hold;
 
 /// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes
 /// (a v4 UUID's, from the operating system's CSPRNG: 122 random bits),
@@ -79,7 +80,9 @@ impl FromStr for PermitId {
 
 /// Permits acquired from a [`PermitExpirableSemaphore`]: released when
 /// dropped (a failure is logged with `log::warn!`), unless
-/// [`forget`](Self::forget) hands the ids over. `Send + Sync`: unlike a
+/// [`forget`](Self::forget) hands the ids over. Renewed permits
+/// ([`PermitExpirableSemaphore::acquire_renewed`]) are renewed by the
+/// client's watchdog until then, and can be [lost](Self::is_lost). `Send + Sync`: unlike a
 /// lock's hold, a permit belongs to whoever knows its id, in any thread or
 /// process.
 #[must_use = "dropping the permits releases them at once"]
@@ -87,6 +90,9 @@ impl FromStr for PermitId {
 pub struct ExpirablePermits {
     pub(super) semaphore: PermitExpirableSemaphore,
     pub(super) ids: Vec<PermitId>,
+    /// The hold of renewed permits in the client's registry; `None` for a
+    /// fixed lease.
+    pub(super) hold: Option<Arc<Hold>>,
 }
 
 impl ExpirablePermits {
@@ -104,17 +110,32 @@ impl ExpirablePermits {
     /// Keeps the permits acquired and returns their ids: nothing is
     /// released on drop (release them with
     /// [`PermitExpirableSemaphore::release`], from any client, or let their
-    /// lease run out). No round trip.
+    /// lease run out). Renewed permits are no longer renewed: they expire
+    /// a watchdog timeout after their last renewal (renew them with
+    /// [`PermitExpirableSemaphore::update_lease_time`]). No round trip.
     pub fn forget(mut self) -> Vec<PermitId> {
+        if let Some(hold) = self.stop_renewal() {
+            hold.hand_off();
+        }
         std::mem::take(&mut self.ids)
     }
 
     /// Releases the permits now, all or nothing (see
-    /// [`PermitExpirableSemaphore::release_all`]), reporting the outcome.
-    /// One round trip.
+    /// [`PermitExpirableSemaphore::release_all`]), reporting the outcome;
+    /// renewed ones stop being renewed first. Renewed permits the client's
+    /// [`shutdown`](crate::Client::shutdown) released already are `Ok`,
+    /// with no round trip. One round trip.
     pub fn release(mut self) -> Result<()> {
         let ids = std::mem::take(&mut self.ids);
-        self.semaphore.release_all(&ids)
+        let hold = self.stop_renewal();
+        if renewed::released_by_shutdown(hold.as_ref()) {
+            return Ok(());
+        }
+        self.semaphore.release_all(&ids)?;
+        if let Some(hold) = hold {
+            hold.end();
+        }
+        Ok(())
     }
 }
 
@@ -124,9 +145,17 @@ impl Drop for ExpirablePermits {
         if ids.is_empty() {
             return;
         }
+        let hold = self.stop_renewal();
+        if renewed::released_by_shutdown(hold.as_ref()) {
+            return;
+        }
         let name = self.semaphore.name();
         match self.semaphore.release_all(&ids) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Some(hold) = hold {
+                    hold.end();
+                }
+            }
             // All or nothing failed: some id expired; free the others.
             Err(Error::InvalidArgument(_)) if ids.len() > 1 => {
                 for id in ids {
@@ -145,6 +174,8 @@ impl fmt::Debug for ExpirablePermits {
         f.debug_struct("ExpirablePermits")
             .field("semaphore", &self.semaphore.keys.name)
             .field("ids", &self.ids)
+            .field("renewed", &self.hold.is_some())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }
