@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
 use crate::error::Error;
+use crate::net::direct::Direct;
 use crate::net::endpoint::Endpoint;
 
 /// Opens command connections with the client's connect and response timeouts:
@@ -32,18 +33,15 @@ pub(crate) struct Connector {
 /// open), and every other connection that was idle at that moment answers a
 /// `PING` on its next checkout before it is handed out. Checkouts cost no
 /// round trip otherwise.
+///
+/// The connection is the crate's own ([`Direct`]), not redis-rs's: its
+/// response timeout bounds each whole reply, and a signal never fails it.
 pub(crate) struct PooledConnection {
-    con: redis::Connection,
+    con: Direct,
     /// The [`Connector::drops`] count this connection is known good at.
     checked_at: u64,
     dropped: bool,
     drops: Arc<AtomicU64>,
-    /// The socket's read timeout when it is not the response timeout (set
-    /// by [`PooledConnection::recv_within`], restored before the next
-    /// ordinary command).
-    read_timeout: Option<Duration>,
-    /// The response timeout.
-    usual: Duration,
     /// The [`Endpoint::generation`] it was opened at: an older one is a
     /// connection to a former master, discarded on its next checkout.
     generation: u64,
@@ -76,45 +74,18 @@ impl PooledConnection {
     /// Writes `cmd` without reading its reply (scatter/gather over several
     /// servers: see `crate::net::scatter`).
     pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        let result = self.con.send_packed_command(cmd);
+        let result = self.con.send(cmd);
         self.record(result)
     }
 
     /// Reads the reply to a command sent by [`PooledConnection::send_packed`],
-    /// waiting at most `within` (rounded up to the millisecond) when that
-    /// is shorter than the response timeout. A reply not read in
-    /// time discards the connection. The socket keeps the shorter timeout
-    /// until an ordinary command needs the usual one back: a connection
-    /// used for the same bound again costs no system call.
+    /// waiting at most `within` when that is shorter than the response
+    /// timeout. A reply not read in time discards the connection.
     pub fn recv_within(&mut self, within: Duration) -> RedisResult<Value> {
-        let usual = self.usual;
-        let within = Duration::from_millis(
-            u64::try_from(within.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
-        )
-        .max(Duration::from_millis(1));
-        let wanted = (within < usual).then_some(within);
-        if wanted != self.read_timeout
-            && let Err(e) = self.con.set_read_timeout(Some(wanted.unwrap_or(usual)))
-        {
-            self.dropped = true;
-            return Err(e);
-        }
-        self.read_timeout = wanted;
-        let result = self.con.recv_response();
+        let result = self
+            .con
+            .recv_until(Instant::now() + within.min(self.con.usual()));
         self.record(result)
-    }
-
-    /// Puts the response timeout back after [`PooledConnection::recv_within`]
-    /// shortened it.
-    fn usual_timeout(&mut self) -> RedisResult<()> {
-        if self.read_timeout.take().is_some() {
-            let usual = self.usual;
-            if let Err(e) = self.con.set_read_timeout(Some(usual)) {
-                self.dropped = true;
-                return Err(e);
-            }
-        }
-        Ok(())
     }
 
     /// Never hand this connection out again (a reply on it was not read).
@@ -125,8 +96,7 @@ impl PooledConnection {
 
 impl ConnectionLike for PooledConnection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.usual_timeout()?;
-        let result = self.con.req_packed_command(cmd);
+        let result = self.con.request(cmd);
         self.record(result)
     }
 
@@ -136,17 +106,17 @@ impl ConnectionLike for PooledConnection {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.usual_timeout()?;
         let result = pipeline(&mut self.con, cmd, offset, count);
         self.record(result)
     }
 
     fn get_db(&self) -> i64 {
-        self.con.get_db()
+        self.con.db()
     }
 
     fn check_connection(&mut self) -> bool {
-        self.con.check_connection()
+        let ping = redis::cmd("PING").get_packed_command();
+        matches!(self.con.request(&ping), Ok(Value::SimpleString(_)))
     }
 
     fn is_open(&self) -> bool {
@@ -155,28 +125,20 @@ impl ConnectionLike for PooledConnection {
 }
 
 /// Sends `cmd` (several commands) and reads the replies of the `count`
-/// after the first `offset`. Unlike redis-rs's own `req_packed_commands`,
-/// which goes on reading after a reply timed out or the connection broke
-/// (each further read waiting the whole response timeout again: a frozen
-/// server held a pipeline of N commands for N timeouts), the first I/O
-/// error ends it. Error replies are values, as in redis-rs.
-fn pipeline(
-    con: &mut redis::Connection,
-    cmd: &[u8],
-    offset: usize,
-    count: usize,
-) -> RedisResult<Vec<Value>> {
-    con.send_packed_command(cmd)?;
+/// after the first `offset`, all within one response timeout (as on a
+/// multiplexed connection). The first error ends it (redis-rs's own
+/// `req_packed_commands` goes on reading after a reply timed out: a
+/// frozen server held a pipeline of N commands for N timeouts). Error
+/// replies are values, as in redis-rs.
+fn pipeline(con: &mut Direct, cmd: &[u8], offset: usize, count: usize) -> RedisResult<Vec<Value>> {
+    con.send(cmd)?;
+    let deadline = Instant::now() + con.usual();
     let mut replies = Vec::with_capacity(count);
-    let mut read = 0;
-    while read < offset + count {
-        match con.recv_response()? {
-            // RESP3 push data is not a reply.
-            Value::Push { .. } => continue,
-            reply if read >= offset => replies.push(reply),
-            _ => {}
+    for read in 0..offset + count {
+        let reply = con.recv_until(deadline)?;
+        if read >= offset {
+            replies.push(reply);
         }
-        read += 1;
     }
     Ok(replies)
 }
@@ -217,12 +179,10 @@ impl Connector {
         let checked_at = self.drops.load(Ordering::Acquire);
         let generation = self.endpoint.generation();
         Ok(PooledConnection {
-            con: self.connect()?,
+            con: Direct::open(&self.endpoint, self.connect_timeout, self.response_timeout)?,
             checked_at,
             dropped: false,
             drops: Arc::clone(&self.drops),
-            read_timeout: None,
-            usual: self.response_timeout,
             generation,
             endpoint: Arc::clone(&self.endpoint),
         })

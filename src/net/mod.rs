@@ -1,11 +1,13 @@
 //! The transport: where a server is ([`endpoint`]), connections to it
-//! ([`connection`], over TLS with [`tls`]), the pool they are kept in
+//! ([`connection`], read and written by the crate itself in [`direct`],
+//! over TLS with [`tls`]), the pool they are kept in
 //! ([`pool`]), the shared sockets of the multiplexed mode ([`mux`]) and the
 //! replies read from sockets the crate owns ([`resp`]), and commands
 //! written ahead of their replies ([`scatter`]).
 //! Nothing here knows a lock or a topology.
 
 pub(crate) mod connection;
+pub(crate) mod direct;
 pub(crate) mod endpoint;
 pub(crate) mod mux;
 pub(crate) mod pool;

@@ -1,15 +1,26 @@
 //! The replies of a socket the crate reads itself (a multiplexed command
-//! socket, the subscriber's), parsed from its own buffer.
+//! socket, the subscriber's, a pooled command connection), parsed from its
+//! own buffer.
 //!
 //! redis-rs's reader (`redis::Parser` over a `Read`) zeroes 8 KiB of buffer
 //! before every `read` and walks each byte through a general parser
 //! combinator: about half of the client's own instructions for a lock +
 //! unlock pair (callgrind, one thread: 28k with it, 14k with this reader).
-//! This reader keeps one buffer, zeroed once, reads into it directly, and
-//! builds the replies a lock's scripts get (`+`, `:`, `$`, `*`) itself.
-//! Anything else (an error, a RESP3 type) is framed here and built by
-//! redis-rs from its exact bytes, so that every reply is the `Value`
-//! redis-rs's own parser would give (the tests compare the two).
+//! This reader keeps one buffer, reads into it directly, and builds the
+//! replies a lock's scripts get (`+`, `:`, `$`, `*`) itself. Anything else
+//! (an error, a RESP3 type) is framed here and built by redis-rs from its
+//! exact bytes, so that every reply is the `Value` redis-rs's own parser
+//! would give (the tests compare the two), nesting limit included.
+//!
+//! A reply is read in two passes, each over its bytes once: framing, which
+//! runs as bytes arrive and keeps its place across reads (where the next
+//! element starts, the items each open aggregate still awaits, where the
+//! search for a line's CRLF resumes), then building, once the reply is all
+//! in. So a reply delivered in many reads costs what it costs in one, and
+//! the buffer grows with the bytes that arrived, never with a length a
+//! header announces: memory stays within about twice the bytes received
+//! (plus [`INITIAL`]). A line (a simple string, an error, a length) longer
+//! than [`MAX_LINE`] is a protocol error.
 
 use std::io::{self, Read};
 
@@ -21,41 +32,45 @@ const INITIAL: usize = 16 * 1024;
 const MIN_READ: usize = 4 * 1024;
 /// A buffer grown past this is given back once it is empty.
 const KEEP: usize = 256 * 1024;
-/// Nesting deeper than this is refused (as redis-rs's parser does).
+/// Replies nested this deep are refused, as redis-rs's parser refuses them
+/// (its `MAX_RECURSE_DEPTH`: a reply inside 100 aggregates is too deep).
 const MAX_DEPTH: usize = 100;
 /// Longer bulk strings or aggregates are taken for garbage (Redis's own
 /// limit, `proto-max-bulk-len`, is 512 MiB by default).
 const MAX_LEN: i64 = i32::MAX as i64;
+/// The longest line taken (a simple string or error, a number, a length),
+/// without its CRLF: Redis's own limit on an inline request
+/// (`PROTO_INLINE_MAX_SIZE`, 64 KiB). Redis's replies that are lines are
+/// short (status words, error messages); a longer one is taken for garbage
+/// rather than buffered without end.
+const MAX_LINE: usize = 64 * 1024;
 
-/// One reply's parse so far.
-enum Step<T> {
-    /// Complete: the value (or nothing) and where the next reply begins.
-    Done(T, usize),
-    /// Incomplete: the reply is at least this long.
-    More(usize),
+/// The framing of the reply at the front of the unread bytes, kept across
+/// reads. Offsets count from the reply's first byte.
+#[derive(Default)]
+struct Framing {
+    /// Where the next element (not framed yet) starts.
+    at: usize,
+    /// Items each open aggregate still awaits, outermost first.
+    open: Vec<usize>,
+    /// Where the search for the CRLF of the element at `at` resumes (0:
+    /// from its start).
+    scan: usize,
+    /// The element at `at` is not looked at again before this many bytes
+    /// are in.
+    need: usize,
 }
 
 /// A reply reader over its own buffer (see the module docs). Bytes read
 /// past a reply wait for the next call; a read that fails leaves the buffer
-/// as it was, so the caller may read again.
+/// and the framing as they were, so the caller may read again.
+#[derive(Default)]
 pub(crate) struct Reader {
     buf: Vec<u8>,
     /// The unread bytes are `buf[start..end]`.
     start: usize,
     end: usize,
-    /// The first reply is known to be at least this long (no parse before).
-    need: usize,
-}
-
-impl Default for Reader {
-    fn default() -> Reader {
-        Reader {
-            buf: Vec::new(),
-            start: 0,
-            end: 0,
-            need: 1,
-        }
-    }
+    framing: Framing,
 }
 
 fn parse_error(what: &'static str) -> RedisError {
@@ -69,22 +84,21 @@ impl Reader {
     /// errors; only a failed read (a timeout) may be retried.
     pub fn next(&mut self, source: &mut impl Read) -> RedisResult<Value> {
         loop {
-            if self.end - self.start >= self.need {
-                match value(&self.buf[self.start..self.end], 0, 0)? {
-                    Step::Done(reply, used) => {
-                        self.start += used;
-                        self.need = 1;
-                        if self.start == self.end {
-                            self.start = 0;
-                            self.end = 0;
-                            if self.buf.len() > KEEP {
-                                self.buf = Vec::new();
-                            }
-                        }
-                        return Ok(reply);
-                    }
-                    Step::More(need) => self.need = need.max(self.end - self.start + 1),
+            if self.framing.frame(&self.buf[self.start..self.end])? {
+                let len = std::mem::take(&mut self.framing).at;
+                let (reply, used) = value(&self.buf[self.start..self.start + len], 0, 0)?;
+                if used != len {
+                    return Err(parse_error("a reply framed and built differently"));
                 }
+                self.start += len;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                    if self.buf.len() > KEEP {
+                        self.buf = Vec::new();
+                    }
+                }
+                return Ok(reply);
             }
             self.make_room();
             let read = source.read(&mut self.buf[self.end..])?;
@@ -98,27 +112,109 @@ impl Reader {
         }
     }
 
-    /// Room for the reply being read (`need`) and at least [`MIN_READ`]
-    /// more bytes after `end`: the unread bytes moved to the front, the
-    /// buffer grown (zeroed) only when that is not enough.
+    /// At least [`MIN_READ`] bytes of room after `end`: the unread bytes
+    /// moved to the front, the buffer grown (doubled, zeroed) only when
+    /// that is not enough. Never sized by what a reply announces.
     fn make_room(&mut self) {
-        let unread = self.end - self.start;
-        let wanted = self.need.max(unread + MIN_READ);
-        if self.buf.len() - self.start < wanted || self.buf.len() - self.end < MIN_READ {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.start = 0;
-            self.end = unread;
+        if self.buf.len() - self.end >= MIN_READ {
+            return;
         }
-        if self.buf.len() < wanted {
-            let grown = wanted.max(self.buf.len() * 2).max(INITIAL);
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < MIN_READ {
+            let grown = (self.end + MIN_READ).max(self.buf.len() * 2).max(INITIAL);
             self.buf.resize(grown, 0);
+        }
+    }
+
+    /// The buffer's size (tests: memory follows what arrived).
+    #[cfg(test)]
+    fn buffer_len(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
+impl Framing {
+    /// Frames what `buf` (the unread bytes) adds to the reply at its front:
+    /// `true` once the reply is complete (it is `buf[..at]`).
+    fn frame(&mut self, buf: &[u8]) -> RedisResult<bool> {
+        loop {
+            if buf.len() < self.need.max(self.at + 1) {
+                return Ok(false);
+            }
+            let at = self.at;
+            let kind = buf[at];
+            if self.open.len() >= MAX_DEPTH {
+                return Err(parse_error("nested too deep"));
+            }
+            let body = at + 1;
+            let Some(end) = line_end(buf, self.scan.max(body)) else {
+                if buf.len() - body > MAX_LINE + 1 {
+                    return Err(parse_error("a line longer than 64 KiB"));
+                }
+                // A CR last may be the start of the CRLF.
+                self.scan = buf.len() - 1;
+                self.need = buf.len() + 1;
+                return Ok(false);
+            };
+            if end - body > MAX_LINE {
+                return Err(parse_error("a line longer than 64 KiB"));
+            }
+            self.scan = 0;
+            let next = end + 2;
+            let (items, next) = match kind {
+                b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => (0, next),
+                b'$' | b'!' | b'=' => match integer(&buf[body..end])? {
+                    n if n < 0 => (0, next),
+                    n => {
+                        let after = next + length(n)? + 2;
+                        if buf.len() < after {
+                            // The header is read again then (a short line).
+                            self.need = after;
+                            return Ok(false);
+                        }
+                        (0, after)
+                    }
+                },
+                b'*' | b'~' | b'>' | b'%' | b'|' => {
+                    let per_item = if matches!(kind, b'%' | b'|') { 2 } else { 1 };
+                    // An attribute is followed by the reply it describes.
+                    let items = length(integer(&buf[body..end])?.max(0))?
+                        .checked_mul(per_item)
+                        .ok_or_else(|| parse_error("length out of range"))?
+                        + usize::from(kind == b'|');
+                    (items, next)
+                }
+                _ => return Err(parse_error("an unknown reply type")),
+            };
+            self.at = next;
+            self.need = 0;
+            if items > 0 {
+                self.open.push(items);
+                continue;
+            }
+            // An element is complete, and with it every aggregate it ends.
+            loop {
+                let Some(left) = self.open.last_mut() else {
+                    return Ok(true);
+                };
+                *left -= 1;
+                if *left > 0 {
+                    break;
+                }
+                self.open.pop();
+            }
         }
     }
 }
 
-/// Where the line that starts at `at` ends (its `\r\n`), if it is all in.
-fn line_end(buf: &[u8], at: usize) -> Option<usize> {
-    let mut i = at;
+/// Where the line whose CRLF is searched for from `from` ends (its `\r\n`),
+/// if it is all in.
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
     while i + 1 < buf.len() {
         if buf[i] == b'\r' && buf[i + 1] == b'\n' {
             return Some(i);
@@ -128,17 +224,19 @@ fn line_end(buf: &[u8], at: usize) -> Option<usize> {
     None
 }
 
-/// The integer of the line that starts at `at`, and where the next line
-/// begins.
-fn number(buf: &[u8], at: usize) -> RedisResult<Step<i64>> {
-    let Some(end) = line_end(buf, at) else {
-        return Ok(Step::More(buf.len() + 1));
-    };
-    let n = std::str::from_utf8(&buf[at..end])
+/// The integer `line` holds.
+fn integer(line: &[u8]) -> RedisResult<i64> {
+    std::str::from_utf8(line)
         .ok()
         .and_then(|text| text.trim().parse::<i64>().ok())
-        .ok_or_else(|| parse_error("expected an integer"))?;
-    Ok(Step::Done(n, end + 2))
+        .ok_or_else(|| parse_error("expected an integer"))
+}
+
+/// The integer of the line that starts at `at`, and where the next line
+/// begins (in a framed reply).
+fn number(buf: &[u8], at: usize) -> RedisResult<(i64, usize)> {
+    let end = line_end(buf, at).ok_or_else(|| parse_error("a line cut short"))?;
+    Ok((integer(&buf[at..end])?, end + 2))
 }
 
 /// A length (of a bulk string or aggregate) that is sane.
@@ -149,20 +247,19 @@ fn length(n: i64) -> RedisResult<usize> {
     }
 }
 
-/// The reply that starts at `at` (nested `depth` deep).
-fn value(buf: &[u8], at: usize, depth: usize) -> RedisResult<Step<Value>> {
-    if depth > MAX_DEPTH {
+/// The reply that starts at `at` (nested `depth` deep) in a framed reply,
+/// and where the next one begins.
+fn value(buf: &[u8], at: usize, depth: usize) -> RedisResult<(Value, usize)> {
+    if depth >= MAX_DEPTH {
         return Err(parse_error("nested too deep"));
     }
-    let Some(&kind) = buf.get(at) else {
-        return Ok(Step::More(at + 1));
-    };
+    let kind = *buf
+        .get(at)
+        .ok_or_else(|| parse_error("a reply cut short"))?;
     let body = at + 1;
     match kind {
         b'+' => {
-            let Some(end) = line_end(buf, body) else {
-                return Ok(Step::More(buf.len() + 1));
-            };
+            let end = line_end(buf, body).ok_or_else(|| parse_error("a line cut short"))?;
             let reply = match &buf[body..end] {
                 b"OK" => Value::Okay,
                 text => Value::SimpleString(
@@ -170,133 +267,85 @@ fn value(buf: &[u8], at: usize, depth: usize) -> RedisResult<Step<Value>> {
                         .map_err(|_| parse_error("a simple string that is not UTF-8"))?,
                 ),
             };
-            Ok(Step::Done(reply, end + 2))
+            Ok((reply, end + 2))
         }
-        b':' => Ok(match number(buf, body)? {
-            Step::Done(n, next) => Step::Done(Value::Int(n), next),
-            Step::More(need) => Step::More(need),
-        }),
+        b':' => number(buf, body).map(|(n, next)| (Value::Int(n), next)),
         b'$' => {
-            let (n, data) = match number(buf, body)? {
-                Step::Done(n, data) => (n, data),
-                Step::More(need) => return Ok(Step::More(need)),
-            };
+            let (n, data) = number(buf, body)?;
             if n < 0 {
-                return Ok(Step::Done(Value::Nil, data));
+                return Ok((Value::Nil, data));
             }
             let end = data + length(n)?;
-            if buf.len() < end + 2 {
-                return Ok(Step::More(end + 2));
-            }
-            if &buf[end..end + 2] != b"\r\n" {
+            if buf.get(end..end + 2) != Some(b"\r\n") {
                 return Err(parse_error("a bulk string not ended by CRLF"));
             }
-            Ok(Step::Done(
-                Value::BulkString(buf[data..end].to_vec()),
-                end + 2,
-            ))
+            Ok((Value::BulkString(buf[data..end].to_vec()), end + 2))
         }
         b'*' => {
-            let (n, mut next) = match number(buf, body)? {
-                Step::Done(n, next) => (n, next),
-                Step::More(need) => return Ok(Step::More(need)),
-            };
+            let (n, mut next) = number(buf, body)?;
             if n < 0 {
-                return Ok(Step::Done(Value::Nil, next));
+                return Ok((Value::Nil, next));
             }
             let n = length(n)?;
             let mut items = Vec::with_capacity(n.min(1024));
             for _ in 0..n {
-                match value(buf, next, depth + 1)? {
-                    Step::Done(item, after) => {
-                        items.push(item);
-                        next = after;
-                    }
-                    Step::More(need) => return Ok(Step::More(need)),
-                }
+                let (item, after) = value(buf, next, depth + 1)?;
+                items.push(item);
+                next = after;
             }
-            Ok(Step::Done(Value::Array(items), next))
+            Ok((Value::Array(items), next))
         }
-        // An error or a RESP3 type: framed here, built by redis-rs.
-        _ => Ok(match frame(buf, at, depth)? {
-            Step::Done((), end) => Step::Done(redis::parse_redis_value(&buf[at..end])?, end),
-            Step::More(need) => Step::More(need),
-        }),
+        // An error or a RESP3 type: built by redis-rs from its bytes.
+        _ => {
+            let end = frame_end(buf, at, depth)?;
+            Ok((redis::parse_redis_value(&buf[at..end])?, end))
+        }
     }
 }
 
-/// Where the reply that starts at `at` ends, whatever its type.
-fn frame(buf: &[u8], at: usize, depth: usize) -> RedisResult<Step<()>> {
-    if depth > MAX_DEPTH {
+/// Where the reply that starts at `at` ends, whatever its type (in a
+/// framed reply).
+fn frame_end(buf: &[u8], at: usize, depth: usize) -> RedisResult<usize> {
+    if depth >= MAX_DEPTH {
         return Err(parse_error("nested too deep"));
     }
-    let Some(&kind) = buf.get(at) else {
-        return Ok(Step::More(at + 1));
-    };
-    let body = at + 1;
-    // Lines, blobs (a length, then that many bytes) and aggregates (a
-    // count, then that many replies per item).
+    let kind = *buf
+        .get(at)
+        .ok_or_else(|| parse_error("a reply cut short"))?;
+    let (n, mut next) = number_or_line(buf, at + 1, kind)?;
     let per_item = match kind {
-        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {
-            return Ok(match line_end(buf, body) {
-                Some(end) => Step::Done((), end + 2),
-                None => Step::More(buf.len() + 1),
-            });
-        }
-        b'$' | b'!' | b'=' => {
-            let (n, data) = match number(buf, body)? {
-                Step::Done(n, data) => (n, data),
-                Step::More(need) => return Ok(Step::More(need)),
-            };
-            if n < 0 {
-                return Ok(Step::Done((), data));
-            }
-            let end = data + length(n)? + 2;
-            return Ok(match buf.len() >= end {
-                true => Step::Done((), end),
-                false => Step::More(end),
-            });
-        }
+        b'$' | b'!' | b'=' if n >= 0 => return Ok(next + length(n)? + 2),
         b'*' | b'~' | b'>' => 1,
         b'%' | b'|' => 2,
-        _ => return Err(parse_error("an unknown reply type")),
+        _ => return Ok(next),
     };
-    let (n, mut next) = match number(buf, body)? {
-        Step::Done(n, next) => (n, next),
-        Step::More(need) => return Ok(Step::More(need)),
-    };
-    // An attribute is followed by the reply it describes.
     let items = length(n.max(0))?
         .checked_mul(per_item)
         .ok_or_else(|| parse_error("length out of range"))?
         + usize::from(kind == b'|');
     for _ in 0..items {
-        match frame(buf, next, depth + 1)? {
-            Step::Done((), after) => next = after,
-            Step::More(need) => return Ok(Step::More(need)),
+        next = frame_end(buf, next, depth + 1)?;
+    }
+    Ok(next)
+}
+
+/// The length or count a blob's or aggregate's line holds (0 for any
+/// other line), and where the next line begins.
+fn number_or_line(buf: &[u8], at: usize, kind: u8) -> RedisResult<(i64, usize)> {
+    match kind {
+        b'$' | b'!' | b'=' | b'*' | b'~' | b'>' | b'%' | b'|' => number(buf, at),
+        _ => {
+            let end = line_end(buf, at).ok_or_else(|| parse_error("a line cut short"))?;
+            Ok((0, end + 2))
         }
     }
-    Ok(Step::Done((), next))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Hands out its bytes `chunk` at a time, then the end of the stream.
-    struct Chunks<'a> {
-        bytes: &'a [u8],
-        chunk: usize,
-    }
-
-    impl Read for Chunks<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let n = self.chunk.min(buf.len()).min(self.bytes.len());
-            buf[..n].copy_from_slice(&self.bytes[..n]);
-            self.bytes = &self.bytes[n..];
-            Ok(n)
-        }
-    }
+    use super::tests_support::Chunks;
 
     /// Every reply in `stream`, read `chunk` bytes at a time.
     fn read_all(stream: &[u8], chunk: usize) -> Vec<Value> {
@@ -505,5 +554,196 @@ mod tests {
             reader.next(&mut source).expect("the rest"),
             Value::BulkString(b"hello".to_vec())
         );
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Hands out `first`, then fails every read with a timeout.
+    struct ThenSilence<'a>(&'a [u8]);
+
+    impl Read for ThenSilence<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.0.read(buf)
+        }
+    }
+
+    #[test]
+    fn a_header_alone_does_not_size_the_buffer() {
+        let mut reader = Reader::default();
+        let mut source = ThenSilence(b"$1000000000\r\n");
+        let error = reader.next(&mut source).expect_err("no data yet");
+        assert!(error.is_timeout(), "{error}");
+        assert!(
+            reader.buffer_len() <= 64 * 1024,
+            "a 14-byte header made a buffer of {} bytes",
+            reader.buffer_len()
+        );
+        // The same for an aggregate of huge blobs, header after header.
+        let mut reader = Reader::default();
+        let mut source = ThenSilence(b"*3\r\n$1000000000\r\n");
+        assert!(reader.next(&mut source).expect_err("no data").is_timeout());
+        assert!(reader.buffer_len() <= 64 * 1024);
+    }
+
+    /// `+` and then `x` without end, 8 KiB a read; fails a read once more
+    /// than `limit` bytes were taken (the reader should have refused the
+    /// line by then).
+    struct EndlessLine {
+        given: usize,
+        limit: usize,
+    }
+
+    impl Read for EndlessLine {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.given > self.limit {
+                return Err(io::Error::other("the reader buffers the line without end"));
+            }
+            let n = buf.len().min(8192);
+            buf[..n].fill(b'x');
+            if self.given == 0 {
+                buf[0] = b'+';
+            }
+            self.given += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_line_without_crlf_is_a_protocol_error_not_memory() {
+        for kind in [b'+', b'$', b'*', b'-'] {
+            let mut reader = Reader::default();
+            // A 100 MB line, were it read to its end; refused by 1 MiB.
+            let mut source = EndlessLine {
+                given: 0,
+                limit: 1024 * 1024,
+            };
+            let mut first = vec![kind];
+            first.extend_from_slice(b"1");
+            let mut chained = first.as_slice().chain(&mut source);
+            let error = reader.next(&mut chained).expect_err("refused");
+            assert_eq!(error.kind(), ErrorKind::Parse, "{error}");
+            assert!(reader.buffer_len() <= 256 * 1024);
+        }
+        // A line of exactly the limit is taken.
+        let mut line = b"+".to_vec();
+        line.extend(std::iter::repeat_n(b'y', MAX_LINE));
+        line.extend_from_slice(b"\r\n");
+        let reply = Reader::default()
+            .next(&mut line.as_slice())
+            .expect("at the limit");
+        assert_eq!(reply, Value::SimpleString("y".repeat(MAX_LINE)));
+    }
+
+    /// Hands out its bytes `chunk` at a time, failing a read once `budget`
+    /// has passed since the first.
+    struct Budgeted<'a> {
+        bytes: &'a [u8],
+        chunk: usize,
+        until: Instant,
+    }
+
+    impl Read for Budgeted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if Instant::now() > self.until {
+                return Err(io::Error::other("over the time budget"));
+            }
+            let n = self.chunk.min(buf.len()).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_long_array_in_small_chunks_parses_within_twice_redis_rs() {
+        let n = 400_000;
+        let mut stream = format!("*{n}\r\n").into_bytes();
+        for i in 0..n {
+            match i % 3 {
+                0 => stream.extend_from_slice(
+                    format!("${}\r\nv{i}\r\n", 1 + i.to_string().len()).as_bytes(),
+                ),
+                1 => stream.extend_from_slice(format!(":{i}\r\n").as_bytes()),
+                _ => stream.extend_from_slice(b"+OK\r\n"),
+            }
+        }
+        let began = Instant::now();
+        let expected = redis::parse_redis_value(&stream).expect("redis-rs parses it");
+        let theirs = began.elapsed();
+        let began = Instant::now();
+        let mut source = Budgeted {
+            bytes: &stream,
+            chunk: 1024,
+            until: began + theirs * 2,
+        };
+        let ours = Reader::default().next(&mut source);
+        let ours_took = began.elapsed();
+        eprintln!(
+            "{} bytes: redis-rs {theirs:?} in one piece, this reader {ours_took:?} in 1 KiB reads",
+            stream.len()
+        );
+        assert_eq!(ours.expect("within the budget"), expected);
+        assert!(ours_took <= theirs * 2 + Duration::from_millis(1));
+    }
+
+    /// `*1\r\n` `depth` times around `inner`.
+    fn nested(depth: usize, opener: &str, inner: &str) -> Vec<u8> {
+        (opener.repeat(depth) + inner).into_bytes()
+    }
+
+    #[test]
+    fn the_nesting_limit_is_redis_rs_s() {
+        for depth in [1, 98, 99, 100, 101, 150] {
+            for (opener, inner) in [
+                ("*1\r\n", ":1\r\n"),
+                ("*1\r\n", "*0\r\n"),
+                ("*1\r\n", "-ERR x\r\n"),
+                ("~1\r\n", "*0\r\n"),
+                ("%1\r\n+a\r\n", "%0\r\n"),
+                ("*2\r\n:1\r\n", "$1\r\nz\r\n"),
+            ] {
+                let bytes = nested(depth, opener, inner);
+                let theirs = redis::parse_redis_value(&bytes).ok();
+                for chunk in [1, 7, bytes.len()] {
+                    let mut source = super::tests_support::Chunks {
+                        bytes: &bytes,
+                        chunk,
+                    };
+                    let ours = Reader::default().next(&mut source).ok();
+                    assert_eq!(ours, theirs, "{depth} x {opener:?} around {inner:?}");
+                }
+            }
+        }
+        // The boundary itself: 99 levels are taken, 100 are not.
+        assert!(redis::parse_redis_value(&nested(99, "*1\r\n", ":1\r\n")).is_ok());
+        assert!(redis::parse_redis_value(&nested(100, "*1\r\n", ":1\r\n")).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests_support {
+    use std::io::{self, Read};
+
+    /// Hands out its bytes `chunk` at a time, then the end of the stream.
+    pub struct Chunks<'a> {
+        pub bytes: &'a [u8],
+        pub chunk: usize,
+    }
+
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
     }
 }

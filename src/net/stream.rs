@@ -54,8 +54,15 @@ impl Stream {
             }
             auth.arg(password);
             stream.write_all(&auth.get_packed_command())?;
+            let mut read_timeout = timeout;
+            let mut until = crate::net::direct::Until {
+                stream: &mut stream,
+                timeout: &mut read_timeout,
+                deadline: std::time::Instant::now() + timeout,
+                slack: timeout / crate::net::direct::SLACK_DIVISOR,
+            };
             let reply = resp::Reader::default()
-                .next(&mut stream)
+                .next(&mut until)
                 .map_err(io::Error::other)?;
             if let Value::ServerError(e) = reply {
                 return Err(io::Error::new(
@@ -139,14 +146,32 @@ impl Stream {
     }
 }
 
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl Stream {
+    /// One read, as the socket gives it: a signal that interrupts it is an
+    /// `Interrupted` error (for a caller that looks at its deadline before
+    /// reading again; [`Read::read`] reads again at once).
+    pub(crate) fn read_once(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+/// A read interrupted by a signal is read again: on Linux a socket with a
+/// read timeout returns `EINTR` for any handled signal, `SA_RESTART` or not,
+/// and std's `read` hands it on (`read_exact` and `write_all` retry it,
+/// `read` does not). A signal never fails a read.
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.read_once(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => return done,
+            }
         }
     }
 }

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
+use crate::net::direct;
 use crate::net::endpoint::Endpoint;
 use crate::net::mux::Replies;
 use crate::net::resp;
@@ -172,15 +173,6 @@ fn redis_io(e: io::Error) -> RedisError {
     RedisError::from(e)
 }
 
-/// Sends `packed` on `stream` and reads one reply (the handshake).
-fn ask(stream: &mut Stream, replies: &mut resp::Reader, packed: &[u8]) -> RedisResult<Value> {
-    stream.write_all(packed).map_err(redis_io)?;
-    match replies.next(stream)? {
-        Value::ServerError(e) => Err(e.into()),
-        reply => Ok(reply),
-    }
-}
-
 impl Socket {
     /// Connects to `endpoint`'s server, authenticates, selects the
     /// database, and checks that the server took the connection (one that
@@ -196,32 +188,14 @@ impl Socket {
         let info = endpoint.info();
         let mut stream = Stream::open(endpoint, connect_timeout).map_err(redis_io)?;
         let mut replies = resp::Reader::default();
-        let settings = info.redis_settings();
-        let mut answered = false;
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(username) = settings.username() {
-                auth.arg(username);
-            }
-            auth.arg(password);
-            ask(&mut stream, &mut replies, &auth.get_packed_command())?;
-            answered = true;
-        }
-        if settings.db() != 0 {
-            let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
-            ask(&mut stream, &mut replies, &select)?;
-            answered = true;
-        }
-        if !answered {
-            // Nothing asked yet: a server at `maxclients` would only tell
-            // the first command. (An ACL user always authenticates, so its
-            // recipe needs no `PING`.)
-            ask(
-                &mut stream,
-                &mut replies,
-                &redis::cmd("PING").get_packed_command(),
-            )?;
-        }
+        let mut timeout = connect_timeout;
+        direct::handshake(
+            &mut stream,
+            &mut replies,
+            &mut timeout,
+            &info,
+            connect_timeout,
+        )?;
         stream
             .set_read_timeout(Some(response_timeout))
             .map_err(redis_io)?;

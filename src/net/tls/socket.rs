@@ -38,7 +38,14 @@ impl TlsSocket {
         let mut session = rustls::ClientConnection::new(config, name).map_err(io::Error::other)?;
         let mut sock = &tcp;
         while session.is_handshaking() {
-            session.complete_io(&mut sock)?;
+            match session.complete_io(&mut sock) {
+                // A signal (see `Stream`'s `Read`): the session is as it
+                // was, go on.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => {
+                    done?;
+                }
+            }
         }
         Ok(TlsSocket {
             tcp,
@@ -67,10 +74,17 @@ impl TlsSocket {
         self.tcp.shutdown(Shutdown::Both)
     }
 
-    /// Writes the session's pending TLS records.
+    /// Writes the session's pending TLS records (a write interrupted by a
+    /// signal is written again: records the session accepted must go out,
+    /// and a caller retrying the plaintext would send it twice).
     fn push(session: &mut rustls::ClientConnection, mut tcp: &TcpStream) -> io::Result<()> {
         while session.wants_write() {
-            session.write_tls(&mut tcp)?;
+            match session.write_tls(&mut tcp) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => {
+                    done?;
+                }
+            }
         }
         Ok(())
     }
@@ -111,6 +125,8 @@ impl Read for TlsSocket {
                 }
             }
             let mut raw = [0u8; 16 * 1024];
+            // An interrupted read goes back to `Stream`, which reads again
+            // (or looks at its deadline first): the backlog is kept.
             let n = (&self.tcp).read(&mut raw)?;
             if n == 0 {
                 let mut session = self.session.lock();

@@ -26,6 +26,9 @@ enum Stop {
     GaveUp,
     /// Its request got its outcome otherwise (the socket failed).
     Failed,
+    /// The queue's front was not answered by its deadline (give or take
+    /// the slack), though bytes kept coming.
+    TimedOut,
 }
 
 /// What handing out a batch of replies did.
@@ -47,6 +50,8 @@ struct Feed<'a> {
     own: &'a Arc<Slot>,
     give_up: Option<Instant>,
     deadline: Instant,
+    /// When this leader began to read.
+    began: Instant,
     stream: &'a mut Stream,
     timeout: &'a mut Duration,
     /// Replies parsed and not handed out yet, in the socket's order (the
@@ -62,13 +67,20 @@ struct Feed<'a> {
 
 impl Read for Feed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Err(stop) = self.before_read() {
-            self.stop = Some(stop);
-            // Never `Ok(0)`: the reader would take it for the end of the
-            // stream. Its buffer and partial reply survive an error.
-            return Err(io::Error::other("the leader stopped reading"));
+        loop {
+            if let Err(stop) = self.before_read() {
+                self.stop = Some(stop);
+                // Never `Ok(0)`: the reader would take it for the end of the
+                // stream. Its buffer and partial reply survive an error.
+                return Err(io::Error::other("the leader stopped reading"));
+            }
+            match self.stream.read_once(buf) {
+                // A signal (`EINTR`, see `Stream`'s `Read`): read again, the
+                // deadline looked at first. Never a failed socket.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                done => return done,
+            }
         }
-        self.stream.read(buf)
     }
 }
 
@@ -80,7 +92,8 @@ impl Feed<'_> {
             let (state, handed) = socket.hand_out(self.parsed, self.own);
             match handed {
                 Handed::Others => {}
-                // Cannot be: the leader reads only up to its own reply.
+                // Cannot be: the leader reads only up to its own reply, and
+                // hands that out itself (see the error path in `lead`).
                 Handed::Own(_) => return Err(Stop::Failed),
                 Handed::Stray => {
                     drop(state);
@@ -104,6 +117,15 @@ impl Feed<'_> {
         if self.give_up.is_some_and(|g| now >= g) {
             return Err(Stop::GaveUp);
         }
+        // The response timeout bounds a whole reply, not each read: a
+        // server trickling the front's reply (every read bringing a byte
+        // or two) fails it here, the slack past its deadline. A leader that
+        // began after that deadline gets the slack from its beginning, to
+        // read what is waiting in the socket.
+        let slack = socket.usual / SLACK_DIVISOR;
+        if now >= self.deadline.max(self.began) + slack.max(Duration::from_millis(1)) {
+            return Err(Stop::TimedOut);
+        }
         // A deadline passed while nobody read still gets one short read:
         // the reply may be waiting in the socket.
         let limit = self
@@ -113,7 +135,6 @@ impl Feed<'_> {
             .max(Duration::from_millis(1));
         // Kept when a little longer than needed (no system call per read),
         // never when shorter: a short one would spin.
-        let slack = socket.usual / SLACK_DIVISOR;
         if *self.timeout > limit + slack || *self.timeout < limit {
             if self.stream.set_read_timeout(Some(limit)).is_err() {
                 socket.fail(Failure::Dropped);
@@ -152,6 +173,7 @@ impl Socket {
             own: slot,
             give_up,
             deadline,
+            began: Instant::now(),
             stream,
             timeout,
             parsed,
@@ -183,6 +205,11 @@ impl Socket {
                 Err(_) if feed.stop.is_some() => {
                     return match feed.stop {
                         Some(Stop::GaveUp) => Led::GaveUp,
+                        Some(Stop::TimedOut) => {
+                            // What was parsed was handed out before the stop.
+                            self.fail(Failure::TimedOut);
+                            Led::Failed
+                        }
                         _ => Led::Failed,
                     };
                 }
@@ -193,9 +220,28 @@ impl Socket {
                     // Replies parsed before the error keep their answers
                     // (an error that needed no read, at the end of the
                     // stream, comes with no look at the state).
+                    //
+                    // The leader's own reply is never among them (issue 29
+                    // asked whether a leader erring here drops it): it
+                    // stops at the reply that brings `needed` to 0 and
+                    // hands it out at once, above. `needed` counts exactly
+                    // the replies up to its own: computed with the state
+                    // locked and `parsed` empty (every reading ends with
+                    // what it parsed handed out), and the queue ahead of it
+                    // only shrinks by replies this leader hands out (an
+                    // abandoned request's reply is still read) or by
+                    // `fail`, which answers every request, its own
+                    // included. So `parsed` holds fewer replies than it
+                    // needs, and its caller gets the socket's failure,
+                    // never a hang or another caller's reply. Were it ever
+                    // there, it is returned rather than dropped.
+                    let mut own = None;
                     if !feed.parsed.is_empty() {
-                        let (state, _) = self.hand_out(feed.parsed, slot);
+                        let (state, handed) = self.hand_out(feed.parsed, slot);
                         drop(state);
+                        if let Handed::Own(replies) = handed {
+                            own = Some(replies);
+                        }
                     }
                     // The front's time is up (nothing more may be waited
                     // for on this socket), or the stream broke.
@@ -203,7 +249,8 @@ impl Socket {
                         true => Failure::TimedOut,
                         false => Failure::Dropped,
                     });
-                    return Led::Failed;
+                    // `hand_out` gave up the reading with its own reply.
+                    return own.map_or(Led::Failed, |replies| Led::Answered(Ok(replies)));
                 }
             }
         }
