@@ -148,10 +148,7 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
             format!("{:?}", lease::renew_chunks(con, &chunks, 30_000)?)
         }
         1 => format!("{:?}", inspect::inspect(con, NAME)?),
-        2 => format!(
-            "{:?}",
-            replies::expire_if_held(con, NAME, FIELD, 30_000)?
-        ),
+        2 => format!("{:?}", replies::expire_if_held(con, NAME, FIELD, 30_000)?),
         3 => format!(
             "{:?}",
             latch::try_set_count(con, NAME, channel, 3, "PUBLISH")?
@@ -189,18 +186,9 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
             "{:?}",
             expirable::count(con, &pes, expirable::Count::Available, 1_000, "PUBLISH")?
         ),
-        19 => format!(
-            "{:?}",
-            expirable::set_permits(con, &pes, 5, "PUBLISH")?
-        ),
-        20 => format!(
-            "{:?}",
-            expirable::try_set_permits(con, &pes, 5, "PUBLISH")?
-        ),
-        21 => format!(
-            "{:?}",
-            expirable::add_permits(con, &pes, -2, "PUBLISH")?
-        ),
+        19 => format!("{:?}", expirable::set_permits(con, &pes, 5, "PUBLISH")?),
+        20 => format!("{:?}", expirable::try_set_permits(con, &pes, 5, "PUBLISH")?),
+        21 => format!("{:?}", expirable::add_permits(con, &pes, -2, "PUBLISH")?),
         22 => format!(
             "{:?}",
             expirable::update_lease(con, &pes, &ID, 5_000, 1_000, "PUBLISH")?

@@ -26,7 +26,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("L2 transport", &["net", "pubsub"]),
     ("L3 topology", &["topology"]),
     ("L4 engine", &["engine"]),
-    ("L5 api", &["client", "lock", "multi", "synchronizers", "fuzzing"]),
+    (
+        "L5 api",
+        &["client", "lock", "multi", "synchronizers", "fuzzing"],
+    ),
 ];
 
 /// The layer of top-level module `module`, `None` if the table lacks it.

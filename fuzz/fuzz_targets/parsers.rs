@@ -38,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
         1 => {
             if let Ok(id) = text.parse::<PermitId>() {
                 let printed = id.to_string();
-                assert!(printed.eq_ignore_ascii_case(&text), "{text:?} -> {printed:?}");
+                assert!(
+                    printed.eq_ignore_ascii_case(&text),
+                    "{text:?} -> {printed:?}"
+                );
                 assert_eq!(printed.parse::<PermitId>().ok(), Some(id));
             }
             if let Ok(bytes) = <[u8; 16]>::try_from(rest.get(..16).unwrap_or_default()) {
@@ -49,7 +52,10 @@ fuzz_target!(|data: &[u8]| {
         2 => {
             let (line, replied) = text.split_once('\n').unwrap_or((&text, "10.0.0.1:7000"));
             if let Some((to, _slot)) = redisson_lock::__fuzzing::cluster_redirect(line, replied) {
-                assert!(to.contains(':'), "{line:?} from {replied:?} redirects to {to:?}");
+                assert!(
+                    to.contains(':'),
+                    "{line:?} from {replied:?} redirects to {to:?}"
+                );
             }
         }
         3 => {
@@ -64,7 +70,10 @@ fuzz_target!(|data: &[u8]| {
                 // Whatever it is, it prints and reads back as seconds.
                 let secs = format!("{}", duration.as_secs_f64());
                 let again = args::parse_duration(&secs);
-                assert!(again.is_ok(), "{text:?} -> {duration:?} -> {secs:?}: {again:?}");
+                assert!(
+                    again.is_ok(),
+                    "{text:?} -> {duration:?} -> {secs:?}: {again:?}"
+                );
             }
         }
         5 => {

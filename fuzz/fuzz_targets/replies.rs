@@ -20,8 +20,8 @@ use std::collections::VecDeque;
 
 use libfuzzer_sys::fuzz_target;
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
-use redisson_lock::Error;
 use redisson_lock::__fuzzing::{SCRIPT_CALLS, call_script};
+use redisson_lock::Error;
 
 /// Answers requests with made-up replies.
 struct Scripted {
@@ -90,5 +90,9 @@ fuzz_target!(|data: &[u8]| {
     }
     // A script call is one request, two after NOSCRIPT (SCRIPT LOAD, then
     // again): never a loop of requests.
-    assert!(con.requests <= 6, "script call {which}: {} requests", con.requests);
+    assert!(
+        con.requests <= 6,
+        "script call {which}: {} requests",
+        con.requests
+    );
 });
