@@ -10,7 +10,10 @@
 //! release locks through the default multiplexed client and a pooled one,
 //! and another connection keeps the server asleep (`DEBUG SLEEP 0.3`) so
 //! that reads block. No call may fail, the lock scripts must have run once
-//! per call (no resend), and no client may have reconnected.
+//! per call (no resend), and no client may have reconnected. Meanwhile, on
+//! a second server, two threads contend for one lock, so that waiters
+//! subscribe and the subscriber's connection reads under the signals too:
+//! no call may fail there, and no connection may be opened again.
 #![allow(unsafe_code)] // sigaction(2) and tgkill(2), in this test only
 
 mod support;
@@ -134,6 +137,7 @@ fn workers(
 
 #[test]
 fn signals_neither_fail_nor_resend_nor_reconnect() {
+    support::logs::install();
     let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
     let response = Duration::from_secs(5);
     let multiplexed = Client::builder(server.url())
@@ -168,8 +172,35 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
             handle.join().expect("warm-up");
         }
     }
+    // The second server: contention, so the subscriber is connected.
+    let contended_server = RedisServer::start();
+    let contended = Client::builder(contended_server.url())
+        .response_timeout(response)
+        .build()
+        .expect("contended client");
+    {
+        let lock = contended.lock("signals-shared");
+        let guard = lock.lock().expect("held");
+        let waiter = {
+            let lock = lock.clone();
+            thread::spawn(move || lock.lock().expect("waited").unlock().expect("unlock"))
+        };
+        thread::sleep(Duration::from_millis(100));
+        guard.unlock().expect("unlock");
+        waiter.join().expect("waiter");
+    }
+    let mut contended_checker = contended_server.con();
+    let contended_before = info_number(
+        &mut contended_checker,
+        "stats",
+        "total_connections_received",
+    );
     let mut checker = server.con();
     let mut sleeper = TcpStream::connect(("127.0.0.1", server.port())).expect("sleeper");
+    // Accepted by the server (counted) before the count is read.
+    sleeper.write_all(b"PING\r\n").expect("PING");
+    let mut pong = [0u8; 7];
+    sleeper.read_exact(&mut pong).expect("PONG");
     let connections_before = info_number(&mut checker, "stats", "total_connections_received");
     let scripts_before = evalsha_calls(&mut checker);
 
@@ -180,6 +211,33 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
     let errors = Arc::new(Mutex::new(Vec::new()));
     let mut handles = workers(&multiplexed, "mux", threads, &stop, &errors);
     handles.extend(workers(&pooled, "pooled", threads, &stop, &errors));
+    let contenders: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = contended.lock("signals-shared");
+            let stop = Arc::clone(&stop);
+            let errors = Arc::clone(&errors);
+            thread::spawn(move || {
+                let mut done = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let result = lock.lock().and_then(|guard| {
+                        thread::sleep(Duration::from_millis(2));
+                        guard.unlock()
+                    });
+                    match result {
+                        Ok(()) => done += 1,
+                        Err(e) => {
+                            errors
+                                .lock()
+                                .expect("errors")
+                                .push(format!("contended: {e}"));
+                            return done;
+                        }
+                    }
+                }
+                done
+            })
+        })
+        .collect();
     // The server asleep for 0.3 s, four times: reads block meanwhile, and
     // the signals interrupt them.
     for _ in 0..4 {
@@ -194,6 +252,10 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
     }
     stop.store(true, Ordering::Relaxed);
     let pairs: usize = handles.into_iter().map(|h| h.join().expect("worker")).sum();
+    let contended_pairs: usize = contenders
+        .into_iter()
+        .map(|h| h.join().expect("contender"))
+        .sum();
     stop_signals.store(true, Ordering::Relaxed);
     storm.join().expect("storm");
 
@@ -216,7 +278,19 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
     assert_eq!(
         connections - connections_before,
         0,
-        "the clients reconnected during the signals"
+        "the clients reconnected during the signals: {:?}",
+        support::logs::lines()
     );
-    eprintln!("{pairs} lock + unlock pairs under {signals} signals");
+    assert!(contended_pairs > 0, "no contended lock was taken");
+    let contended_connections = info_number(
+        &mut contended_checker,
+        "stats",
+        "total_connections_received",
+    );
+    assert_eq!(
+        contended_connections - contended_before,
+        0,
+        "the contended client (or its subscriber) reconnected during the signals"
+    );
+    eprintln!("{pairs} lock + unlock pairs, {contended_pairs} contended, under {signals} signals");
 }

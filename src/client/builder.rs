@@ -156,7 +156,11 @@ impl ClientBuilder {
         self
     }
 
-    /// Limit on waiting for any one reply (default 3 s).
+    /// Limit on waiting for any one reply (default 3 s): the whole reply,
+    /// however the server sends it (give or take an eighth of it), not each
+    /// read of the socket. A pipeline's replies (a script and its `WAIT`)
+    /// share one limit. A signal that interrupts a read is not a failure:
+    /// the read goes on, within the same limit.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
         self

@@ -160,20 +160,11 @@ impl Connector {
     pub fn endpoint(&self) -> &Arc<Endpoint> {
         &self.endpoint
     }
-
-    /// A new connection to the endpoint's current server. (Building the
-    /// redis-rs client is a clone of the connection info, no I/O.)
-    pub fn connect(&self) -> RedisResult<redis::Connection> {
-        let con = redis::Client::open(self.endpoint.info())?
-            .get_connection_with_timeout(self.connect_timeout)?;
-        con.set_read_timeout(Some(self.response_timeout))?;
-        con.set_write_timeout(Some(self.response_timeout))?;
-        Ok(con)
-    }
 }
 
 impl Connector {
-    /// A new connection for the pool.
+    /// A new connection for the pool (or for one command of its own: a
+    /// cluster node's slot table).
     pub fn open_pooled(&self) -> RedisResult<PooledConnection> {
         // Read before connecting: a drop seen meanwhile may predate us.
         let checked_at = self.drops.load(Ordering::Acquire);

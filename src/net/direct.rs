@@ -35,10 +35,14 @@ const MIN_WAIT: Duration = Duration::from_millis(1);
 /// it is `slack` past, no read is made (a server trickling a reply, each
 /// read bringing a byte, does not hold the caller past it).
 pub(crate) struct Until<'a> {
+    /// The socket read.
     pub stream: &'a mut Stream,
     /// The socket's read timeout now, kept in step.
     pub timeout: &'a mut Duration,
+    /// When the reply must be in.
     pub deadline: Instant,
+    /// How much longer than the time left a read's timeout may stay, and
+    /// how far past the deadline reads may go on.
     pub slack: Duration,
 }
 
@@ -186,14 +190,16 @@ impl Direct {
         written.map_err(RedisError::from)
     }
 
-    /// The next reply (RESP3 push data skipped), read until `deadline`.
+    /// The next reply (RESP3 push data skipped), read until `deadline`
+    /// (give or take an eighth of the time left: a short bound stays short).
     pub fn recv_until(&mut self, deadline: Instant) -> RedisResult<Value> {
+        let slack = deadline.saturating_duration_since(Instant::now()) / SLACK_DIVISOR;
         loop {
             let mut until = Until {
                 stream: &mut self.stream,
                 timeout: &mut self.timeout,
                 deadline,
-                slack: self.usual / SLACK_DIVISOR,
+                slack,
             };
             match self.replies.next(&mut until) {
                 Ok(Value::Push { .. }) => {}

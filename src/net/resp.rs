@@ -85,7 +85,12 @@ impl Reader {
     pub fn next(&mut self, source: &mut impl Read) -> RedisResult<Value> {
         loop {
             if self.framing.frame(&self.buf[self.start..self.end])? {
-                let len = std::mem::take(&mut self.framing).at;
+                let len = self.framing.at;
+                // Reset, its vector kept (no allocation per reply).
+                self.framing.open.clear();
+                self.framing.at = 0;
+                self.framing.scan = 0;
+                self.framing.need = 0;
                 let (reply, used) = value(&self.buf[self.start..self.start + len], 0, 0)?;
                 if used != len {
                     return Err(parse_error("a reply framed and built differently"));

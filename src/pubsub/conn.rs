@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{Flavour, Shared};
+use crate::net::direct::{SLACK_DIVISOR, Until};
 use crate::net::resp;
 use crate::net::stream::Stream;
 
@@ -388,7 +389,8 @@ impl Shared {
         }
         let mut incoming = resp::Reader::default();
         let mut ping_sent = false;
-        let mut read_timeout = None;
+        // The socket's read timeout (the connect timeout until changed).
+        let mut read_timeout = self.connect_timeout;
         let mut idle_since = None;
         loop {
             // Work a waiter left: a subscription it could not take the
@@ -405,11 +407,14 @@ impl Shared {
             } else {
                 HEALTH_CHECK_INTERVAL
             };
-            if read_timeout != Some(silence) {
-                reader.set_read_timeout(Some(silence))?;
-                read_timeout = Some(silence);
-            }
-            match incoming.next(&mut reader) {
+            // A signal does not restart the silence (see `Until`).
+            let mut until = Until {
+                stream: &mut reader,
+                timeout: &mut read_timeout,
+                deadline: Instant::now() + silence,
+                slack: silence / SLACK_DIVISOR,
+            };
+            match incoming.next(&mut until) {
                 Ok(value) => {
                     ping_sent = false;
                     self.dispatch(value, answered)?;

@@ -361,7 +361,7 @@ impl State {
             ) else {
                 continue;
             };
-            let Ok(mut con) = connector.connect() else {
+            let Ok(mut con) = connector.open_pooled() else {
                 continue;
             };
             return redis::cmd("PUBSUB")

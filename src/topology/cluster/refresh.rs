@@ -133,7 +133,7 @@ impl State {
         }
         let connector = Connector::new(self.node_endpoint(addr)?, connect_timeout, reply_timeout)?;
         let mut con = connector
-            .connect()
+            .open_pooled()
             .map_err(|e| connector.connect_error(e))?;
         Table::parse(slots.query(&mut con)?, host)
     }

@@ -50,8 +50,9 @@ struct Feed<'a> {
     own: &'a Arc<Slot>,
     give_up: Option<Instant>,
     deadline: Instant,
-    /// When this leader began to read.
-    began: Instant,
+    /// When this leader first meant to read (set then: no clock read
+    /// when no read is needed).
+    began: Option<Instant>,
     stream: &'a mut Stream,
     timeout: &'a mut Duration,
     /// Replies parsed and not handed out yet, in the socket's order (the
@@ -123,7 +124,8 @@ impl Feed<'_> {
         // began after that deadline gets the slack from its beginning, to
         // read what is waiting in the socket.
         let slack = socket.usual / SLACK_DIVISOR;
-        if now >= self.deadline.max(self.began) + slack.max(Duration::from_millis(1)) {
+        let began = *self.began.get_or_insert(now);
+        if now >= self.deadline.max(began) + slack.max(Duration::from_millis(1)) {
             return Err(Stop::TimedOut);
         }
         // A deadline passed while nobody read still gets one short read:
@@ -173,7 +175,7 @@ impl Socket {
             own: slot,
             give_up,
             deadline,
-            began: Instant::now(),
+            began: None,
             stream,
             timeout,
             parsed,
