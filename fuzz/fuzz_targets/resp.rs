@@ -8,7 +8,9 @@
 //!   error at the same reply (the end of the stream is an error to both);
 //!   except where the crate's documented limits refuse what redis-rs takes:
 //!   a line (simple string, error, number, length) longer than 64 KiB
-//!   (`MAX_LINE`), and a bulk or aggregate length above `i32::MAX`
+//!   (`MAX_LINE`: the reply refused holds such a text, as redis-rs read it,
+//!   or the stream has a run that long of what a padded number is made
+//!   of), and a bulk or aggregate length above `i32::MAX`
 //!   (`MAX_LEN`; redis-rs then waits for the bytes, so it errors too, at
 //!   the end of the stream). The nesting limit is redis-rs's own (a reply
 //!   inside 100 aggregates is refused by both), so it needs no exception;
@@ -52,19 +54,64 @@ impl Read for Chunks<'_> {
     }
 }
 
-/// Whether `stream` has a run of more than `MAX_LINE` bytes without CRLF
-/// (a line the crate refuses, wherever it is).
-fn has_long_line(stream: &[u8]) -> bool {
+/// Whether `reply` (as redis-rs read it) holds a line the crate refuses:
+/// a simple string, an error or a big number longer than `MAX_LINE`.
+fn has_long_text(reply: &Value) -> bool {
+    match reply {
+        Value::SimpleString(text) => text.len() > MAX_LINE,
+        // The line is `<code> <details>`.
+        Value::ServerError(e) => e.code().len() + 1 + e.details().map_or(0, str::len) > MAX_LINE,
+        Value::BigNumber(digits) => digits.len() > MAX_LINE,
+        Value::Array(items) | Value::Set(items) => items.iter().any(has_long_text),
+        Value::Push { data, .. } => data.iter().any(has_long_text),
+        Value::Map(pairs) => pairs
+            .iter()
+            .any(|(k, v)| has_long_text(k) || has_long_text(v)),
+        Value::Attribute { data, attributes } => {
+            has_long_text(data)
+                || attributes
+                    .iter()
+                    .any(|(k, v)| has_long_text(k) || has_long_text(v))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `stream` has a run of more than `MAX_LINE` bytes that could be a
+/// padded number (redis-rs trims a number's line; its value does not show
+/// the length): whitespace, digits, signs, `.`, and the letters of `e`,
+/// `inf` and `nan`.
+fn has_long_number_line(stream: &[u8]) -> bool {
     let mut run = 0usize;
-    for pair in stream.windows(2) {
-        if pair == b"\r\n" {
-            run = 0;
-        } else {
+    for &b in stream {
+        if b.is_ascii_whitespace() && b != b'\r' && b != b'\n'
+            || b.is_ascii_digit()
+            || b"+-.eEinfaINFA".contains(&b)
+        {
             run += 1;
-            if run > MAX_LINE + 1 {
+            if run > MAX_LINE {
                 return true;
             }
+        } else {
+            run = 0;
         }
+    }
+    false
+}
+
+/// Whether `stream` has a null (`_`) line longer than `MAX_LINE` (redis-rs
+/// takes any text there and reads `Nil`): a line after a CRLF, or first.
+fn has_long_null_line(stream: &[u8]) -> bool {
+    let mut at = 0;
+    while at < stream.len() {
+        let end = stream[at..]
+            .windows(2)
+            .position(|pair| pair == b"\r\n")
+            .map_or(stream.len(), |i| at + i);
+        if stream[at] == b'_' && end - at > MAX_LINE + 1 {
+            return true;
+        }
+        at = end + 2;
     }
     false
 }
@@ -126,9 +173,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     // Only a documented limit may stop the crate's reader earlier.
-    let limited = (has_long_line(stream) || has_huge_length(stream))
+    // The reply the crate refused, as redis-rs read it.
+    let refused = theirs.get(ours.len());
+    let over_a_limit = refused.is_some_and(has_long_text)
+        || has_long_number_line(stream)
+        || has_long_null_line(stream)
+        || has_huge_length(stream);
+    let limited = over_a_limit
         && error.kind() == redis::ErrorKind::Parse
-        && ours.len() < theirs.len()
+        && refused.is_some()
         && theirs[..ours.len()] == ours[..];
     assert!(
         limited,
