@@ -83,10 +83,11 @@ fn has_long_text(reply: &Value) -> bool {
 /// `inf` and `nan`.
 fn has_long_number_line(stream: &[u8]) -> bool {
     let mut run = 0usize;
-    for &b in stream {
-        if b.is_ascii_whitespace() && b != b'\r' && b != b'\n'
-            || b.is_ascii_digit()
-            || b"+-.eEinfaINFA".contains(&b)
+    for (i, &b) in stream.iter().enumerate() {
+        // A CR or LF alone is whitespace inside the line; CRLF ends it.
+        let line_end = b == b'\r' && stream.get(i + 1) == Some(&b'\n');
+        if !line_end
+            && (b.is_ascii_whitespace() || b.is_ascii_digit() || b"+-.eEinfaINFA".contains(&b))
         {
             run += 1;
             if run > MAX_LINE {
