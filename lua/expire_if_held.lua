@@ -1,4 +1,5 @@
--- Set a held lock's lease (MultiLock/RedLock, PROTOCOL §8: Redisson's
+-- Set a held lock's lease (MultiLock/RedLock, docs/wire-format.md, "MultiLock and RedLock":
+-- Redisson's
 -- multilock-expire, guarded by the owner's field so that a lock taken over by
 -- someone else meanwhile keeps its own lease).
 -- KEYS[1] = lock hash, ARGV[1] = owner field, ARGV[2] = lease in ms.

@@ -1,5 +1,5 @@
 -- Acquire a Redisson FairLock, queueing the caller when it must wait
--- (PROTOCOL §3.1); also the non-reentrant fair lock's (§7).
+-- (docs/wire-format.md, "Fair locks"); also the non-reentrant fair lock's (§7).
 -- KEYS[1] = lock hash, KEYS[2] = queue redisson_lock_queue:{<name>},
 -- KEYS[3] = zset redisson_lock_timeout:{<name>}, KEYS[4] (only when
 -- ARGV[5] > 0) = this attempt's "replaced" marker, in the lock's slot.

@@ -1,4 +1,4 @@
--- A waiter of a Redisson FairLock gives up (PROTOCOL §3.3).
+-- A waiter of a Redisson FairLock gives up (docs/wire-format.md, "Fair locks").
 -- KEYS[1] = queue, KEYS[2] = zset. ARGV[1] = owner field, ARGV[2] = the
 -- waitMs it queued with.
 -- Everyone queued behind the caller is one wait closer to the head; then the

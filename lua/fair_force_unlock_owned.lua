@@ -1,10 +1,10 @@
 -- Delete a Redisson FairLock only while the given owner field holds it, then
 -- wake the queue head on its own channel, as the fair force unlock does
--- (PROTOCOL §3.5; the owner guard is this crate's own).
+-- (docs/wire-format.md, "Fair locks"; the owner guard is this crate's own).
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = now (client epoch ms),
--- ARGV[3] = "publish" or "spublish", ARGV[4] = the owner field.
+-- ARGV[3] = "publish" or "spublish" (both: "publish spublish"), ARGV[4] = the owner field.
 -- Returns 1 when the lock was deleted (and the head told), 0 when it changed
 -- nothing (free, or held by someone else).
 if redis.call('hexists', KEYS[1], ARGV[4]) == 0
@@ -23,6 +23,6 @@ end
 redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
-  redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
+  for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[4] .. ':' .. head, ARGV[1]) end
 end
 return 1

@@ -1,10 +1,10 @@
 -- Release one hold of a Redisson FairLock by this crate's own guard: the
--- lock state of PROTOCOL §3.4, idempotent without an unlock latch.
+-- lock state of docs/wire-format.md, "Fair locks", idempotent without an unlock latch.
 -- KEYS[1] = lock hash, KEYS[2] = queue, KEYS[3] = zset, KEYS[4] = base
 -- channel redisson_lock__channel:{<name>}.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = lease in ms kept on a partial
 -- release, ARGV[3] = owner field, ARGV[4] = now (client epoch ms),
--- ARGV[5] = "publish" or "spublish", ARGV[6] = the holds the caller keeps
+-- ARGV[5] = "publish" or "spublish" (both: "publish spublish"), ARGV[6] = the holds the caller keeps
 -- after this release (0: free the lock).
 -- The count is set, not decremented (see rlock_release.lua), so the same
 -- release sent again after a lost reply changes nothing more.
@@ -24,7 +24,7 @@ end
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head ~= false then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
+    for cmd in string.gmatch(ARGV[5], "%S+") do redis.call(cmd, KEYS[4] .. ':' .. head, ARGV[1]) end
   end
   return nil
 end
@@ -40,6 +40,6 @@ end
 redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
-  redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
+  for cmd in string.gmatch(ARGV[5], "%S+") do redis.call(cmd, KEYS[4] .. ':' .. head, ARGV[1]) end
 end
 return 1

@@ -1,4 +1,4 @@
--- Try once to acquire a Redisson FairLock, never queueing (PROTOCOL §3.2);
+-- Try once to acquire a Redisson FairLock, never queueing (docs/wire-format.md, "Fair locks");
 -- also the non-reentrant fair lock's (§7).
 -- KEYS as fair_acquire.lua. ARGV[1] = lease in ms, ARGV[2] = owner field,
 -- ARGV[3] = now (the client's epoch ms), ARGV[4] = waitMs (note: ARGV[3] and

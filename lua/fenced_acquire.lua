@@ -1,4 +1,4 @@
--- Acquire or re-enter a Redisson FencedLock (PROTOCOL §5): RLock's acquire
+-- Acquire or re-enter a Redisson FencedLock (docs/wire-format.md, "Fenced lock"): RLock's acquire
 -- (see rlock_acquire.lua, same ARGV) that also INCRs the token counter on
 -- every acquisition, reentry included.
 -- KEYS[1] = lock hash, KEYS[2] = the token key redisson_lock_token:{<name>}

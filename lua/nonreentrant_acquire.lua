@@ -1,4 +1,5 @@
--- Acquire a Redisson non-reentrant lock (PROTOCOL §7): RLock's layout, but a
+-- Acquire a Redisson non-reentrant lock (docs/wire-format.md, "Non-reentrant lock"): RLock's
+-- layout, but a
 -- second acquisition by the holder is refused with an error reply.
 -- KEYS[1] = lock hash
 -- ARGV[1] = lease in ms, ARGV[2] = owner field "<clientUUID>:<threadId>",

@@ -1,4 +1,4 @@
--- RPermitExpirableSemaphore acquired permits (SYNCHRONIZERS §4.2).
+-- RPermitExpirableSemaphore acquired permits (docs/synchronizers.md).
 -- KEYS[1] = <name>, KEYS[2] = {<name>}:timeout, KEYS[3] = redisson_sc:{<name>}.
 -- ARGV[1] = now, ARGV[2] = publish. Reclaims every expired id, then
 -- returns how many ids the ZSET holds.
@@ -10,7 +10,7 @@ if #expired > 0 then
   end
   reclaimed = redis.call('incrby', KEYS[1], #expired)
   if tonumber(reclaimed) > 0 then
-    redis.call(ARGV[2], KEYS[3], reclaimed)
+    for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[3], reclaimed) end
   end
 end
 return redis.call('zcount', KEYS[2], 0, '+inf')

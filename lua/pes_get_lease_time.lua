@@ -1,7 +1,9 @@
 -- RPermitExpirableSemaphore remaining lease of a permit (Redisson 3.41.0+,
--- SYNCHRONIZERS §4.2). KEYS[1] = <name>, KEYS[2] = {<name>}:timeout,
+-- docs/synchronizers.md). KEYS[1] = <name>, KEYS[2] = {<name>}:timeout,
 -- KEYS[3] = redisson_sc:{<name>}. ARGV[1] = id (raw bytes), ARGV[2] = the
--- sentinel, ARGV[3] = now, ARGV[4] = publish. Reclaims every expired id;
+-- sentinel, ARGV[3] = now, ARGV[4] = publish, ARGV[5] = the id as 32-char
+-- hex text (how Redisson up to 3.16.8 stores it; either member is found).
+-- Reclaims every expired id;
 -- returns -1 for a permanent permit, the ms left, or 0 for an unknown id.
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3])
 local reclaimed = nil
@@ -11,10 +13,14 @@ if #expired > 0 then
   end
   reclaimed = redis.call('incrby', KEYS[1], #expired)
   if tonumber(reclaimed) > 0 then
-    redis.call(ARGV[4], KEYS[3], reclaimed)
+    for cmd in string.gmatch(ARGV[4], "%S+") do redis.call(cmd, KEYS[3], reclaimed) end
   end
 end
-local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+local member = ARGV[1]
+if redis.call('zscore', KEYS[2], member) == false and ARGV[5] ~= nil then
+  member = ARGV[5]
+end
+local expiry = redis.call('zscore', KEYS[2], member)
 if expiry == false then
   return 0
 end

@@ -1,4 +1,5 @@
--- Acquire or re-enter a Redisson read lock (PROTOCOL §4.1), with the crate's
+-- Acquire or re-enter a Redisson read lock (docs/wire-format.md, "Read/write lock"), with the
+-- crate's
 -- guard against phantom counts (see rlock_acquire.lua).
 -- KEYS[1] = lock hash, KEYS[2] = the caller's marker prefix
 -- suffixName(<name>, <field>) .. ':rwlock_timeout', KEYS[3] (only when

@@ -1,4 +1,4 @@
--- Redisson's read-lock isLocked (PROTOCOL §4.5): 1 when the mode is read,
+-- Redisson's read-lock isLocked (docs/wire-format.md, "Read/write lock"): 1 when the mode is read,
 -- or write with more than two fields (the writer also holds read holds).
 -- KEYS[1] = lock hash.
 local mode = redis.call('hget', KEYS[1], 'mode')

@@ -1,10 +1,10 @@
 -- Release read holds of a Redisson read lock by this crate's own guard (the
--- lock state of PROTOCOL §4.2, idempotent without an unlock latch).
+-- lock state of docs/wire-format.md, "Read/write lock", idempotent without an unlock latch).
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>},
 -- KEYS[3] = the caller's marker prefix (see read_acquire.lua),
 -- KEYS[4] = the key prefix {<name>} (or <name> when it contains '{').
 -- ARGV[1] = unlock message ("0"), ARGV[2] = reader field,
--- ARGV[3] = "publish" or "spublish", ARGV[4] = the read holds the caller
+-- ARGV[3] = "publish" or "spublish" (both: "publish spublish"), ARGV[4] = the read holds the caller
 -- keeps (0: none).
 -- The count is set to ARGV[4] and the markers above it are deleted, so the
 -- same release sent again after a lost reply changes nothing more.
@@ -49,5 +49,5 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], KEYS[2], ARGV[1])
+for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
 return 1

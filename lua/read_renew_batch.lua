@@ -1,4 +1,4 @@
--- Renew a batch of this client's read holds (PROTOCOL §10.3, 4.4.0+): only
+-- Renew a batch of this client's read holds (docs/wire-format.md, "Batched renewal", 4.4.0+): only
 -- the caller's own markers, never another holder's.
 -- KEYS[i] = lock hash, ARGV[1] = lease in ms, ARGV[2i] = reader field of
 -- KEYS[i], ARGV[2i + 1] = its marker prefix (see read_acquire.lua).

@@ -1,9 +1,9 @@
--- Release one read hold, Redisson's way, with an unlock latch (PROTOCOL
--- §4.2, §1.7): used for unlocks with a caller's request id.
+-- Release one read hold, Redisson's way, with an unlock latch (docs/wire-format.md,
+-- "Read/write lock", "The unlock latch"): used for unlocks with a caller's request id.
 -- KEYS[1] = lock hash, KEYS[2] = channel, KEYS[3] = the caller's marker
 -- prefix, KEYS[4] = the key prefix, KEYS[5] = unlock latch.
 -- ARGV[1] = unlock message ("0"), ARGV[2] = reader field,
--- ARGV[3] = "publish" or "spublish", ARGV[4] = latch TTL in ms.
+-- ARGV[3] = "publish" or "spublish" (both: "publish spublish"), ARGV[4] = latch TTL in ms.
 -- Returns 1 when the hash was deleted, 0 when it remains, nil when not held
 -- (a missing hash still publishes and latches 1, as Redisson does).
 local replay = redis.call('get', KEYS[5])
@@ -12,7 +12,7 @@ if replay then
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
-  redis.call(ARGV[3], KEYS[2], ARGV[1])
+  for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
   redis.call('set', KEYS[5], 1, 'px', ARGV[4])
   return nil
 end
@@ -47,6 +47,6 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[3], KEYS[2], ARGV[1])
+for cmd in string.gmatch(ARGV[3], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
 redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1

@@ -1,4 +1,4 @@
--- Acquire or re-enter a Redisson RLock (PROTOCOL §2.1).
+-- Acquire or re-enter a Redisson RLock (docs/wire-format.md, "Acquire").
 -- KEYS[1] = lock hash; KEYS[2] (only when ARGV[3] > 0) = this attempt's
 -- "replaced" marker, in the lock's slot.
 -- ARGV[1] = lease in ms, ARGV[2] = owner field "<clientUUID>:<threadId>",

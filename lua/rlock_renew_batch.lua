@@ -1,4 +1,4 @@
--- Renew a batch of held locks (PROTOCOL §10.2).
+-- Renew a batch of held locks (docs/wire-format.md, "Batched renewal").
 -- KEYS[i] = lock hash, ARGV[1] = lease in ms, ARGV[i + 1] = owner field of KEYS[i]
 -- Returns one entry per key: 1 when the owner still holds it (its TTL is reset
 -- to the lease), 0 when the owner's field is gone, -1 when the key is no longer

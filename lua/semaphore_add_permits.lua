@@ -15,5 +15,5 @@ if value > 2147483647 or value < -2147483648 then
     return redis.error_reply('ERR semaphore permits would leave the range of a Java int')
 end
 redis.call('set', KEYS[1], string.format('%d', value))
-redis.call(ARGV[2], KEYS[2], string.format('%d', value))
+for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[2], string.format('%d', value)) end
 return nil

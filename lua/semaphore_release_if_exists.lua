@@ -8,5 +8,5 @@ if value ~= nil and value + tonumber(ARGV[1]) > 2147483647 then
     return redis.error_reply('ERR semaphore permits would exceed 2147483647')
 end
 local total = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call(ARGV[2], KEYS[2], total)
+for cmd in string.gmatch(ARGV[2], "%S+") do redis.call(cmd, KEYS[2], total) end
 return 1

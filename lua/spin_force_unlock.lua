@@ -1,4 +1,4 @@
--- Delete a Redisson SpinLock whoever holds it (PROTOCOL §6): a DEL, and no
+-- Delete a Redisson SpinLock whoever holds it (docs/wire-format.md, "Spin lock"): a DEL, and no
 -- message, since a spin lock's waiters poll.
 -- KEYS[1] = lock hash
 -- Returns 1 when a lock was deleted, 0 otherwise.

@@ -1,5 +1,5 @@
 -- Delete a Redisson spin lock only while the given owner field holds it
--- (this crate's own guard; a spin lock publishes nothing, PROTOCOL §6).
+-- (this crate's own guard; a spin lock publishes nothing, docs/wire-format.md, "Spin lock").
 -- KEYS[1] = lock hash; ARGV[1] = the owner field <client id>:<thread>.
 -- Returns 1 when the lock was deleted, 0 when it changed nothing (free, held
 -- by someone else, or a read/write lock's hash).

@@ -1,5 +1,5 @@
 -- Release one hold of a Redisson SpinLock by this crate's own guard
--- (PROTOCOL §6): rlock_release.lua without the unlock message, since a spin
+-- (docs/wire-format.md, "Spin lock"): rlock_release.lua without the unlock message, since a spin
 -- lock's waiters poll and nobody listens.
 -- KEYS[1] = lock hash
 -- ARGV[1] = lease in ms kept on a partial release, ARGV[2] = owner field,

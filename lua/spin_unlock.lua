@@ -1,4 +1,5 @@
--- Release one hold of a Redisson SpinLock, idempotently (PROTOCOL §6, §1.7):
+-- Release one hold of a Redisson SpinLock, idempotently (docs/wire-format.md, "Spin lock",
+-- "The unlock latch"):
 -- Redisson's spin unlock with an unlock latch, publishing nothing.
 -- KEYS[1] = lock hash, KEYS[2] = unlock latch
 -- ARGV[1] = lease in ms kept on a partial release, ARGV[2] = owner field,

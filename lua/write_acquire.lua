@@ -1,4 +1,4 @@
--- Acquire or re-enter a Redisson write lock (PROTOCOL §4.3), with the
+-- Acquire or re-enter a Redisson write lock (docs/wire-format.md, "Read/write lock"), with the
 -- crate's guard against phantom counts (see rlock_acquire.lua).
 -- KEYS[1] = lock hash; KEYS[2] (only when ARGV[3] > 0) = this attempt's
 -- marker.

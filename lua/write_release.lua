@@ -1,9 +1,10 @@
 -- Release write holds of a Redisson write lock by this crate's own guard
--- (the lock state of PROTOCOL §4.4, idempotent without an unlock latch).
+-- (the lock state of docs/wire-format.md, "Read/write lock", idempotent without an unlock latch).
 -- KEYS[1] = lock hash, KEYS[2] = channel redisson_rwlock:{<name>}
 -- ARGV[1] = message ("1": wakes every waiter), ARGV[2] = lease in ms kept on
--- a partial release, ARGV[3] = write field, ARGV[4] = "publish" or
--- "spublish", ARGV[5] = the write holds the caller keeps (0: none).
+-- a partial release, ARGV[3] = write field, ARGV[4] = "publish",
+-- "spublish" or "publish spublish" (each word publishes), ARGV[5] = the
+-- write holds the caller keeps (0: none).
 -- The count is set, not decremented (see rlock_release.lua). The last write
 -- hold deletes the hash and publishes, unless the same thread still holds
 -- read holds: then the mode becomes read and nothing is published (a
@@ -23,7 +24,7 @@ end
 redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) == 1 then
   redis.call('del', KEYS[1])
-  redis.call(ARGV[4], KEYS[2], ARGV[1])
+  for cmd in string.gmatch(ARGV[4], "%S+") do redis.call(cmd, KEYS[2], ARGV[1]) end
 else
   redis.call('hset', KEYS[1], 'mode', 'read')
 end

@@ -86,15 +86,20 @@ ensure_cargo() {
   fi
 }
 
-# Kills redis-server (or valkey-server) processes left behind by test processes that were killed
-# before their harness could stop them (the harness runs every server in its
-# own directory under $TMPDIR/redisson-lock-test-*, which is the server's cwd).
+# Kills the redis-server (or valkey-server) processes left behind by this
+# run's test processes that were killed before their harness could stop them.
+# The harness (tests/support's `test_dir`) runs every server in its own
+# directory, $TMPDIR/redisson-lock-test-<run>-*, which is the server's cwd;
+# <run> is $REDISSON_LOCK_TEST_RUN, exported by scripts/test.sh. Only this
+# run's servers are killed: another checkout's test run on the same machine
+# has another <run>, and with no run id set nothing is killed.
 reap_test_servers() {
-  local pid cwd
+  local pid cwd run=${REDISSON_LOCK_TEST_RUN:-}
+  [ -n "$run" ] || return 0
   for pid in $(pgrep -x 'redis-server|valkey-server' 2>/dev/null || true); do
     cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
     case "$cwd" in
-      "${TMPDIR:-/tmp}"/redisson-lock-test-*) kill -9 "$pid" 2>/dev/null || true ;;
+      "${TMPDIR:-/tmp}/redisson-lock-test-$run-"*) kill -9 "$pid" 2>/dev/null || true ;;
     esac
   done
 }

@@ -89,14 +89,19 @@ echo "    Rust $msrv builds the library at its lowest versions ($((SECONDS - sta
 
 ensure_redis_server
 ensure_openssl
+# This run's id, in the name of every test server's directory (tests/support's
+# `test_dir`): the exit trap kills this run's leftover servers only.
+REDISSON_LOCK_TEST_RUN="r$$t$(date +%s)"
+export REDISSON_LOCK_TEST_RUN
 trap reap_test_servers EXIT
 ensure_java_maven
 
-# The Java interop tests (tests/java_interop.rs) build these on demand too;
+# The Java interop tests (tests/java_interop*.rs, and tests/java_versions*.rs
+# for the whole version matrix of PROTOCOL §11.1) build these on demand too;
 # building them here makes the Maven time visible on its own.
 echo "==> Redisson interop drivers (interop/java)"
 newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
-for version in "$newest" 3.24.3; do
+for version in "$newest" 3.52.0 3.24.3 3.21.3 3.16.8 3.12.4; do
   started=$SECONDS
   interop/java/build.sh "$version" target/interop >/dev/null
   echo "    redisson-driver-$version.jar ready in $((SECONDS - started)) s"
@@ -129,6 +134,11 @@ echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
 # TLS (rediss://) needs the feature: a TLS-only server with a CA made by
 # openssl in the test's directory.
+# The races users hit, stopped at named fail points (tikv's `fail`, only
+# with the `failpoints` feature): an unlock racing a renewal in flight, a
+# subscription lost before a waiter parks.
+echo "==> cargo test --features failpoints --test failpoints"
+cargo test --features failpoints --test failpoints
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3

@@ -1,5 +1,8 @@
 //! The plain settings every layer reads ([`Config`]), checked once by the
-//! builder, and the few setting types and checks they share.
+//! builder, and the few setting types and checks they share; the Redisson
+//! version parser behind `ClientBuilder::redisson_compat` is [`compat`].
+
+pub(crate) mod compat;
 
 use std::time::Duration;
 
@@ -27,6 +30,17 @@ pub struct Config {
     /// The command connections' mode as built: `Some(n)` shared
     /// multiplexed sockets per server, `None` pooled (for diagnostics).
     pub multiplexed: Option<u32>,
+    /// How a permit-expirable semaphore writes its permit ids (both are
+    /// always read).
+    pub permit_ids: PermitIdEncoding,
+    /// Redisson 3.x's read unlock: a read lock with another holder whose
+    /// `rwlock_timeout` markers are gone is left to its TTL, never deleted
+    /// or shortened (see `lua/read_3x_unlock.lua`, `lua/read_3x_release.lua`).
+    pub read_unlock_keeps_unmarked: bool,
+    /// A fair lock's timed acquire sends its own wait as the queue's
+    /// thread wait time (Redisson 3.13.3+); off, always the wait timeout
+    /// (before 3.13.3; set by `redisson_compat`).
+    pub fair_lock_caller_wait: bool,
 }
 
 impl Config {
@@ -53,6 +67,9 @@ impl Default for Config {
             replica_sync: None,
             replicas_sync_timeout: None,
             multiplexed: None,
+            permit_ids: PermitIdEncoding::Raw,
+            read_unlock_keeps_unmarked: false,
+            fair_lock_caller_wait: true,
         }
     }
 }
@@ -114,8 +131,10 @@ impl Config {
 /// `SSUBSCRIBE`s never hears a `PUBLISH`, and one that `SUBSCRIBE`s never
 /// hears an `SPUBLISH`. Redisson before 3.22 always publishes classically;
 /// 3.22 to 3.28 use sharded pub/sub whenever the server has it and cannot
-/// be switched off. Ignored outside a cluster (Redisson then always uses
-/// classic pub/sub).
+/// be switched off; a fleet mixing both needs [`ShardedSubscription::Both`]
+/// (which `ClientBuilder::redisson_compat` picks for a version before
+/// 3.22). Ignored outside a cluster (Redisson then always uses classic
+/// pub/sub).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShardedSubscription {
@@ -128,6 +147,44 @@ pub enum ShardedSubscription {
     On,
     /// Always classic `PUBLISH`/`SUBSCRIBE`, on the channel slot's master.
     Off,
+    /// Both flavours at once, for a fleet that mixes Redisson before 3.22
+    /// (classic only) with later Redisson on sharded pub/sub: every unlock,
+    /// release, count-down or permit message is published with `PUBLISH`
+    /// and with `SPUBLISH` in the same script (still one round trip), and
+    /// every waited channel is subscribed with `SUBSCRIBE` and `SSUBSCRIBE`
+    /// on the one subscriber connection of the channel slot's master, so
+    /// that a Java waiter of either flavour hears this client, and this
+    /// client hears a Java holder of either flavour.
+    ///
+    /// What it costs: one more publish per release (the server delivers it
+    /// to the other flavour's subscribers), one more subscribe and
+    /// unsubscribe command per waited channel (and the server keeps both
+    /// subscriptions), and a waiter of this crate hears each of its own
+    /// client's messages twice: a second wake-up that finds the lock taken
+    /// costs one more acquire attempt (a round trip), never a missed one.
+    /// Chosen when the client is built like `Auto`: a cluster whose first
+    /// answering seed has no sharded pub/sub (before Redis 7) gets classic
+    /// pub/sub alone (no Redisson can be on sharded pub/sub there). On a
+    /// single server or under Sentinel, the same as classic.
+    Both,
+}
+
+/// How a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore)
+/// stores the ids of the permits it acquires, as the ZSET members of
+/// `{<name>}:timeout` (docs/wire-format.md, "Permit-expirable semaphore"; docs/compat.md). Whatever the
+/// choice, this crate's release, lease update and lease query find a
+/// permit stored either way (each such call sends both forms of the id; no
+/// extra round trip). A Java client finds only its own form (Redisson up to
+/// 3.16.8 hex text, from 3.17.0 raw bytes), so the crate must write the
+/// form of the Java clients that release or renew the permits it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PermitIdEncoding {
+    /// The 16 raw bytes, as Redisson 3.17.0 and later (the default).
+    #[default]
+    Raw,
+    /// The 32-character lowercase hex text, as Redisson up to 3.16.8.
+    Hex,
 }
 
 /// Milliseconds for the wire, rejecting what Redis cannot represent.

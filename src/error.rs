@@ -179,6 +179,21 @@ pub enum Error {
     /// land in another slot than its key, ... Not transient: fix the caller.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// A wait was cancelled through the [`crate::CancelToken`] of the
+    /// handle it went through (`with_cancel`): it gave up holding nothing
+    /// (an acquisition that raced the cancel was released, a fair lock's
+    /// waiter left the queue). A token already cancelled fails the call
+    /// before anything is sent. Not transient: the token stays cancelled.
+    #[error("the wait was cancelled")]
+    Cancelled,
+
+    /// The client was shut down ([`crate::Client::shutdown`]): a thread
+    /// waiting when it began was woken with this, and every acquisition
+    /// since fails with it before anything is sent. Not transient: build a
+    /// new client.
+    #[error("the client was shut down")]
+    Closed,
 }
 
 impl Error {
@@ -229,7 +244,10 @@ pub enum LostReason {
     /// a reentry) got through, e.g. while Redis was unreachable.
     LeaseExpired,
     /// Redis no longer has this owner's field: the key expired, was deleted
-    /// (`DEL`, eviction, `FLUSHALL`) or now belongs to another owner.
+    /// (`DEL`, eviction, `FLUSHALL`, another client's force unlock, Java's
+    /// `forceUnlock()` included) or now belongs to another owner. A holder
+    /// learns it at the watchdog's next renewal: within a third of the
+    /// watchdog timeout (10 s with the defaults) plus a round trip.
     KeyGone,
     /// The lock's key now holds a value of another type (`WRONGTYPE`).
     Overwritten,
@@ -243,6 +261,9 @@ pub enum LostReason {
     /// request id, or the release of another guard of the same hold found
     /// fewer holds in Redis than this thread counted.
     Released,
+    /// The client was shut down ([`crate::Client::shutdown`]) while this
+    /// guard was still held: the shutdown released the lock itself.
+    Shutdown,
 }
 
 impl LostReason {
@@ -254,6 +275,7 @@ impl LostReason {
             4 => LostReason::ForceUnlocked,
             5 => LostReason::Replaced,
             6 => LostReason::Released,
+            7 => LostReason::Shutdown,
             _ => return None,
         })
     }
@@ -266,6 +288,7 @@ impl LostReason {
             LostReason::ForceUnlocked => 4,
             LostReason::Replaced => 5,
             LostReason::Released => 6,
+            LostReason::Shutdown => 7,
         }
     }
 }
@@ -281,6 +304,7 @@ impl std::fmt::Display for LostReason {
                 "it was gone when this thread took the lock again (a fresh hold replaced it)"
             }
             LostReason::Released => "this thread released it by another way",
+            LostReason::Shutdown => "the client was shut down and released it",
         })
     }
 }

@@ -1,33 +1,55 @@
 //! Redisson-compatible distributed locks for blocking Rust programs.
 //!
-//! `redisson-lock` gives thread-based Rust services the same reentrant lock
-//! that Java services take with [Redisson]'s `RLock`, on the same Redis, at the
-//! same time. The Redis state is Redisson's, byte for byte: a hash named after
-//! the lock whose one field `<client UUID>:<thread>` holds the reentrancy
-//! count, with the lease as its TTL; the same acquire, reentry and unlock
-//! scripts' semantics, the same unlock channel and message, the same unlock
-//! latch. A Java thread and a Rust thread contending for `"orders"` exclude each
-//! other and wake each other up.
+//! `redisson-lock` gives thread-based Rust services the locks and
+//! synchronizers that Java services take with [Redisson] (`RLock` and its
+//! fair, read/write, fenced, spin and non-reentrant siblings, MultiLock and
+//! RedLock, the count-down latch and both semaphores), on the same Redis or
+//! Valkey, at the same time. The Redis state is Redisson's, byte for byte:
+//! for `RLock`, a hash named after the lock whose one field
+//! `<client UUID>:<thread>` holds the reentrancy count, with the lease as
+//! its TTL; the same acquire, reentry and unlock semantics, the same unlock
+//! channel and message. A Java thread and a Rust thread contending for
+//! `"orders"` exclude each other and wake each other up. (One deliberate
+//! difference: a guard's release sets the count its thread keeps instead of
+//! decrementing, so a retried release is harmless and needs no unlock latch;
+//! [`Lock::unlock_with_request_id`] writes Redisson's latch for callers who
+//! replay an id themselves.)
 //!
 //! - [`Client`] connects to one Redis server ([`Client::builder`]), the master
 //!   that Redis Sentinels name ([`Client::sentinel_builder`], followed across
 //!   failovers) or one Redis Cluster ([`Client::cluster_builder`]), over TCP,
 //!   a Unix socket, or TLS (`rediss://`, with the `tls-rustls` feature:
-//!   `ClientBuilder::tls_root_ca_pem`). It owns a connection pool (one per
-//!   master in a cluster), one watchdog thread that renews every lock it
-//!   holds (30 s lease, renewed every 10 s, batched), and one subscriber
-//!   connection (one per master in a cluster) that wakes waiting threads
-//!   when a lock is released.
+//!   `ClientBuilder::tls_root_ca_pem`). On one server its threads share 4
+//!   multiplexed sockets ([`ClientBuilder::multiplexed`]); with Sentinel and
+//!   in a cluster each command checks a connection out of a pool per master
+//!   ([`ClientBuilder::pool_size`]). It runs one watchdog thread that renews
+//!   every lock it holds (30 s lease, renewed every 10 s, batched), and one
+//!   subscriber connection (one per master in a cluster) that wakes waiting
+//!   threads when a lock is released.
 //! - [`Lock`] is a handle on one named lock; [`LockGuard`] is one hold on it,
 //!   released on drop, and `!Send` because a lock belongs to the thread that
-//!   took it. Both are generic over the lock type ([`Kind`]): the reentrant
-//!   lock by default, and [`FairLock`], [`ReadLock`]/[`WriteLock`] (of a
-//!   [`ReadWriteLock`]), [`FencedLock`], [`SpinLock`], [`NonReentrantLock`]
-//!   and [`NonReentrantFairLock`], each byte-for-byte its Redisson type, with
-//!   the same methods.
+//!   took it: a hold that must move to another thread or task is taken with
+//!   [`Lock::lock_owned`] ([`OwnedLockGuard`], `Send + 'static`). Both are
+//!   generic over the lock type ([`Kind`]): the reentrant lock by default,
+//!   and [`FairLock`], [`ReadLock`]/[`WriteLock`] (of a [`ReadWriteLock`]),
+//!   [`FencedLock`], [`SpinLock`], [`NonReentrantLock`] and
+//!   [`NonReentrantFairLock`], each byte-for-byte its Redisson type, with the
+//!   same methods.
 //! - [`Error`] says what went wrong in terms a caller can act on.
+//! - [`CancelToken`] ends blocking waits from another thread (`with_cancel`
+//!   on a lock or synchronizer handle), and [`Client::shutdown`] ends a
+//!   client: its waits, its holds and its threads.
 //!
-//! No async runtime is involved: every call blocks the calling thread.
+//! No async runtime is involved: every call blocks the calling thread. In an
+//! async service, call it from the runtime's blocking pool (tokio's
+//! `spawn_blocking`) with an owned guard, which may be held across `.await`
+//! and released from any thread; the README has the recipe.
+//!
+//! The guides ship with the package, in its `docs/` directory: the user
+//! guide (`docs/guide.md`: choosing a lock, the Redisson mapping, failures
+//! and errors), topologies, operating (inspecting, force-unlocking, lost
+//! locks, tracing and metrics), synchronizers, security, the command-line
+//! tool and the wire format.
 //!
 //! # Feature flags
 //!
@@ -41,7 +63,8 @@
 //! | `tracing` | spans `lock.acquire`, `lock.release`, `lock.renew` and the WARN events "lock lost" and "renewal failed" | the `tracing` facade only; the application installs the subscriber |
 //! | `metrics` | the `redisson_lock_*` counters, gauges and histograms, and `ClientBuilder::metrics_lock_label` | the `metrics` facade only; the application installs the recorder |
 //!
-//! On docs.rs every feature is on, and the items that need one say which.
+//! With `cargo doc --all-features` (and on docs.rs, once the crate is
+//! published) every feature is on, and the items that need one say which.
 //!
 //! # Examples
 //!
@@ -110,8 +133,10 @@
 // Six layers, imports only downward (see CONTRIBUTING.md's "Architecture" and
 // tests/layering.rs, which checks it):
 // L0 base
+mod cancel;
 mod config;
 mod error;
+mod failpoint;
 mod fork;
 mod lua;
 mod names;
@@ -137,13 +162,14 @@ mod synchronizers;
 #[path = "fuzzing.rs"]
 pub mod __fuzzing;
 
-pub use client::{Client, ClientBuilder, Diagnostics};
+pub use cancel::CancelToken;
+pub use client::{Client, ClientBuilder, Diagnostics, HolderProcess};
 pub use client::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
 pub use client::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,
 };
-pub use config::ShardedSubscription;
+pub use config::{PermitIdEncoding, ShardedSubscription};
 pub use engine::events::{EventHandler, LockEvent};
 pub use error::{Error, LostReason, Result};
 pub use lock::Lock;
@@ -156,6 +182,7 @@ pub use lock::kinds::{NonReentrantLockGuard, ReadLockGuard, SpinLockGuard, Write
 pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
 pub use lock::owned::OwnedLockGuard;
 pub use lock::signal::LostSignal;
+pub use lock::watch::{LockWatch, WatchEvent};
 pub use locks::UnlockOutcome;
 pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
@@ -177,6 +204,10 @@ struct ReadmeDoctests;
 
 /// The guides' snippets (docs/, linked from the README), likewise.
 #[cfg(doctest)]
+#[doc = include_str!("../docs/guide.md")]
+struct GuideDoctests;
+
+#[cfg(doctest)]
 #[doc = include_str!("../docs/topologies.md")]
 struct TopologiesDoctests;
 
@@ -187,3 +218,7 @@ struct OperatingDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/synchronizers.md")]
 struct SynchronizersDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/compat.md")]
+struct CompatDoctests;

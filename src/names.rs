@@ -1,5 +1,5 @@
 //! Redisson's protocol constants and name derivation, in one place
-//! (PROTOCOL §1.1, §1.6, §1.7): key prefixes, channels, messages.
+//! (docs/wire-format.md, "Names", "Pub/sub", "The unlock latch"): key prefixes, channels, messages.
 //!
 //! The rule is Redisson's, quirks included: a name that contains `{` anywhere
 //! is used verbatim, otherwise it is wrapped in braces so that every derived
@@ -12,22 +12,22 @@ pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Redisson's unlock latch prefix (since 3.24.0).
 pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
 
-/// Redisson's UNLOCK_MESSAGE: wakes one waiter (PROTOCOL §1.6).
+/// Redisson's UNLOCK_MESSAGE: wakes one waiter (docs/wire-format.md, "Pub/sub").
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
-/// Redisson's READ_UNLOCK_MESSAGE: wakes every waiter (PROTOCOL §1.6); sent
+/// Redisson's READ_UNLOCK_MESSAGE: wakes every waiter (docs/wire-format.md, "Pub/sub"); sent
 /// by write unlocks.
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
-/// A fenced lock's token counter (PROTOCOL §5).
+/// A fenced lock's token counter (docs/wire-format.md, "Fenced lock").
 pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
 
-/// A fair lock's queue of waiting owner fields, a LIST (PROTOCOL §3).
+/// A fair lock's queue of waiting owner fields, a LIST (docs/wire-format.md, "Fair locks").
 pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
-/// A fair lock's waiters' deadlines (client epoch ms), a ZSET (PROTOCOL §3).
+/// A fair lock's waiters' deadlines (client epoch ms), a ZSET (docs/wire-format.md, "Fair locks").
 pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Redisson's `fairLockWaitTimeout` default: the wait a fair lock queues a
-/// thread with when it has no wait budget of its own (PROTOCOL §1.9).
+/// thread with when it has no wait budget of its own (docs/wire-format.md, "Keys").
 pub(crate) const FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Redisson's default `lockWatchdogTimeout`: the lease of a lock taken
 /// without an explicit one, renewed every third of it.
@@ -50,20 +50,20 @@ pub(crate) const DEFAULT_POOL_SIZE: u32 = 32;
 /// Shared sockets per server of a client without replica sync
 /// (`ClientBuilder::multiplexed`'s default).
 pub(crate) const DEFAULT_MULTIPLEXED: u32 = 4;
-/// The error text of a non-reentrant lock's reentry (PROTOCOL §7).
+/// The error text of a non-reentrant lock's reentry (docs/wire-format.md, "Non-reentrant lock").
 pub(crate) const NON_REENTRANT_REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 
 /// The read/write lock channel prefix, shared by readers and writers
-/// (PROTOCOL §4).
+/// (docs/wire-format.md, "Read/write lock").
 pub(crate) const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
 
 /// The hash field holding a read/write lock's mode (`read` or `write`).
 pub(crate) const RWLOCK_MODE_FIELD: &str = "mode";
 
-/// The suffix of a write hold's owner field (PROTOCOL §1.2).
+/// The suffix of a write hold's owner field (docs/wire-format.md, "Keys").
 pub(crate) const WRITE_FIELD_SUFFIX: &str = ":write";
 
-/// Redisson's count-down latch channel prefix (SYNCHRONIZERS §2.1): the
+/// Redisson's count-down latch channel prefix (docs/synchronizers.md): the
 /// channel is this, `{`, the name and `}`, with no colon and no
 /// `prefixName` rule.
 pub(crate) const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
@@ -79,7 +79,7 @@ pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
 /// The channel of the count-down latch `name`:
 /// `redisson_countdownlatch__channel__{<name>}`, braces added even when the
 /// name has some (so a name with a `}` puts it in another cluster slot than
-/// the key, SYNCHRONIZERS §2.1).
+/// the key, docs/synchronizers.md).
 pub(crate) fn latch_channel(name: &str) -> String {
     concat(&[LATCH_CHANNEL_PREFIX, "{", name, "}"])
 }
@@ -115,9 +115,9 @@ pub(crate) fn rwlock_timeout_prefix(name: &str, field: &str) -> String {
 }
 
 /// A spin lock's first sleep between attempts (Redisson's default
-/// exponential backoff, PROTOCOL §6).
+/// exponential backoff, docs/wire-format.md, "Spin lock").
 pub(crate) const SPIN_INITIAL_DELAY_MS: u64 = 1;
-/// A spin lock's longest sleep between attempts (PROTOCOL §6).
+/// A spin lock's longest sleep between attempts (docs/wire-format.md, "Spin lock").
 pub(crate) const SPIN_MAX_DELAY_MS: u64 = 128;
 
 /// `prefixName(prefix, name)`.
@@ -130,20 +130,20 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// The channel of an RSemaphore (and of an RPermitExpirableSemaphore of the
-/// same name), `redisson_sc:{<name>}` (SYNCHRONIZERS §2.1): the permit
+/// same name), `redisson_sc:{<name>}` (docs/synchronizers.md): the permit
 /// counts its writers publish.
 pub(crate) fn semaphore_channel(name: &str) -> String {
     prefix_name("redisson_sc", name)
 }
 
 /// A permit-expirable semaphore's ZSET of acquired permit ids,
-/// `suffixName(name, "timeout")`: `{<name>}:timeout` (SYNCHRONIZERS §4.1).
+/// `suffixName(name, "timeout")`: `{<name>}:timeout` (docs/synchronizers.md).
 pub(crate) fn pes_timeout_key(name: &str) -> String {
     suffix_name(name, &["timeout"])
 }
 
 /// A permit-expirable semaphore's "permanent" expiry score
-/// (`Long.MAX_VALUE / 10000`, SYNCHRONIZERS §2.5): a permit acquired without
+/// (`Long.MAX_VALUE / 10000`, docs/synchronizers.md): a permit acquired without
 /// a lease carries it in the timeout ZSET.
 pub(crate) const PES_PERMANENT_SCORE: u64 = 922_337_203_685_477;
 

@@ -1,4 +1,4 @@
-//! Who holds a lock: the `<clientUUID>:<threadId>` hash field (PROTOCOL §1.2),
+//! Who holds a lock: the `<clientUUID>:<threadId>` hash field (docs/wire-format.md, "Keys"),
 //! and who asked for an unlock: its [`RequestId`].
 
 use std::cell::Cell;

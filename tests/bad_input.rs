@@ -125,7 +125,15 @@ fn unusable_pool_sizes_and_timeouts_are_invalid_arguments() {
 fn unparsable_urls_are_invalid_arguments() {
     for url in ["not a url", "redis://[::1", "http://127.0.0.1:1/", ""] {
         let result = Client::open(url);
-        assert!(is_invalid(result), "{url:?}");
+        // The message shows what a URL looks like, not only that it did
+        // not parse.
+        match result {
+            Err(Error::InvalidArgument(message)) => assert!(
+                message.contains("expected redis://[[user]:password@]host[:port][/db]"),
+                "{url:?}: {message}"
+            ),
+            other => panic!("{url:?}: {other:?}"),
+        }
     }
 }
 

@@ -58,6 +58,31 @@ fn a_wrong_password_is_permanent_and_prompt() {
 }
 
 #[test]
+fn a_password_for_a_server_without_one_is_a_permanent_authentication_failure() {
+    let server = RedisServer::start();
+    let url = format!("redis://:secret@127.0.0.1:{}/", server.port());
+    let started = Instant::now();
+    match Client::open(url.as_str()) {
+        Err(Error::Redis(e)) => {
+            assert_eq!(
+                e.kind(),
+                redisson_lock::redis::ErrorKind::AuthenticationFailed,
+                "{e}"
+            );
+            assert!(
+                e.to_string().contains("without any password configured")
+                    && e.to_string().contains("remove it from the URL"),
+                "{e}"
+            );
+            assert!(!Error::Redis(e).is_transient());
+        }
+        Err(other) => panic!("not an authentication failure: {other:?}"),
+        Ok(_) => panic!("a password the server has none for was accepted"),
+    }
+    assert!(started.elapsed() < PROMPT, "took {:?}", started.elapsed());
+}
+
+#[test]
 fn guards_dropped_while_redis_refuses_connections_return_promptly() {
     let mut server = RedisServer::start();
     let client = server.watchdog_client(Duration::from_secs(30));

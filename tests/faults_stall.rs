@@ -1,6 +1,6 @@
 //! Fault: the holder stalls past its lease (a GC pause, a frozen VM, SIGSTOP).
 //!
-//! The holder is a real child process (`examples/hold_lock.rs`) frozen with
+//! The holder is a real child process (`tests/helpers/hold_lock.rs`, a test helper built as the `hold_lock` example target) frozen with
 //! SIGSTOP while it holds a lock. Its lease runs out, another client takes the
 //! lock; when the holder thaws, its guard must report the loss, its unlock must
 //! fail, and neither its watchdog nor its unlock may touch the new holder's lock.

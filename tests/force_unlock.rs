@@ -109,3 +109,40 @@ fn force_unlock_from_another_thread_makes_the_holders_guard_lost() {
     assert!(matches!(unlocked, Err(Error::Lost { .. })), "{unlocked:?}");
     assert_eq!(client.diagnostics().registered_holds, 0);
 }
+
+/// Another client's force unlock reaches the holder at its next renewal:
+/// the holder's [`redisson_lock::LostSignal`] fires within a third of the
+/// watchdog timeout (the renewal period) plus a round trip, with
+/// `KeyGone` (only this client's own `force_unlock` can say
+/// `ForceUnlocked`: from another client the holder sees its field gone).
+/// The bound docs/cli.md, docs/guide.md and the README state (10 s with the
+/// default 30 s watchdog timeout).
+#[test]
+fn another_clients_force_unlock_reaches_the_holder_within_a_renewal_period() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(3);
+    let holder = server.watchdog_client(watchdog);
+    let operator = server.client();
+    for round in 0..3 {
+        let guard = holder.lock("bounded").lock().expect("lock");
+        let lost = guard.lost_signal();
+        // A different moment within the renewal period each round.
+        thread::sleep(Duration::from_millis(150 + 400 * round));
+        let forced = Instant::now();
+        assert!(
+            operator
+                .lock("bounded")
+                .force_unlock()
+                .expect("force_unlock")
+        );
+        let reason = lost.wait_timeout(watchdog);
+        let took = forced.elapsed();
+        assert_eq!(reason, Some(LostReason::KeyGone), "round {round}");
+        assert!(
+            took <= watchdog / 3 + Duration::from_millis(500),
+            "round {round}: the holder learnt it {took:?} after the force unlock"
+        );
+        assert!(guard.is_lost());
+        assert!(matches!(guard.unlock(), Err(Error::Lost { .. })));
+    }
+}

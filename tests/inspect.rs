@@ -718,6 +718,7 @@ fn lock_info_serialises_to_the_versioned_json_shape() {
     assert_eq!(holder["client_id"], client.id());
     assert_eq!(holder["count"], 1);
     assert_eq!(holder["field"], format!("{}:write", client.owner_field()));
+    assert_eq!(holder["lacks_live_marker"], false);
     assert!(json["queue"].as_array().expect("queue").is_empty());
     assert!(json["server_time_ms"].as_u64().is_some());
 
@@ -736,4 +737,51 @@ fn lock_info_serialises_to_the_versioned_json_shape() {
     assert_eq!(json["counter"], 1);
     assert_eq!(json["permits"][0]["id"], permit.ids()[0].to_string());
     assert_eq!(json["permits"][0]["expiry_ms"], serde_json::Value::Null);
+    assert_eq!(json["permits"][0]["stored_as_hex"], false);
+}
+
+/// Issue 34: who a holder is, from the names this crate's connections give
+/// themselves; an unnamed (here: raw, as a Java client's would be) holder
+/// is not guessed at.
+#[test]
+fn a_rust_holder_is_identified_by_pid_application_and_address() {
+    let server = support::RedisServer::start();
+    let holder = redisson_lock::Client::builder(server.url())
+        .application_name("billing-v2.1")
+        .build()
+        .expect("client");
+    let _guard = holder.lock("who").lock().expect("lock");
+    let stranger = "5f0d3c1e-2b7a-4e55-9a3c-0c1d2e3f4a5b:7";
+    server.cmd::<i64>(&["HSET", "who", stranger, "1"]);
+    let observer = redisson_lock::Client::open(server.url()).expect("observer");
+    let info = observer.inspect("who").expect("inspect");
+    assert_eq!(info.holders.len(), 2);
+    let found = observer.identify_holders(&info).expect("identify");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let process = &found[holder.id()];
+    assert_eq!(process.pid, std::process::id());
+    assert_eq!(process.application.as_deref(), Some("billing-v2.1"));
+    assert!(!process.addresses.is_empty());
+    assert!(
+        process
+            .addresses
+            .iter()
+            .all(|a| a.starts_with("127.0.0.1:"))
+    );
+    let names: String = server.cmd(&["CLIENT", "LIST"]);
+    assert!(names.contains(&format!(
+        "name=redisson-lock/{}/{}/billing-v2.1",
+        holder.id(),
+        std::process::id()
+    )));
+    for bad in ["", "has space", "slash/", &"x".repeat(65)] {
+        let e = redisson_lock::Client::builder(server.url())
+            .application_name(bad)
+            .build()
+            .expect_err(bad);
+        assert!(
+            matches!(e, redisson_lock::Error::InvalidArgument(_)),
+            "{bad}: {e:?}"
+        );
+    }
 }

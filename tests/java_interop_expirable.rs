@@ -64,7 +64,7 @@ fn rust_permit_is_read_renewed_and_released_from_java(redisson: Redisson) {
         let left: i64 = reply.value(0);
         assert!((3_000..=5_000).contains(&left), "{left}");
     } else {
-        assert_eq!(reply.exception(), Some("BadCommand"), "{}", reply.line);
+        assert!(reply.na, "getLeaseTime is 3.41.0+: {}", reply.line);
     }
     assert!(java.flag("j", &format!("pes.updateLeaseTime jp2 {id} -1")));
     assert_eq!(sem.lease_time(id).expect("lease"), None);

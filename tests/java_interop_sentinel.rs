@@ -33,6 +33,17 @@ for_each_redisson_version!(
     java_hold_across_a_failover_wakes_rust_on_the_new_master,
 );
 
+/// One 3.x release before the unlock latch (3.24.0) and the publish
+/// command in ARGV (3.22.0), from the version matrix of
+/// `tests/java_versions.rs`: the reentrant lock's exclusion and wake-ups,
+/// both ways, through the same sentinels.
+mod redisson_3_21_3 {
+    #[test]
+    fn reentrant_lock_both_ways() {
+        super::reentrant_lock_both_ways(super::Redisson::Exact("3.21.3"))
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Scenarios
 

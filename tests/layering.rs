@@ -4,7 +4,7 @@
 //!
 //! | layer | top-level modules |
 //! |---|---|
-//! | L0 base | `config`, `error`, `fork`, `lua`, `names`, `owner`, `spawn` |
+//! | L0 base | `cancel`, `config`, `error`, `fork`, `lua`, `names`, `owner`, `spawn` |
 //! | L1 protocol | `locks` |
 //! | L2 transport | `net`, `pubsub` |
 //! | L3 topology | `topology` |
@@ -20,7 +20,17 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "L0 base",
-        &["config", "error", "fork", "lua", "names", "owner", "spawn"],
+        &[
+            "cancel",
+            "config",
+            "error",
+            "failpoint",
+            "fork",
+            "lua",
+            "names",
+            "owner",
+            "spawn",
+        ],
     ),
     ("L1 protocol", &["locks"]),
     ("L2 transport", &["net", "pubsub"]),

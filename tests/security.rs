@@ -47,8 +47,9 @@ const REQUIRED: &[&str] = &[
 /// Listed as recommended: `ping` checks suspect pooled connections and the
 /// idle subscriber (without it they are replaced instead), `client|setinfo`
 /// is redis-rs announcing itself on connect (a refusal is ignored, but logged
-/// by the server).
-const RECOMMENDED: &[&str] = &["ping", "client|setinfo"];
+/// by the server), `client|setname` names each command connection after its
+/// client (a refusal is ignored too).
+const RECOMMENDED: &[&str] = &["ping", "client|setinfo", "client|setname"];
 
 const ADMIN_PASSWORD: &str = "Adm1n-pw-4c1d";
 const LOCKER_PASSWORD: &str = "L0cker-pw-7f3e";
@@ -314,11 +315,12 @@ fn acl_user_with_the_documented_commands_can_do_everything_and_is_refused_nothin
 fn the_required_commands_alone_are_enough() {
     let (server, admin) = acl_server(REQUIRED);
     exercise(&locker_url(&server), &admin, Duration::from_millis(1500)).expect("everything works");
-    // Only redis-rs's optional `CLIENT SETINFO` may have been refused.
+    // Only the optional `CLIENT SETINFO` (redis-rs) and `CLIENT SETNAME`
+    // (the connections' names) may have been refused.
     let denials: Vec<_> = admin
         .acl_denials()
         .into_iter()
-        .filter(|(_, object)| object != "client|setinfo")
+        .filter(|(_, object)| object != "client|setinfo" && object != "client|setname")
         .collect();
     assert!(denials.is_empty(), "refused: {denials:?}");
 }

@@ -10,18 +10,23 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// The README's "From the shell" section, in short: shown after `--help`.
 const AFTER_HELP: &str = "\
 Exit codes:
-  0..     the job's own exit status (128+N when it was killed by signal N)
+  0..     the job's own exit status (128+N when it was killed by signal N, or when
+          signal N ended the wrapper while it released the lock)
   75      the lock was busy (-n, or -w ran out); change it with -E (-E 0: success)
   124     the lock was lost while the job ran: the job was signalled (--lost-exit-code)
   64      usage error, or options that cannot meet the kill-on-loss margin
   69      Redis unreachable      77  authentication or ACL refusal      78  configuration
-  1       force-unlock/--if-owner found another holder; watch --until timed out
+  1       force-unlock changed nothing (free, or --if-owner no longer holds it);
+          watch --timeout ran out; permits NAME found no such semaphore
 
 Cron on several machines, run on one of them, never twice within 5 minutes:
   */5 * * * * redisson-lock run -n -E 0 --hold-at-least 4m nightly-report -- /opt/report.sh
 
 The password comes from the URL (redis://:secret@host) or REDISSON_LOCK_URL /
-REDIS_URL, never from a flag.";
+REDIS_URL, never from a flag.
+
+Shell completion: `redisson-lock completions bash > /etc/bash_completion.d/redisson-lock`
+(zsh: a file `_redisson-lock` on $fpath; fish: ~/.config/fish/completions/redisson-lock.fish).";
 
 /// Run a job under a Redisson lock (flock(1) across machines, with
 /// kill-on-loss), and inspect, list, force-unlock and watch locks shared with
@@ -55,8 +60,10 @@ pub enum Output {
     Json,
 }
 
-/// The connection options.
-#[derive(Debug, Args)]
+/// The connection options, under their own heading in every subcommand's
+/// help.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Connection options")]
 pub struct ConnArgs {
     /// Redis URL (redis:// or rediss://, password inside); repeat it, or
     /// separate with commas, for cluster seeds or sentinels. Default: env
@@ -103,6 +110,19 @@ pub struct ConnArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run COMMAND while holding the lock NAME (or one permit of a semaphore).
+    ///
+    /// The job runs in a process group of its own. The lock is held until no
+    /// process of that group is left: background processes the job started
+    /// (`cmd &`) keep it held after the job's own process exits, unless
+    /// --kill-group ends them. Processes that leave the group (setsid,
+    /// setpgid: daemons) are not waited for. Job control works as with any
+    /// command: when the job stops (Ctrl-Z, SIGTSTP to the job or to the
+    /// wrapper, SIGTTIN), its whole group is stopped and the wrapper stops
+    /// too; on SIGCONT (`fg`, `bg`) the job continues only if the lock is
+    /// certainly still held (else its group is killed: --lost-exit-code). While
+    /// stopped nothing renews the lease. INT, TERM, HUP or QUIT after the job
+    /// is gone, while the lock is being released, end the wrapper at once
+    /// (128+N); unless the release reached Redis, the lock expires with its lease.
     Run(RunArgs),
     /// Show who holds NAME: holders, TTL, kind, readers, fair queue, token,
     /// permits.
@@ -117,10 +137,12 @@ pub enum Command {
         #[arg(long, default_value = "*")]
         pattern: String,
     },
-    /// Free NAME with its kind's own force unlock: waiters of every language
-    /// wake at once.
+    /// Free NAME with its kind's own force unlock (waiters of every language
+    /// wake at once; the holder learns it at its next renewal, within a
+    /// third of its lease). A permit-expirable semaphore (`run --permits`) is
+    /// deleted instead: the next `run --permits N` sets it up again with N.
     ForceUnlock {
-        /// The lock's name.
+        /// The lock's (or permit-expirable semaphore's) name.
         name: String,
         /// Only if this owner (`<client id>:<thread>`, as `inspect` shows it)
         /// still holds it; exit 1 and change nothing otherwise.
@@ -130,8 +152,11 @@ pub enum Command {
         #[arg(short = 'y', long)]
         yes: bool,
     },
-    /// Print NAME's events as JSON lines: acquired, reentered, released,
-    /// expired, holder_changed, queue_joined, queue_left.
+    /// Print NAME's events as they happen, one line each: by default text
+    /// (`2026-11-28T04:15:03.120Z acquired holder=<client id>:<thread>
+    /// count=1`, UTC), with `--output json` JSON lines (`time_ms` since the
+    /// Unix epoch). Events: acquired, reentered, released, expired,
+    /// holder_changed, queue_joined, queue_left.
     Watch(WatchArgs),
     /// Read the server (every master of a cluster) without writing anything
     /// and report what will break between its Java and Rust lock users:
@@ -145,7 +170,19 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = redisson_lock::DEFAULT_DOCTOR_MAX_KEYS)]
         max_keys: u64,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Show or change the permits of the permit-expirable semaphore NAME
+    /// (the one `run --permits N` takes from): total, available, acquired,
+    /// and each acquired permit's expiry.
+    Permits {
+        /// The semaphore's name.
+        name: String,
+        /// Make the total N (Redisson's setPermits): permits are added or
+        /// taken away from the available ones; permits out stay out.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        set: Option<u32>,
+    },
+    /// Print a shell completion script: bash, zsh, fish, elvish or
+    /// powershell.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -187,7 +224,9 @@ pub struct RunArgs {
 
     /// Take one permit of the permit-expirable semaphore NAME of N permits
     /// instead of a lock: at most N copies of the job at once. The permit's
-    /// lease is renewed while the job runs.
+    /// lease is renewed while the job runs. N sets the semaphore up only
+    /// when it does not exist yet (it has no TTL); a different existing
+    /// total is kept, with a warning: `permits NAME --set N` changes it.
     #[arg(long, value_name = "N", conflicts_with = "kind", value_parser = clap::value_parser!(u32).range(1..))]
     pub permits: Option<u32>,
 
@@ -215,6 +254,14 @@ pub struct RunArgs {
     /// Exit code when the lock was lost while the job ran.
     #[arg(long, value_name = "N", default_value_t = 124)]
     pub lost_exit_code: u8,
+
+    /// When the job's own process exits, end what is left of its process
+    /// group (background processes): --signal, then SIGKILL --kill-after
+    /// later, and release once none is left. Without it the lock is kept
+    /// (renewed) until no process of the group is left, as flock(1) keeps
+    /// its lock while any process holding the descriptor lives.
+    #[arg(long)]
+    pub kill_group: bool,
 
     /// Run this string with `sh -c` instead of COMMAND.
     #[arg(short = 'c', long = "command", value_name = "SHELL COMMAND")]

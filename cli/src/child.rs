@@ -1,7 +1,14 @@
 //! The job: spawned in its own process group with a parent-death signal,
 //! reaped by the wrapper (a child subreaper, so that orphaned grandchildren
 //! are reaped too), its group signalled on the wrapper's signals and on a
-//! loss of the lock, scheduled against the lease.
+//! loss of the lock, scheduled against the lease. The lock is kept until no
+//! process of the group is left (or, with `--kill-group`, the rest of the
+//! group is killed when the job's own process exits); when the job stops
+//! (Ctrl-Z), the whole group is stopped and the wrapper stops itself, and on
+//! SIGCONT it continues the group only while the lease is certainly held.
+//! The wrapper stays in its caller's group (the shell's job, which `fg`
+//! continues) and the job has its own, so the job's group can be signalled
+//! (and stopped) without the wrapper, whose renewals must go on.
 // The process calls (setpgid, prctl, kill, waitpid) have no safe wrapper in
 // std; each `unsafe` block says why it is sound.
 #![allow(unsafe_code)]
@@ -23,11 +30,18 @@ pub const FORWARDED: [i32; 6] = [
     libc::SIGUSR2,
 ];
 
+/// The signals that end the wrapper once the job's group is gone (while it
+/// releases or keeps the lock): 128+N, as if it had been killed by them.
+pub const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
 /// What the supervisor hears about.
 #[derive(Debug)]
 pub enum Event {
     /// The job (the direct child) ended with this wait status.
     Exited(i32),
+    /// A child of the wrapper in the job's process group (the job, or an
+    /// orphan of it) was stopped: this pid, by this signal.
+    Stopped(i32, i32),
     /// The wrapper received this signal.
     Signal(i32),
     /// The lock is known to be lost (a confirmed loss: signal at once).
@@ -50,10 +64,12 @@ pub fn become_subreaper() {
     }
 }
 
-/// Starts forwarding the wrapper's INT/TERM/HUP/QUIT/USR1/USR2 to `events`
-/// (to be passed on to the job's group by the supervisor).
+/// Starts forwarding the wrapper's INT/TERM/HUP/QUIT/USR1/USR2 and TSTP to
+/// `events` (to be passed on to the job's group by the supervisor; TSTP
+/// stops the wrapper only once the job has stopped).
 pub fn forward_signals(events: Sender<Event>) -> std::io::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new(FORWARDED)?;
+    signals.add_signal(libc::SIGTSTP)?;
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -112,13 +128,19 @@ pub fn spawn(
 }
 
 /// Reaps every child of the wrapper (the job, and its orphans once the
-/// wrapper is their subreaper); reports the job's status.
+/// wrapper is their subreaper); reports the job's status, and the stops of
+/// the children in the job's group.
 fn reap(job: i32, events: &Sender<Event>) {
     loop {
         let mut status = 0;
         // SAFETY: `status` is a valid out-pointer for the call's duration.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid == job {
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WUNTRACED) };
+        if pid > 0 && libc::WIFSTOPPED(status) {
+            // SAFETY: getpgid takes a plain integer.
+            if pid == job || unsafe { libc::getpgid(pid) } == job {
+                let _ = events.send(Event::Stopped(pid, libc::WSTOPSIG(status)));
+            }
+        } else if pid == job {
             let _ = events.send(Event::Exited(status));
         } else if pid < 0 {
             let errno = std::io::Error::last_os_error().raw_os_error();
@@ -132,29 +154,66 @@ fn reap(job: i32, events: &Sender<Event>) {
 impl Job {
     /// When the wrapper is the foreground job of a terminal on stdin, makes
     /// the job's group the foreground one (so that it may read the
-    /// terminal, and Ctrl-C reaches it directly); `true` if it did.
+    /// terminal, and Ctrl-C and Ctrl-Z reach it directly); `true` if it
+    /// did. A process of the job that touched the terminal before it was
+    /// given one was stopped (SIGTTIN/SIGTTOU): the caller continues the
+    /// group (and the supervisor continues the job's own process when it
+    /// reports such a stop later).
     pub fn give_terminal(&self) -> bool {
         // SAFETY: isatty/tcgetpgrp/getpgrp/signal/tcsetpgrp take plain
         // integers; SIGTTOU is ignored after the job was spawned, so the
         // job does not inherit the disposition.
         unsafe {
-            if libc::isatty(0) != 1 || libc::tcgetpgrp(0) != libc::getpgrp() {
-                return false;
+            if libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() {
+                libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                return libc::tcsetpgrp(0, self.pid) == 0;
             }
-            libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-            let given = libc::tcsetpgrp(0, self.pid) == 0;
-            // A job that touched the terminal before it was given one was
-            // stopped (SIGTTIN/SIGTTOU): continue it.
-            libc::kill(-self.pid, libc::SIGCONT);
-            given
         }
+        false
     }
 
-    /// Takes the terminal back after [`give_terminal`](Self::give_terminal).
+    /// Whether the job's group is the foreground group of the terminal on
+    /// stdin.
+    fn owns_terminal(&self) -> bool {
+        // SAFETY: isatty/tcgetpgrp take plain integers.
+        unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == self.pid }
+    }
+
+    /// Continues the job's group after a stop, with the terminal when the
+    /// wrapper has it (`fg`), without it otherwise (`bg`).
+    pub fn resume(&self) {
+        let _ = self.give_terminal();
+        self.signal_group(libc::SIGCONT);
+    }
+
+    /// Takes the terminal back for the wrapper's group when the job's group
+    /// has it (never from anyone else: a wrapper in the background leaves it
+    /// where it is).
     pub fn take_terminal(&self) {
         // SAFETY: as in `give_terminal`.
         unsafe {
-            libc::tcsetpgrp(0, libc::getpgrp());
+            if self.owns_terminal() {
+                libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                libc::tcsetpgrp(0, libc::getpgrp());
+            }
+        }
+    }
+
+    /// Job control: the job stopped (Ctrl-Z, SIGTSTP/SIGSTOP, SIGTTIN), so
+    /// every process of its group is stopped (none may run on while the
+    /// wrapper, its renewals with it, is stopped), the terminal goes back to
+    /// the wrapper's group and the wrapper stops itself (SIGSTOP, which
+    /// cannot be caught): the shell gets its prompt back. Returns once the
+    /// wrapper was continued (`fg`, `bg`, SIGCONT); the group is still
+    /// stopped then.
+    pub fn stop_with(&self) {
+        self.signal_group(libc::SIGSTOP);
+        self.take_terminal();
+        // SAFETY: raise takes a plain integer. It directs SIGSTOP at the
+        // calling thread, which therefore stops before the call returns;
+        // a stop signal stops every thread of the process.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
         }
     }
 
@@ -208,6 +267,20 @@ pub struct Schedule {
     pub margin: Duration,
 }
 
+/// What [`supervise`] works with.
+pub struct Supervision<'a> {
+    /// The moment before which the lock cannot have expired.
+    pub valid_until: &'a dyn Fn() -> Instant,
+    /// The kill-on-loss schedule.
+    pub schedule: Schedule,
+    /// `--kill-group`: when the job's own process exits, the rest of its
+    /// group gets the schedule's signal, then SIGKILL `kill_after` later
+    /// (instead of the lock being kept until the group is empty).
+    pub kill_group: bool,
+    /// Diagnostics on stderr.
+    pub verbose: bool,
+}
+
 /// How a supervised job ended.
 #[derive(Debug)]
 pub struct Outcome {
@@ -217,60 +290,128 @@ pub struct Outcome {
     pub lost: Option<String>,
 }
 
-/// Supervises `job` until it exits: forwards signals, and on a loss (or when
-/// `valid_until()` comes within the schedule's reach because renewals stop
-/// succeeding) signals its group per `schedule`. After a loss, every process
+/// Supervises `job` until no process of its group is left: forwards
+/// signals; on a loss (or when `valid_until()` comes within the schedule's
+/// reach because renewals stop succeeding) signals the group per the
+/// schedule; follows the job's stops (job control). The job's own process
+/// exiting does not end it: its background processes, in its group, keep the
+/// lock held (renewed) until they are gone too (polled with `kill(-pgid,
+/// 0)`), unless `kill_group` kills them first. After a loss, every process
 /// left in the group is killed and waited for before returning.
-pub fn supervise(
-    job: &Job,
-    events: &Receiver<Event>,
-    valid_until: &dyn Fn() -> Instant,
-    schedule: Schedule,
-    verbose: bool,
-) -> Outcome {
+pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> Outcome {
+    let schedule = sup.schedule;
     let mut lost: Option<String> = None;
     // When the first signal went out, and the SIGKILL deadline fixed then.
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
+    // The job's own process's wait status, once it exited.
+    let mut exited: Option<i32> = None;
+    // `--kill-group`: when the rest of the group gets SIGKILL.
+    let mut rest_kill_at: Option<Instant> = None;
+    // The wrapper was continued after a stop: the group stays stopped until
+    // the lease is certainly held (or is killed if it may not be).
+    let mut held_stopped = false;
     let status = loop {
         let now = Instant::now();
-        let expiry_guard = valid_until().checked_sub(schedule.margin).unwrap_or(now);
-        if kill_at.is_none() {
-            let term_at = expiry_guard.checked_sub(schedule.kill_after).unwrap_or(now);
-            if now >= term_at {
-                let reason = "renewals stopped succeeding: the lease may run out".to_owned();
-                if verbose {
-                    eprintln!("redisson-lock: {reason}; signalling the job");
+        let expiry_guard = (sup.valid_until)()
+            .checked_sub(schedule.margin)
+            .unwrap_or(now);
+        let term_at = expiry_guard.checked_sub(schedule.kill_after).unwrap_or(now);
+        if held_stopped {
+            if lost.is_some() || now >= expiry_guard {
+                // The lease may have run out while the wrapper was stopped
+                // (its renewals with it): the job must not run on.
+                if sup.verbose {
+                    eprintln!(
+                        "redisson-lock: the lock may be gone after the stop: killing the job"
+                    );
                 }
-                lost.get_or_insert(reason);
-                job.signal_group(schedule.signal);
-                kill_at = Some(expiry_guard.min(now + schedule.kill_after));
+                lost.get_or_insert_with(|| {
+                    "the lease ran out while the job was stopped".to_owned()
+                });
+                job.signal_group(libc::SIGKILL);
+                kill_at = Some(now);
+                killed = true;
+                held_stopped = false;
+            } else if now < term_at {
+                // Renewed since (or never near its end): continue the job.
+                if sup.verbose {
+                    eprintln!("redisson-lock: continuing the job");
+                }
+                job.resume();
+                held_stopped = false;
             }
+            // Else: the watchdog, continued too, is renewing; wait for it.
+        } else if kill_at.is_none() && now >= term_at {
+            let reason = "renewals stopped succeeding: the lease may run out".to_owned();
+            if sup.verbose {
+                eprintln!("redisson-lock: {reason}; signalling the job");
+            }
+            lost.get_or_insert(reason);
+            job.signal_group(schedule.signal);
+            kill_at = Some(expiry_guard.min(now + schedule.kill_after));
         }
         if let Some(at) = kill_at
             && !killed
             && now >= at
         {
-            if verbose {
+            if sup.verbose {
                 eprintln!("redisson-lock: killing the job's process group");
             }
             job.signal_group(libc::SIGKILL);
             killed = true;
         }
+        if let Some(status) = exited {
+            if !job.group_alive() {
+                break status;
+            }
+            if sup.kill_group && rest_kill_at.is_none() {
+                if sup.verbose {
+                    eprintln!("redisson-lock: the job exited: signalling the rest of its group");
+                }
+                job.signal_group(schedule.signal);
+                rest_kill_at = Some(now + schedule.kill_after);
+            }
+            if rest_kill_at.is_some_and(|at| now >= at) {
+                job.signal_group(libc::SIGKILL);
+            }
+        }
         let next = match kill_at {
             Some(at) if !killed => at,
-            Some(_) => now + Duration::from_millis(100),
-            None => expiry_guard.checked_sub(schedule.kill_after).unwrap_or(now),
+            Some(_) => now + POLL,
+            None => term_at,
         };
-        let wait = next
-            .saturating_duration_since(now)
-            .min(Duration::from_millis(100));
+        let mut wait = next.saturating_duration_since(now).min(POLL);
+        if held_stopped || exited.is_some() {
+            wait = wait.min(GROUP_POLL);
+        }
         match events.recv_timeout(wait) {
-            Ok(Event::Exited(status)) => break status,
+            Ok(Event::Exited(status)) => exited = Some(status),
             Ok(Event::Signal(signal)) => job.signal_group(signal),
+            Ok(Event::Stopped(pid, signal)) => {
+                // Stale reports (a process the wrapper has continued since)
+                // are skipped: only a process stopped now counts.
+                if held_stopped || killed || !is_stopped(pid) {
+                } else if (signal == libc::SIGTTIN || signal == libc::SIGTTOU)
+                    && job.owns_terminal()
+                {
+                    // It touched the terminal before it was given it.
+                    job.signal_group(libc::SIGCONT);
+                } else if kill_at.is_some() {
+                    // Being killed for a loss: no stop, the SIGKILL now.
+                    job.signal_group(libc::SIGKILL);
+                    killed = true;
+                } else {
+                    if sup.verbose {
+                        eprintln!("redisson-lock: the job stopped: stopping too");
+                    }
+                    job.stop_with();
+                    held_stopped = true;
+                }
+            }
             Ok(Event::Lost(reason)) => {
-                if kill_at.is_none() {
-                    if verbose {
+                if kill_at.is_none() && !held_stopped {
+                    if sup.verbose {
                         eprintln!("redisson-lock: lock lost ({reason}); signalling the job");
                     }
                     let now = Instant::now();
@@ -280,13 +421,61 @@ pub fn supervise(
                 lost.get_or_insert(reason);
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break 0,
+            Err(RecvTimeoutError::Disconnected) => break exited.unwrap_or(0),
         }
     };
     if lost.is_some() {
         job.kill_group(Duration::from_secs(2));
     }
     Outcome { status, lost }
+}
+
+/// The supervisor's longest sleep.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How often the group is looked at once the job's own process exited, or
+/// while it is held stopped.
+const GROUP_POLL: Duration = Duration::from_millis(50);
+
+/// Whether process `pid` is stopped now (state `T` in /proc/PID/stat).
+fn is_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('T'))
+    })
+}
+
+/// Once the job's group is gone, while the lock is released (or kept):
+/// INT, TERM, HUP or QUIT end the wrapper at once (128+N), saying on stderr
+/// that `name` was left to expire; a release blocked on a server that does
+/// not answer must not swallow them.
+pub fn end_on_signals(events: Receiver<Event>, name: String) {
+    let spawned = thread::Builder::new()
+        .name("signals-after".into())
+        .spawn(move || {
+            for event in events.iter() {
+                if let Event::Signal(signal) = event
+                    && ENDING.contains(&signal)
+                {
+                    let sig = match signal {
+                        libc::SIGINT => "SIGINT",
+                        libc::SIGTERM => "SIGTERM",
+                        libc::SIGHUP => "SIGHUP",
+                        _ => "SIGQUIT",
+                    };
+                    eprintln!(
+                        "redisson-lock: {sig} before Redis answered the release of `{name}`: \
+                         exiting; unless the release reached Redis, the lock stays until its \
+                         lease runs out"
+                    );
+                    std::process::exit(128 + signal);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("redisson-lock: signals are not followed during the release: {e}");
+    }
 }
 
 /// The exit code for a wait status: the job's code, or 128+N when signal N

@@ -109,7 +109,73 @@ pub fn client(conn: &ConnArgs, lease: Option<Duration>) -> Result<Client, Failur
         builder = builder.watchdog_timeout(lease);
     }
     builder = tls(builder, conn)?;
-    Ok(builder.build()?)
+    builder.build().map_err(|error| match &error {
+        // redis-rs says only that a URL "did not parse": say what is wrong.
+        Error::InvalidArgument(_) => match urls.iter().find_map(|url| url_problem(url)) {
+            Some(problem) => Failure::new(EX_CONFIG, format!("invalid Redis URL: {problem}")),
+            None => Failure::from(error),
+        },
+        _ => Failure::from(error),
+    })
+}
+
+/// What is wrong with `url`, if this can tell: the scheme, the host, the
+/// port or the database number. Never quotes the URL's credentials.
+pub fn url_problem(url: &str) -> Option<String> {
+    const FORMS: &str =
+        "write redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path";
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(format!("no scheme (`redis://`): {FORMS}"));
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    match scheme.as_str() {
+        "unix" | "redis+unix" | "valkey+unix" => {
+            return rest
+                .is_empty()
+                .then(|| format!("no socket path after `{scheme}://`: {FORMS}"));
+        }
+        "redis" | "rediss" | "valkey" | "valkeys" => {}
+        other => {
+            return Some(format!(
+                "scheme `{other}` is not redis, rediss, valkey, valkeys or unix: {FORMS}"
+            ));
+        }
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if authority.matches('@').count() > 1 {
+        return Some("more than one `@`: percent-encode the password's (`%40`)".into());
+    }
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, tail)) => (host, tail.strip_prefix(':')),
+            None => return Some("an IPv6 address without its closing `]`".into()),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Some(format!("no host: {FORMS}"));
+    }
+    if let Some(port) = port
+        && !port.is_empty()
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Some(format!("port `{port}` is not a number from 1 to 65535"));
+    }
+    let db = path.split(['?', '#']).next().unwrap_or("");
+    let db = db.strip_prefix('/').unwrap_or(db);
+    if !db.is_empty() && db.parse::<u32>().is_err() {
+        return Some(format!(
+            "database `{db}` is not a number (the path is the database: redis://host:6379/0)"
+        ));
+    }
+    None
 }
 
 #[cfg(feature = "tls-rustls")]
@@ -136,4 +202,29 @@ fn tls(builder: ClientBuilder, conn: &ConnArgs) -> Result<ClientBuilder, Failure
         ));
     }
     Ok(builder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_problem;
+
+    #[test]
+    fn url_problems_name_the_part_that_is_wrong() {
+        for good in [
+            "redis://127.0.0.1:6379",
+            "redis://:p%40ss@host/2",
+            "rediss://user:pw@[::1]:6380/0?protocol=resp3",
+            "unix:///run/redis.sock",
+        ] {
+            assert_eq!(url_problem(good), None, "{good}");
+        }
+        let says = |url: &str| url_problem(url).unwrap_or_default();
+        assert!(says("host:6379").contains("no scheme"));
+        assert!(says("http://h").contains("scheme `http`"));
+        assert!(says("redis://h:0").contains("port `0`"));
+        assert!(says("redis://h:6379/x").contains("database `x`"));
+        assert!(says("redis://:a@b@h").contains("more than one `@`"));
+        assert!(says("redis://:secret@").contains("no host"));
+        assert!(!says("redis://:secret@h:99999").contains("secret"));
+    }
 }

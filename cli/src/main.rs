@@ -5,15 +5,17 @@
 
 mod args;
 mod child;
+mod completions;
 mod connect;
 mod doctor;
 mod inspect;
+mod permits;
 mod run;
 mod watch;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 
 use args::{Cli, Command};
 use connect::{EX_USAGE, Failure};
@@ -40,7 +42,12 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: &Cli) -> Result<u8, Failure> {
     match &cli.command {
-        Command::Run(args) => run::run(&cli.conn, args, cli.verbose),
+        Command::Run(args) => {
+            if let Some(asked) = args.permits {
+                warn_on_permits_mismatch(cli, &args.name, asked);
+            }
+            run::run(&cli.conn, args, cli.verbose)
+        }
         Command::Inspect { name } => {
             inspect::inspect(&connect::client(&cli.conn, None)?, name, cli.output)
         }
@@ -58,25 +65,32 @@ fn dispatch(cli: &Cli) -> Result<u8, Failure> {
             *yes,
             cli.output,
         ),
-        Command::Watch(args) => watch::watch(
-            &connect::client(&cli.conn, None)?,
-            &connect::urls(&cli.conn),
-            cli.conn.sentinel.is_some(),
-            args,
-            cli.output,
-        ),
+        Command::Watch(args) => watch::watch(&connect::client(&cli.conn, None)?, args, cli.output),
         Command::Doctor { max_keys } => {
             doctor::doctor(&connect::client(&cli.conn, None)?, *max_keys, cli.output)
         }
-        Command::Completions { shell } => {
-            let mut command = Cli::command();
-            clap_complete::generate(
-                *shell,
-                &mut command,
-                "redisson-lock",
-                &mut std::io::stdout(),
-            );
-            Ok(0)
+        Command::Permits { name, set } => {
+            permits::permits(&connect::client(&cli.conn, None)?, name, *set, cli.output)
         }
+        Command::Completions { shell } => completions::print(*shell),
+    }
+}
+
+/// `run --permits N` on a semaphore set up earlier with another total: a
+/// warning on stderr (the run goes on with the existing total). Its own
+/// short-lived client, before `run` builds the job's, with at most 1 s to
+/// connect and to answer, so that a silent host delays the run by that
+/// much only: best effort, silent when Redis cannot be read (the run
+/// reports that itself). (run.rs could call `permits::mismatch` with its
+/// own client once `try_set_permits` returns `false`, saving the connect.)
+fn warn_on_permits_mismatch(cli: &Cli, name: &str, asked: u32) {
+    const AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
+    let mut quick = cli.conn.clone();
+    quick.connect_timeout = Some(quick.connect_timeout.map_or(AT_MOST, |t| t.min(AT_MOST)));
+    quick.response_timeout = Some(quick.response_timeout.map_or(AT_MOST, |t| t.min(AT_MOST)));
+    if let Ok(client) = connect::client(&quick, None)
+        && let Some(warning) = permits::mismatch(&client, name, asked)
+    {
+        eprintln!("{warning}");
     }
 }

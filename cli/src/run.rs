@@ -91,6 +91,7 @@ pub fn run(conn: &ConnArgs, args: &RunArgs, verbose: bool) -> Result<u8, Failure
     let client = connect::client(conn, Some(args.watchdog_timeout))?;
     let ctx = Ctx {
         args,
+        client: &client,
         program,
         schedule,
         verbose,
@@ -124,6 +125,7 @@ pub fn run(conn: &ConnArgs, args: &RunArgs, verbose: bool) -> Result<u8, Failure
 
 struct Ctx<'a> {
     args: &'a RunArgs,
+    client: &'a Client,
     program: (OsString, Vec<OsString>),
     schedule: Schedule,
     verbose: bool,
@@ -132,7 +134,9 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn busy(&self) -> Result<u8, Failure> {
         if self.verbose {
-            eprintln!("redisson-lock: `{}` is busy", self.args.name);
+            // Who holds it: one more snapshot, worth it only when asked.
+            let busy = crate::inspect::busy_message(self.client, &self.args.name);
+            eprintln!("redisson-lock: {busy}");
         }
         Ok(self.args.conflict_exit_code)
     }
@@ -166,11 +170,20 @@ impl Ctx<'_> {
         if self.verbose {
             eprintln!("redisson-lock: job started, pid {}", job.pid());
         }
-        let terminal = job.give_terminal();
-        let outcome = child::supervise(&job, &rx, valid_until, self.schedule, self.verbose);
-        if terminal {
-            job.take_terminal();
+        if job.give_terminal() {
+            // Not without the terminal: a stop that came first (SIGTSTP to
+            // the job) must stay.
+            job.signal_group(libc::SIGCONT);
         }
+        let supervision = child::Supervision {
+            valid_until,
+            schedule: self.schedule,
+            kill_group: self.args.kill_group,
+            verbose: self.verbose,
+        };
+        let outcome = child::supervise(&job, &rx, &supervision);
+        job.take_terminal();
+        child::end_on_signals(rx, self.args.name.clone());
         Ok(outcome)
     }
 
@@ -245,31 +258,20 @@ fn run_lock<K: Kind>(
     if outcome.lost.is_none()
         && let Some(rest) = ctx.rest(taken)
     {
-        // Reentering with an explicit lease sets the key's TTL to the rest
-        // of the minimum (Redisson's reentry PEXPIREs); neither hold is
-        // released: the process exits at once, its watchdog with it.
-        match lock.with_lease(rest).try_lock() {
-            Ok(Some(kept)) => {
-                // A watchdog renewal in flight at that moment may have set
-                // the lease back to the watchdog timeout: look once, and
-                // set it again if so (the process exits right after).
-                if let Ok(Some(ttl)) = lock.remaining_ttl()
-                    && ttl > rest + Duration::from_millis(500)
-                    && let Some(rest) = ctx.rest(taken)
-                    && let Ok(Some(again)) = lock.with_lease(rest).try_lock()
-                {
-                    std::mem::forget(again);
-                }
+        // The watchdog stops renewing, the key's TTL is set to the rest of
+        // the minimum (again if a renewal already on the wire lands after
+        // it), and the guard is forgotten without a release: the lock is
+        // kept exactly that long (`LockGuard::keep_for`).
+        let name = args.name.clone();
+        match guard.keep_for(rest) {
+            Ok(()) => {
                 if ctx.verbose {
-                    eprintln!("redisson-lock: `{}` kept for {rest:?}", args.name);
+                    eprintln!("redisson-lock: `{name}` kept for {rest:?}");
                 }
-                std::mem::forget(kept);
-                std::mem::forget(guard);
-                return Ok(code);
             }
-            Ok(None) => {}
-            Err(e) => eprintln!("redisson-lock: keeping `{}` failed: {e}", args.name),
+            Err(e) => eprintln!("redisson-lock: keeping `{name}` failed: {e}"),
         }
+        return Ok(code);
     }
     if let Err(e) = guard.unlock()
         && outcome.lost.is_none()
@@ -304,6 +306,31 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     };
     let id: PermitId = acquired.ids()[0];
     let taken = Instant::now();
+    // The lease runs from the attempt that succeeded, whose send time only
+    // a single attempt (-n) knows: a blocking acquire may have waited for
+    // most of a lease (or longer) before it. A renewal sent now gives the
+    // job a whole lease from here; if it fails, the conservative count from
+    // before the acquire stands (renewals may still catch up).
+    let valid_from = if args.nonblock {
+        sent
+    } else {
+        match sem.update_lease_time(id, Some(lease)) {
+            Ok(true) => taken,
+            Ok(false) => {
+                eprintln!(
+                    "redisson-lock: permit {id} of `{}` expired before the job started",
+                    args.name
+                );
+                return Ok(args.lost_exit_code);
+            }
+            Err(e) => {
+                if ctx.verbose {
+                    eprintln!("redisson-lock: renewing permit {id} failed: {e}");
+                }
+                sent
+            }
+        }
+    };
     if ctx.verbose {
         eprintln!("redisson-lock: permit {id} of `{}` taken", args.name);
     }
@@ -313,10 +340,10 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     ];
     let events = child::events();
     let renewal = Arc::new(Renewal {
-        valid_until: Mutex::new(sent + lease),
+        valid_until: Mutex::new(valid_from + lease),
         stop: AtomicBool::new(false),
     });
-    {
+    let renewer = {
         let renewal = Arc::clone(&renewal);
         let sem = sem.clone();
         let tx = events.0.clone();
@@ -324,8 +351,8 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
         thread::Builder::new()
             .name("permit-renewal".into())
             .spawn(move || renew_permit(&sem, id, lease, &renewal, &tx, verbose))
-            .map_err(|e| Failure::new(connect::EX_SOFTWARE, e.to_string()))?;
-    }
+            .map_err(|e| Failure::new(connect::EX_SOFTWARE, e.to_string()))?
+    };
     let valid_until = || {
         *renewal
             .valid_until
@@ -334,6 +361,10 @@ fn run_permit(ctx: &Ctx<'_>, sem: PermitExpirableSemaphore, permits: u32) -> Res
     };
     let outcome = ctx.job(env, events, &valid_until)?;
     renewal.stop.store(true, Ordering::Release);
+    // A renewal on the wire now would set the lease back to the whole lease
+    // after --hold-at-least's shorter one: wait for it (at most one reply;
+    // INT/TERM end the wrapper meanwhile).
+    let _ = renewer.join();
     let code = ctx.exit(&outcome);
     if outcome.lost.is_none()
         && let Some(rest) = ctx.rest(taken)

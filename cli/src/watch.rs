@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redisson_lock::{Client, LockInfo};
+use redisson_lock::{Client, LockInfo, WatchEvent};
 
 use crate::args::{Output, Until, WatchArgs};
 use crate::connect::Failure;
@@ -39,57 +39,27 @@ impl Kind {
     }
 }
 
-/// Glob-escapes `name` for PSUBSCRIBE.
-fn escape(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Redisson's `prefixName(prefix, name)`: the channel naming of the
-/// release messages (`redisson_lock__channel:{name}`, the fair lock's
-/// `...:{name}:<waiter>`, `redisson_rwlock:{name}`).
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{}", escape(name))
-    } else {
-        format!("{prefix}:{{{}}}", escape(name))
-    }
-}
-
-/// Counts the release messages of `name` on a pub/sub connection to `url`,
-/// on a thread; `None` when no subscription could be made.
-fn release_messages(url: &str, name: &str) -> Option<Arc<AtomicU64>> {
-    use redisson_lock::redis;
-    let client = redis::Client::open(url).ok()?;
-    let mut con = client.get_connection().ok()?;
-    let patterns = [
-        prefix_name("redisson_lock__channel", name),
-        format!("{}:*", prefix_name("redisson_lock__channel", name)),
-        prefix_name("redisson_rwlock", name),
-    ];
+/// Counts the release messages of `name` (its lock channel's and its
+/// read/write channel's), heard on the client's own subscriber through the
+/// library's watches, so in every topology, flavour and over TLS; `None`
+/// when no watch could be started. The watches live as long as the count's
+/// threads, that is as long as the process.
+fn release_messages(client: &Client, name: &str) -> Option<Arc<AtomicU64>> {
     let count = Arc::new(AtomicU64::new(0));
-    {
-        let mut pubsub = con.as_pubsub();
-        for pattern in &patterns {
-            pubsub.psubscribe(pattern).ok()?;
-        }
+    for watch in [client.watch_lock(name), client.watch_read_write_lock(name)] {
+        let watch = watch.ok()?;
+        let seen = Arc::clone(&count);
+        thread::Builder::new()
+            .name("watch-releases".into())
+            .spawn(move || {
+                for event in watch.events() {
+                    if event == WatchEvent::Released {
+                        seen.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+            })
+            .ok()?;
     }
-    let seen = Arc::clone(&count);
-    thread::Builder::new()
-        .name("watch-pubsub".into())
-        .spawn(move || {
-            let mut pubsub = con.as_pubsub();
-            while pubsub.get_message().is_ok() {
-                seen.fetch_add(1, Ordering::AcqRel);
-            }
-        })
-        .ok()?;
     Some(count)
 }
 
@@ -97,6 +67,30 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `ms` since the Unix epoch as UTC, to the millisecond:
+/// `2026-11-28T04:15:03.120Z` (RFC 3339), what a person reads in `watch`'s
+/// and `inspect`'s text. Before 1970 it is the number itself.
+pub fn utc_text(ms: i64) -> String {
+    if ms < 0 {
+        return format!("{ms} ms");
+    }
+    let (days, rest) = (ms / 86_400_000, ms % 86_400_000);
+    let (hour, minute) = (rest / 3_600_000, rest % 3_600_000 / 60_000);
+    let (second, milli) = (rest % 60_000 / 1000, rest % 1000);
+    // Howard Hinnant's civil_from_days: the proleptic Gregorian date of a
+    // day count since 1970-01-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
 }
 
 fn holders(info: &LockInfo) -> BTreeMap<String, u64> {
@@ -127,32 +121,31 @@ impl Printer {
         match self.output {
             Output::Json => println!("{line}"),
             Output::Text => {
+                let value = |v: &serde_json::Value| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    other => other.to_string(),
+                };
                 let detail: Vec<String> = fields
                     .as_object()
-                    .map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .map(|o| o.iter().map(|(k, v)| format!("{k}={}", value(v))).collect())
                     .unwrap_or_default();
-                println!("{} {} {}", line["time_ms"], kind.name(), detail.join(" "));
+                let at = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+                println!("{} {} {}", utc_text(at), kind.name(), detail.join(" "));
             }
         }
     }
 }
 
 /// `watch`; 0 when `--until` was met (or never asked), 1 on `--timeout`.
-pub fn watch(
-    client: &Client,
-    urls: &[String],
-    sentinel: bool,
-    args: &WatchArgs,
-    output: Output,
-) -> Result<u8, Failure> {
+pub fn watch(client: &Client, args: &WatchArgs, output: Output) -> Result<u8, Failure> {
     let started = Instant::now();
     let deadline = args.timeout.map(|t| started + t);
-    let messages = if sentinel {
-        None
-    } else {
-        urls.first()
-            .and_then(|url| release_messages(url, &args.name))
-    };
+    let messages = release_messages(client, &args.name);
     let printer = Printer {
         output,
         name: args.name.clone(),
@@ -273,15 +266,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn channels_follow_redisson_prefix_name_and_are_glob_escaped() {
-        assert_eq!(
-            prefix_name("redisson_lock__channel", "orders"),
-            "redisson_lock__channel:{orders}"
-        );
-        assert_eq!(
-            prefix_name("redisson_rwlock", "{t}x"),
-            "redisson_rwlock:{t}x"
-        );
-        assert_eq!(escape("a*b?[c]"), "a\\*b\\?\\[c\\]");
+    fn times_are_utc_rfc3339() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_text(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(utc_text(1_795_839_303_120), "2026-11-28T04:15:03.120Z");
+        assert_eq!(utc_text(-5), "-5 ms");
     }
 }

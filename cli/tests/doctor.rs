@@ -53,3 +53,46 @@ fn doctor_exits_0_on_a_healthy_server_1_on_a_hazard_and_69_unreachable() {
         .expect("doctor");
     assert_eq!(gone.status.code(), Some(69), "{gone:?}");
 }
+
+/// Issue 34: `inspect` says who a holder is when it is a client of this
+/// crate (its pid, application and address), and never guesses otherwise.
+#[test]
+fn inspect_names_a_rust_holders_process_and_not_an_unnamed_one() {
+    let server = RedisServer::start();
+    let holder = redisson_lock::Client::builder(server.url())
+        .application_name("nightly-report")
+        .build()
+        .expect("client");
+    let guard = holder.lock("who").lock().expect("lock");
+    let out = bin(&server.url())
+        .args(["inspect", "who"])
+        .output()
+        .expect("inspect");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let expected = format!(
+        "who        {}: pid {}, application nightly-report, at 127.0.0.1:",
+        holder.owner_field(),
+        std::process::id()
+    );
+    assert!(text.contains(&expected), "{text}");
+    let json = bin(&server.url())
+        .args(["inspect", "who", "--output", "json"])
+        .output()
+        .expect("inspect");
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(json["processes"][holder.id()]["pid"], std::process::id());
+    drop(guard);
+    let stranger = "5f0d3c1e-2b7a-4e55-9a3c-0c1d2e3f4a5b:7";
+    server.cmd::<i64>(&["HSET", "who", stranger, "1"]);
+    let out = bin(&server.url())
+        .args(["inspect", "who"])
+        .output()
+        .expect("inspect");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "who        {stranger}: not a redisson-lock client"
+        )),
+        "{text}"
+    );
+}

@@ -471,3 +471,43 @@ fn a_job_that_is_not_executable_is_126_and_an_unparsable_url_is_78() {
         .expect("inspect");
     assert_eq!(status.code(), Some(78));
 }
+
+#[test]
+fn inspect_notes_a_reader_without_a_live_marker_and_a_hex_permit() {
+    let server = RedisServer::start();
+    let (gone, marked) = (
+        "7f0c2a4e-8d1b-4c39-9e55-2b6f1d3a9c11:42",
+        "7f0c2a4e-8d1b-4c39-9e55-2b6f1d3a9c11:43",
+    );
+    let _: i64 = server.cmd(&["HSET", "rw", "mode", "read", gone, "1", marked, "1"]);
+    let _: i64 = server.cmd(&["PEXPIRE", "rw", "30000"]);
+    let marker = format!("{{rw}}:{marked}:rwlock_timeout:1");
+    let _: () = server.cmd(&["SET", &marker, "1", "PX", "30000"]);
+    let out = bin(&server.url())
+        .args(["inspect", "rw"])
+        .output()
+        .expect("inspect");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let noted: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("no live marker"))
+        .collect();
+    assert_eq!(noted.len(), 1, "{text}");
+    assert!(noted[0].contains(gone), "{text}");
+
+    let id = "0123456789abcdef0123456789abcdef";
+    let _: () = server.cmd(&["SET", "pes", "1"]);
+    let _: i64 = server.cmd(&["ZADD", "{pes}:timeout", "922337203685477", id]);
+    let out = bin(&server.url())
+        .args(["inspect", "pes"])
+        .output()
+        .expect("inspect");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|line| line.contains(id) && line.contains("stored as hex text")),
+        "{text}"
+    );
+}

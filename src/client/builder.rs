@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::{ConnectionInfo, RedisResult};
 
 use crate::client::Client;
+use crate::config::compat::{Compat, Explicit};
 use crate::config::{Config, ShardedSubscription};
 use crate::engine::Engine;
 use crate::engine::events::EventHandler;
@@ -15,9 +16,14 @@ use crate::engine::observe;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::net::pool::Connections;
-use crate::net::tls::TlsSettings;
+use crate::net::tls::{EndpointSettings, connection_name};
 use crate::topology::sentinel::SentinelSettings;
 use crate::topology::{Target, Topology};
+
+/// What a Redis URL may look like, for the message of one that does not
+/// parse (redis-rs says only that it did not).
+const URL_FORMS: &str = "expected redis://[[user]:password@]host[:port][/db] (a password's \
+     `@ : / ? #` percent-encoded), rediss://... (feature `tls-rustls`) or unix:///path/to/socket";
 
 /// Builds a [`Client`]; see [`Client::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
@@ -30,7 +36,9 @@ pub struct ClientBuilder {
     pub(crate) pool_size: Option<u32>,
     /// Shared sockets per server instead of the pool, when asked for.
     pub(crate) multiplexed: Option<u32>,
-    pub(crate) tls: TlsSettings,
+    pub(crate) tls: EndpointSettings,
+    /// The application's name in the connections' names.
+    application: Option<String>,
     pub(crate) sentinel: Option<SentinelSettings>,
     /// Cluster seeds (`info` is the first one); `None` for one server.
     pub(crate) seeds: Option<Vec<ConnectionInfo>>,
@@ -40,6 +48,11 @@ pub struct ClientBuilder {
     handler: Option<Arc<dyn EventHandler>>,
     /// Metrics settings (the lock-label mapping; see `observe.rs`).
     pub(crate) observe: observe::Settings,
+    /// The settings of [`redisson_compat`](Self::redisson_compat), or why
+    /// its version was refused (reported by `build`).
+    pub(crate) compat: Option<std::result::Result<Compat, String>>,
+    /// The knobs set explicitly, which `redisson_compat` does not override.
+    pub(crate) explicit: Explicit,
 }
 
 impl ClientBuilder {
@@ -50,12 +63,15 @@ impl ClientBuilder {
             config: Config::default(),
             pool_size: None,
             multiplexed: None,
-            tls: TlsSettings::default(),
+            tls: EndpointSettings::default(),
+            application: None,
             sentinel: None,
             seeds: None,
             sharded: ShardedSubscription::Auto,
             handler: None,
             observe: observe::Settings::default(),
+            compat: None,
+            explicit: Explicit::default(),
         }
     }
 
@@ -83,6 +99,19 @@ impl ClientBuilder {
     /// ```
     pub fn event_handler(mut self, handler: impl EventHandler) -> Self {
         self.handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Names the application in the name every connection of the client
+    /// gives itself (`CLIENT SETNAME redisson-lock/<client id>/<pid>/<name>`),
+    /// so that `Client::identify_holders` and `redisson-lock inspect` can
+    /// say which application and process holds a lock, with its address.
+    /// Letters, digits, `.`, `_` and `-` only, at most 64 of them
+    /// ([`Error::InvalidArgument`] from [`build`](Self::build) otherwise).
+    /// Without it the name still carries the client id and the process id.
+    /// Costs nothing per lock: the name is sent once per connection.
+    pub fn application_name(mut self, name: &str) -> Self {
+        self.application = Some(name.to_owned());
         self
     }
 
@@ -141,7 +170,7 @@ impl ClientBuilder {
     /// The default is `multiplexed(4)` for a client without replica sync
     /// (one server), and a pool of 32 connections under replica sync
     /// (Sentinel and cluster clients), where a write's `WAIT` would hold a
-    /// shared socket (BENCHMARKS.md, "Many threads", has the measurements).
+    /// shared socket (docs/performance.md summarises the measurements).
     /// Replaces [`pool_size`](Self::pool_size) (the last call wins).
     pub fn multiplexed(mut self, connections: u32) -> Self {
         self.multiplexed = Some(connections);
@@ -194,8 +223,11 @@ impl ClientBuilder {
     /// `fairLockWaitTimeout`; default 300 s. Every client of a fair lock, Java
     /// or Rust, should use the same value: queue deadlines are shifted by each
     /// acquirer's own. Checked by [`build`](Self::build): 1 ms to 100 years.
+    /// Set explicitly, it wins over [`redisson_compat`](Self::redisson_compat)
+    /// (which gives 5 s for Redisson up to 3.13.2), whatever the call order.
     pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
         self.config.fair_lock_wait_timeout = timeout;
+        self.explicit.fair_lock_wait_timeout = true;
         self
     }
 
@@ -205,8 +237,21 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client> {
         let info = self
             .info
-            .map_err(|e| Error::invalid(format!("invalid Redis connection info: {e}")))?;
+            .map_err(|e| Error::invalid(format!("invalid Redis URL ({e}); {URL_FORMS}")))?;
+        if let Some(name) = &self.application {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+            if name.is_empty() || name.len() > 64 || !name.chars().all(allowed) {
+                return Err(Error::invalid(format!(
+                    "application name {name:?}: 1 to 64 letters, digits, `.`, `_` or `-`"
+                )));
+            }
+        }
         let mut config = self.config;
+        let mut sharded = self.sharded;
+        if let Some(compat) = self.compat {
+            let compat = compat.map_err(Error::invalid)?;
+            compat.apply(&mut config, &mut sharded, self.explicit);
+        }
         config.check()?;
         let connections = match (self.multiplexed, self.pool_size) {
             (Some(n), _) if !(1..=64).contains(&n) => {
@@ -234,16 +279,26 @@ impl ClientBuilder {
         let target = match (self.seeds, self.sentinel) {
             (None, None) => Target::Single(info),
             (None, Some(sentinel)) => Target::Sentinel(info, sentinel),
-            (Some(seeds), None) => Target::Cluster(seeds, self.sharded),
+            (Some(seeds), None) => Target::Cluster(seeds, sharded),
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(
                     "a client is either for Sentinel or for a cluster, not both",
                 ));
             }
         };
-        let topology = Topology::connect(target, &config, connections, &self.tls)?;
+        // The id first: every connection carries it in its name.
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut settings = self.tls;
+        settings.name = Some(connection_name(&id, self.application.as_deref()).into());
+        let topology = Topology::connect(target, &config, connections, &settings)?;
         Ok(Client {
-            engine: Arc::new(Engine::start(config, topology, self.handler, self.observe)?),
+            engine: Arc::new(Engine::start(
+                id,
+                config,
+                topology,
+                self.handler,
+                self.observe,
+            )?),
         })
     }
 }

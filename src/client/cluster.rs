@@ -72,9 +72,13 @@ impl Client {
 impl ClientBuilder {
     /// Chooses classic or sharded pub/sub in a cluster (default
     /// [`ShardedSubscription::Auto`]); see [`ShardedSubscription`]. The
-    /// choice is logged at INFO level when the client is built.
+    /// choice is logged at INFO level when the client is built. Set
+    /// explicitly, it wins over [`redisson_compat`](Self::redisson_compat)
+    /// (which gives [`ShardedSubscription::Both`] for Redisson before 3.22),
+    /// whatever the call order.
     pub fn sharded_subscription(mut self, mode: ShardedSubscription) -> Self {
         self.sharded = mode;
+        self.explicit.sharded = true;
         self
     }
 }

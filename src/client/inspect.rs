@@ -108,6 +108,17 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// A reader whose count says it holds but some of whose markers are
+    /// gone (or have no expiry): what Redisson 3.44.0–3.52.0 readers leave
+    /// behind (their renewal misses the markers, docs/compat.md). Under
+    /// Redisson 4.x's read-unlock rule another reader's unlock deletes such
+    /// a lock; see
+    /// [`ClientBuilder::read_unlock_keeps_unmarked_readers`](crate::ClientBuilder::read_unlock_keeps_unmarked_readers).
+    /// `false` for other sides. No round trip.
+    pub fn lacks_live_marker(&self) -> bool {
+        self.side == HolderSide::Read && self.marker_ttls.iter().any(Option::is_none)
+    }
+
     /// The hash field of this hold: `<client id>:<thread>`, with `:write`
     /// for a writer. What [`Lock::force_unlock_owned_by`](crate::Lock::force_unlock_owned_by)
     /// takes. No round trip.
@@ -158,6 +169,11 @@ pub struct PermitInfo {
     /// the client that acquired or renewed it; `None` for a permanent
     /// permit (the sentinel score `922337203685477`).
     pub expiry_ms: Option<i64>,
+    /// The member is the id's 32-character hex text, as Redisson up to
+    /// 3.16.8 writes it (and this crate with
+    /// [`PermitIdEncoding::Hex`](crate::PermitIdEncoding::Hex)); `false`:
+    /// the 16 raw bytes (3.17.0+).
+    pub stored_as_hex: bool,
     /// `expiry_ms` minus the server's time at the snapshot, in ms;
     /// negative when the lease has passed (the permit is reclaimed by the
     /// next acquire or count). Compares client and server clocks.
@@ -285,6 +301,7 @@ impl LockInfo {
                 .map(|p| PermitInfo {
                     id: crate::PermitId::from_bytes(p.id),
                     expiry_ms: p.expiry_ms,
+                    stored_as_hex: p.hex,
                     remaining_ms: p.expiry_ms.map(|e| e.saturating_sub(now)),
                 })
                 .collect(),

@@ -1,11 +1,14 @@
 //! [`Client`], the public face of one client's engine and the factory of
 //! its locks, and [`ClientBuilder`] with every knob: the common ones in
 //! `builder.rs`, each topology's and feature's beside it (`sentinel.rs`,
-//! `cluster.rs`, `tls.rs`, `replicas.rs`, `observe.rs`).
+//! `cluster.rs`, `tls.rs`, `replicas.rs`, `observe.rs`, and the Redisson
+//! version knobs in `compat.rs`).
 
 mod builder;
 mod cluster;
+mod compat;
 mod doctor;
+mod identify;
 mod inspect;
 #[cfg(feature = "metrics")]
 mod observe;
@@ -26,6 +29,7 @@ use crate::lock::election::LeaderElection;
 use crate::lock::kinds::{
     FairLock, FencedLock, NonReentrantFairLock, NonReentrantLock, ReadWriteLock, SpinLock,
 };
+use crate::lock::watch::LockWatch;
 use crate::owner;
 use crate::synchronizers::CountDownLatch;
 use crate::synchronizers::PermitExpirableSemaphore;
@@ -33,6 +37,7 @@ use crate::synchronizers::Semaphore;
 
 pub use builder::ClientBuilder;
 pub use doctor::{DEFAULT_DOCTOR_MAX_KEYS, Doctor, DoctorReport, Finding, Severity, VersionRange};
+pub use identify::HolderProcess;
 pub use inspect::{
     Holder, HolderSide, LOCK_INFO_JSON_VERSION, LockInfo, LockKind, LockScan, LockSummary,
     PermitInfo, RwMode, Waiter,
@@ -190,6 +195,86 @@ impl Client {
     /// leases, shared with Java. This does not talk to Redis.
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore::new(Arc::clone(&self.engine), name.into())
+    }
+
+    /// Shuts the client down, for every clone of it, and returns once
+    /// nothing of it is left running:
+    ///
+    /// 1. Every thread waiting in this client (a lock's `lock()` or
+    ///    `try_lock_for`, a semaphore's acquire, a latch's wait, of any
+    ///    handle) is woken and returns [`Error::Closed`](crate::Error::Closed),
+    ///    holding nothing (as a cancelled wait, see
+    ///    [`CancelToken`](crate::CancelToken)); every acquisition from now on
+    ///    (`try_lock` too) returns it at once, without touching the server.
+    /// 2. Guards still held may be released by their threads until
+    ///    `timeout` has passed (as usual: dropped or unlocked).
+    /// 3. Then the shutdown releases the rest itself, one round trip each:
+    ///    their guards turn [lost](crate::LockGuard::is_lost) with
+    ///    [`LostReason::Shutdown`](crate::LostReason::Shutdown), and dropping
+    ///    one later sends nothing and logs nothing
+    ///    ([`unlock`](crate::LockGuard::unlock) reports
+    ///    [`Error::Lost`](crate::Error::Lost)).
+    /// 4. The watchdog, the subscriber threads, the deadline and event
+    ///    threads, and the Sentinel or cluster refresh thread are stopped
+    ///    and joined (each within its current round trip).
+    ///
+    /// Blocks until the guards are released or `timeout` passes, plus up to
+    /// two response timeouts for waits in the middle of a round trip, a
+    /// round trip per hold left, and the threads' current round trips.
+    /// When it returns no lock hold of this client remains in Redis
+    /// (MultiLock members included), unless a release failed: the first
+    /// such error is returned, the others are logged, and the lease of a
+    /// hold not released runs out as usual. Semaphore permits and holds
+    /// given up with [`LockGuard::keep_for`](crate::LockGuard::keep_for)
+    /// are not the client's to release: they stay until released or
+    /// expired. The command pools stay open until the last clone is
+    /// dropped (they have no thread). Calling it again returns `Ok` at
+    /// once. It must not be called from the client's
+    /// [event handler](crate::ClientBuilder::event_handler), whose thread
+    /// it waits for. Dropping the last clone without calling it stops the
+    /// threads without waiting, as before.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # fn main() -> redisson_lock::Result<()> {
+    /// let client = redisson_lock::Client::open("redis://127.0.0.1:6379")?;
+    /// // ... on SIGTERM:
+    /// client.shutdown(Duration::from_secs(5))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) -> crate::Result<()> {
+        self.engine.shutdown(timeout)
+    }
+
+    /// Follows the releases of the lock called `name` (the reentrant,
+    /// fenced or non-reentrant lock, Java's included): a [`LockWatch`]
+    /// whose channel gets a [`WatchEvent`](crate::WatchEvent) for each
+    /// unlock message and each expiry, until it is dropped. It waits on
+    /// this client's subscriber (no connection of its own), on a thread of
+    /// its own; see [`LockWatch`] for what it can and cannot tell.
+    /// Returns at once; the thread subscribes (one round trip) and reads
+    /// the lock's TTL (one round trip per event, and every second at
+    /// least).
+    /// [`Error::Closed`](crate::Error::Closed) after a shutdown,
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an
+    /// empty name, [`Error::Unavailable`](crate::Error::Unavailable) when
+    /// no thread can be started.
+    pub fn watch_lock(&self, name: impl Into<String>) -> crate::Result<LockWatch> {
+        let name = name.into();
+        let channel = crate::names::lock_channel(&name);
+        LockWatch::start(Arc::clone(&self.engine), name, channel)
+    }
+
+    /// [`Client::watch_lock`] for a read/write lock (Redisson's
+    /// `RReadWriteLock`): its releases are announced on its own channel
+    /// `redisson_rwlock:{name}` (a writer's and the last reader's unlock).
+    /// Same costs and limits.
+    pub fn watch_read_write_lock(&self, name: impl Into<String>) -> crate::Result<LockWatch> {
+        let name = name.into();
+        let channel = crate::names::rwlock_channel(&name);
+        LockWatch::start(Arc::clone(&self.engine), name, channel)
     }
 
     /// A snapshot of the client's internal bookkeeping, for monitoring and tests.

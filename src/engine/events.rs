@@ -19,7 +19,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, TrySendError};
 
 use crate::error::{Error, LostReason, Result};
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 
 /// Events queued for the handler at most; more are dropped.
 pub const QUEUE_BOUND: usize = 4096;
@@ -100,21 +100,35 @@ pub(crate) struct Events {
 
 impl Events {
     /// Starts the `rlock-events` thread that calls `handler`; it ends when
-    /// the last [`Events`] is dropped.
-    pub fn start(handler: Arc<dyn EventHandler>) -> Result<Events> {
+    /// the last [`Events`] is dropped, or when the returned thread is
+    /// stopped (after delivering the events queued by then).
+    pub fn start(handler: Arc<dyn EventHandler>) -> Result<(Events, Stoppable)> {
         let (queue, events) = crossbeam_channel::bounded::<Event>(QUEUE_BOUND);
-        spawn("rlock-events", "the event thread", move || {
-            for event in events {
-                let delivered = catch_unwind(AssertUnwindSafe(|| deliver(&*handler, &event)));
-                if delivered.is_err() {
-                    log::error!("redisson-lock: the event handler panicked; event dropped");
+        let deliver_one = move |event: Event| {
+            let delivered = catch_unwind(AssertUnwindSafe(|| deliver(&*handler, &event)));
+            if delivered.is_err() {
+                log::error!("redisson-lock: the event handler panicked; event dropped");
+            }
+        };
+        let thread = Stoppable::spawn("rlock-events", "the event thread", move |stop| {
+            loop {
+                crossbeam_channel::select! {
+                    recv(events) -> event => match event {
+                        Ok(event) => deliver_one(event),
+                        Err(_) => return,
+                    },
+                    recv(stop) -> _ => {
+                        events.try_iter().for_each(&deliver_one);
+                        return;
+                    }
                 }
             }
         })?;
-        Ok(Events {
+        let events = Events {
             queue,
             dropped: Arc::new(AtomicU64::new(0)),
-        })
+        };
+        Ok((events, thread))
     }
 
     /// Queues `event` without waiting; drops it when the queue is full.

@@ -112,6 +112,8 @@ pub(crate) struct Hold {
     /// Wakes the `rlock-deadline` thread when the deadline moves earlier;
     /// set once the registry watches the hold ([`Registry::watch`]).
     deadline_moved: OnceLock<Sender<()>>,
+    /// Releases it without its guard ([`Hold::release_in_redis`]).
+    releaser: OnceLock<Releaser>,
 }
 
 /// The commands that may have set the key's TTL last (see the module docs).
@@ -226,6 +228,7 @@ impl Hold {
                 }],
             }),
             deadline_moved: OnceLock::new(),
+            releaser: OnceLock::new(),
         }
     }
 
@@ -259,19 +262,31 @@ impl Hold {
     /// Marks the hold lost (the first reason wins), with a warning the first
     /// time if a guard still relies on it.
     pub fn mark_lost(&self, reason: LostReason) {
-        let first = self
-            .lost
-            .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
+        // Decided under the listeners' lock, as `end` decides: a hold is
+        // either released or lost, never both (a renewal already on the
+        // wire when the guard was released finds the field gone afterwards:
+        // that is no loss; tests/failpoints.rs).
+        let first = {
+            let _decide = self.listeners.lock();
+            !self.ended.load(Ordering::Acquire)
+                && self
+                    .lost
+                    .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+        };
         if !first {
             return;
         }
-        if !self.ended.load(Ordering::Acquire) {
-            self.observed
-                .lost(&self.name, &self.field, reason, self.since);
-        }
+        self.observed
+            .lost(&self.name, &self.field, reason, self.since);
         if self.held() {
-            log::warn!(
+            // A shutdown's release is deliberate: worth a line, not a warning.
+            let level = match reason {
+                LostReason::Shutdown => log::Level::Info,
+                _ => log::Level::Warn,
+            };
+            log::log!(
+                level,
                 "redisson-lock: lock `{}` held by {} was lost: {reason}",
                 self.name,
                 self.field
@@ -301,12 +316,15 @@ impl Hold {
     /// The last guard released the hold without its being lost: raises
     /// "released", and disconnects the lost signals' channels.
     pub fn end(&self) {
-        if self.ended.swap(true, Ordering::AcqRel) || self.lost.load(Ordering::Acquire) != 0 {
-            return;
+        {
+            let mut listeners = self.listeners.lock();
+            if self.lost.load(Ordering::Acquire) != 0 || self.ended.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            listeners.clear();
         }
         self.observed.released(self.since);
         self.raise(|lock| Event::Released(lock, self.since.elapsed()));
-        self.listeners.lock().clear();
         self.wake_waiters();
     }
 
@@ -314,10 +332,13 @@ impl Hold {
     /// nothing more to signal here, and no event (this client did not
     /// release it). Its waiters return `None`, its channels disconnect.
     pub fn hand_off(&self) {
-        if self.ended.swap(true, Ordering::AcqRel) {
-            return;
+        {
+            let mut listeners = self.listeners.lock();
+            if self.lost.load(Ordering::Acquire) != 0 || self.ended.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            listeners.clear();
         }
-        self.listeners.lock().clear();
         self.wake_waiters();
     }
 
@@ -550,8 +571,11 @@ fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
     });
 }
 
+mod quiet;
 mod registry;
+mod releaser;
 pub(crate) use registry::Registry;
+pub(crate) use releaser::Releaser;
 
 #[cfg(test)]
 mod tests {

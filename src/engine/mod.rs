@@ -13,12 +13,14 @@ pub(crate) mod holds;
 pub(crate) mod observe;
 pub(crate) mod replicas;
 pub(crate) mod scatter;
+mod shutdown;
 pub(crate) mod waiting;
 pub(crate) mod watchdog;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::cancel::{CancelToken, Stop};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::net::pool::{Checkout, Pool, RECONNECT_GRACE};
@@ -47,16 +49,27 @@ pub(crate) struct Engine {
     /// The client's metrics settings (the lock-label mapping).
     pub observe: observe::Settings,
     /// Held for its `Drop`, which stops the renewal thread.
-    _watchdog: Watchdog,
+    watchdog: Watchdog,
+    /// The event handler's thread, if there is a handler (stopped by its
+    /// `Drop` or by [`Engine::shutdown`]).
+    events: Option<crate::spawn::Stoppable>,
     /// Replica sync of lock writes, when on.
     pub sync: Option<Arc<ReplicaSync>>,
-    /// `publish`, or `spublish` with sharded pub/sub (PROTOCOL §1.6): the
+    /// `publish`, or `spublish` with sharded pub/sub (docs/wire-format.md, "Pub/sub"): the
     /// topology's pub/sub flavour.
     pub publish: &'static str,
     /// Random per client: with a counter, unique unlock request ids without
     /// asking the OS for randomness on every unlock.
     request_prefix: u64,
     request_seq: AtomicU64,
+    /// Cancelled by [`crate::Client::shutdown`]: every wait of the client
+    /// watches it ([`Engine::stop`]).
+    pub closed: CancelToken,
+    /// Blocking acquisitions under way ([`Engine::enter`]): a shutdown
+    /// waits for them to leave.
+    active: std::sync::atomic::AtomicUsize,
+    /// Taken by the shutdown, so that a second one waits for the first.
+    shutting_down: parking_lot::Mutex<bool>,
 }
 
 impl Engine {
@@ -65,6 +78,7 @@ impl Engine {
     /// that cannot be reached fails the build), and with a `handler`, the
     /// thread that calls it. `observe`: the client's metrics settings.
     pub fn start(
+        id: String,
         config: Config,
         topology: Topology,
         handler: Option<Arc<dyn EventHandler>>,
@@ -72,7 +86,7 @@ impl Engine {
     ) -> Result<Engine> {
         observe::describe();
         let topology = Arc::new(topology);
-        let events = handler.map(Events::start).transpose()?;
+        let (events, events_thread) = handler.map(Events::start).transpose()?.unzip();
         let registry = Arc::new(Registry::new(events, observe.clone()));
         let sync = config
             .replica_sync
@@ -84,7 +98,7 @@ impl Engine {
             sync.clone(),
         )?;
         Ok(Engine {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             publish: topology.flavour().publish(),
             config,
             topology,
@@ -92,10 +106,14 @@ impl Engine {
             forks: crate::fork::count(),
             registry,
             observe,
-            _watchdog: watchdog,
+            watchdog,
+            events: events_thread,
             sync,
             request_prefix: uuid::Uuid::new_v4().as_u64_pair().0,
             request_seq: AtomicU64::new(0),
+            closed: CancelToken::new(),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            shutting_down: parking_lot::Mutex::new(false),
         })
     }
 
@@ -104,6 +122,12 @@ impl Engine {
     pub fn next_request_id(&self) -> RequestId {
         let seq = self.request_seq.fetch_add(1, Ordering::Relaxed);
         RequestId::from_parts(self.request_prefix, seq)
+    }
+
+    /// What a wait through a handle with `cancel` watches: the client's
+    /// shutdown and that token. No I/O.
+    pub fn stop<'a>(&'a self, cancel: Option<&'a CancelToken>) -> Stop<'a> {
+        Stop::new(&self.closed, cancel)
     }
 
     /// Refuses use from a `fork()`ed child: it would share this client's

@@ -1,4 +1,4 @@
-//! Replica sync (PROTOCOL §1.5, Redisson's `checkLockSyncedSlaves`): every
+//! Replica sync (docs/wire-format.md, "Replica sync", Redisson's `checkLockSyncedSlaves`): every
 //! lock script that writes is followed, on the same connection and in the
 //! same round trip, by `WAIT <connected replicas> <timeout>`, so that a lock
 //! is not reported taken (or released) while no replica has it.

@@ -2,12 +2,14 @@
 //! subscribe, then try again after every message, never sleeping longer
 //! than a hint, a safety re-poll or the caller's deadline. A message only
 //! means "try again now": its value is never counted (a multi-permit waiter
-//! re-checks the counter after every message, SYNCHRONIZERS §7.4-7.5).
+//! re-checks the counter after every message, docs/synchronizers.md).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Engine;
+use crate::cancel::Stop;
 use crate::error::Result;
 
 /// The longest a synchronizer waiter sleeps without a message before it
@@ -36,13 +38,19 @@ impl Engine {
     /// one entry per call, so that every message wakes every waiting thread),
     /// tries again, and waits for a message before each further attempt, at
     /// most the attempt's hint, [`SAFETY_REPOLL`] and the deadline. An error
-    /// of an attempt or of the subscription ends the wait.
+    /// of an attempt or of the subscription ends the wait; so does `stop`
+    /// (its error: before the first attempt, or parked, woken by its
+    /// tokens). A value got by an attempt that raced `stop` is returned:
+    /// the caller, which knows how, gives it back.
     pub fn wait_on<T>(
         &self,
         channel: &str,
         deadline: Option<Instant>,
+        stop: Stop<'_>,
         mut attempt: impl FnMut() -> Result<Attempted<T>>,
     ) -> Result<Option<T>> {
+        let _active = self.enter()?;
+        stop.check()?;
         if let Attempted::Done(value) = attempt()? {
             return Ok(Some(value));
         }
@@ -62,12 +70,17 @@ impl Engine {
         let limit = Instant::now() + self.config.subscription_timeout;
         let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
         let mut subscription = self.topology.subscribe(channel, &entry, limit)?;
+        let mut woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
         loop {
+            stop.check()?;
             if self.topology.is_stale(&subscription, channel) {
+                drop(woken_by_stop);
                 drop(subscription); // leaves before joining again
                 let limit = Instant::now() + self.config.subscription_timeout;
                 let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
                 subscription = self.topology.subscribe(channel, &entry, limit)?;
+                woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
+                stop.check()?;
             }
             let hint = match attempt()? {
                 Attempted::Done(value) => return Ok(Some(value)),
@@ -80,7 +93,7 @@ impl Engine {
                 }
                 wait = wait.min(left);
             }
-            subscription.wait(wait.max(Duration::from_millis(1)))?;
+            subscription.wait(wait.max(Duration::from_millis(1)), &|| stop.is_set())?;
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The shared renewal thread: renews every watchdog-mode hold of the
-//! client's [`Registry`] at a third of the watchdog timeout (PROTOCOL §10),
+//! client's [`Registry`] at a third of the watchdog timeout (docs/wire-format.md, "Batched
+//! renewal"),
 //! in chunks of 100 locks per script call, 20 chunks pipelined per round trip
 //! on one connection (not one round trip per chunk).
 //!
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 use redis::ConnectionLike;
 
@@ -26,7 +27,7 @@ use crate::locks::lease::{self, RenewChunk, Renewal, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::Pool;
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 use crate::topology::Topology;
 use crate::topology::cluster::Cluster;
 
@@ -48,10 +49,10 @@ const RENEWAL_RETRY_DELAY_MIN: Duration = Duration::from_millis(10);
 /// How often the thread checks whether the master moved (Sentinel only).
 const MOVE_CHECK: Duration = Duration::from_millis(100);
 
-/// The client's renewal thread. Dropping this stops it.
+/// The client's renewal thread. Dropping this stops it;
+/// [`Watchdog::stop`] also waits for it.
 pub(crate) struct Watchdog {
-    /// Never sent on: dropping it disconnects the thread's receiver.
-    _stop: Sender<()>,
+    thread: Stoppable,
 }
 
 impl Watchdog {
@@ -67,7 +68,6 @@ impl Watchdog {
         lease: Duration,
         sync: Option<Arc<ReplicaSync>>,
     ) -> Result<Self> {
-        let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let pool = topology.pool();
         let generation = pool.map_or(0, |pool| pool.connector().endpoint().generation());
         let con = match pool {
@@ -78,18 +78,26 @@ impl Watchdog {
                     .map_err(|e| pool.connector().connect_error(e))?,
             ),
         };
-        let worker = Worker {
-            registry,
-            topology,
-            con: Mutex::new(con),
-            generation: AtomicU64::new(generation),
-            lease,
-            sync,
-            stop_rx,
+        let run = move |stop_rx| {
+            let worker = Worker {
+                registry,
+                topology,
+                con: Mutex::new(con),
+                generation: AtomicU64::new(generation),
+                lease,
+                sync,
+                stop_rx,
+            };
+            worker.run();
         };
-        let run = move || worker.run();
-        spawn("rlock-watchdog", "the watchdog thread", run)?;
-        Ok(Watchdog { _stop: stop })
+        let thread = Stoppable::spawn("rlock-watchdog", "the watchdog thread", run)?;
+        Ok(Watchdog { thread })
+    }
+
+    /// Stops the thread and waits for it (at most its current renewal
+    /// round, bounded by the response timeout).
+    pub fn stop(&self) {
+        self.thread.stop_and_join();
     }
 }
 
@@ -291,6 +299,9 @@ impl Worker {
             .collect();
         let holds = round.iter().flat_map(|chunk| chunk.iter());
         let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
+        // tests/failpoints.rs: an unlock between the holds' collection and
+        // the renewal's send.
+        crate::failpoint::failpoint!("renewal-before-send");
         let mut observed = Renewing::start(tickets.len(), || match node {
             Some((_, addr)) => Some(addr.to_string()),
             None => self.endpoint().map(|endpoint| endpoint.describe()),

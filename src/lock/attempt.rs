@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
+use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry, Releaser};
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::guard::LockGuard;
+use crate::lock::unlock::Unlock;
 use crate::locks::{AcquireRequest, Acquired, Kind, Queue};
 use crate::names;
 
@@ -20,6 +21,8 @@ impl<K: Kind> Lock<K> {
     /// and the "replaced" marker. Every [`Attempt`] must be finished by
     /// [`Lock::finish_attempt`].
     pub(crate) fn begin_attempt(&self, field: &str, lease: Duration) -> Result<Attempt> {
+        // After a shutdown, nothing is sent (MultiLock's members too).
+        self.engine.check_open()?;
         let registry = &self.engine.registry;
         // This thread's own count is the truth about its field: whatever else
         // Redis has there was left by an acquire whose reply was lost.
@@ -92,7 +95,32 @@ impl<K: Kind> Lock<K> {
             sent,
             reentered,
         );
+        hold.set_releaser(|| self.releaser());
         Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    /// What releases a hold on this lock without its guard, whole, for
+    /// [`crate::Client::shutdown`]: the guards' own release. It keeps the
+    /// engine weakly (a hold must not keep its client alive).
+    fn releaser(&self) -> Releaser {
+        let engine = Arc::downgrade(&self.engine);
+        let (name, kind) = (Arc::clone(&self.name), Arc::clone(&self.kind));
+        Box::new(move |field: &str| {
+            let Some(engine) = engine.upgrade() else {
+                return Ok(());
+            };
+            let lock = Lock {
+                engine,
+                name: Arc::clone(&name),
+                kind: Arc::clone(&kind),
+                lease: None,
+                cancel: None,
+            };
+            lock.unlock_raw(field, Unlock::Release { remaining: 0 })
+                .map(|_| ())
+        })
     }
 }
 

@@ -99,6 +99,7 @@ impl fmt::Debug for LeaderElection {
 /// on drop or by [`resign`](Self::resign).
 #[derive(Debug)]
 #[must_use = "the leadership is resigned as soon as it is dropped"]
+#[clippy::has_significant_drop]
 pub struct Leadership {
     guard: OwnedLockGuard<Fenced>,
 }

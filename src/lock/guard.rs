@@ -16,6 +16,8 @@ use crate::locks::UnlockOutcome;
 use crate::locks::{Kind, Reentrant, Wake};
 use crate::net::scatter::Prefetched;
 
+mod keep;
+
 /// One hold on a [`Lock`] by the thread that took it; dropping it releases
 /// that hold.
 ///
@@ -24,14 +26,33 @@ use crate::net::scatter::Prefetched;
 /// the guard logs an unlock error instead of panicking; call
 /// [`unlock`](LockGuard::unlock) to see the error.
 ///
-/// ```compile_fail
-/// fn assert_send<T: Send>(_: T) {}
+/// # A hold that moves to another thread: `lock_owned`
+///
+/// Moving a guard to another thread (`std::thread::spawn`, tokio's
+/// `spawn_blocking`, holding it across an `.await` of a multi-threaded
+/// runtime) does not compile, and the compiler's message names the way out:
+/// "`MutexGuard<'static, UseLockOwned>` cannot be sent between threads
+/// safely ... required because it appears within the type
+/// `NotSendUseLockOwned`". Take the lock with [`Lock::lock_owned`] (or
+/// `try_lock_owned`, `try_lock_owned_for`) instead. Its
+/// [`OwnedLockGuard`](crate::OwnedLockGuard) is `Send + 'static`, belongs to
+/// no thread, and is released by whichever thread drops it.
+///
+/// ```compile_fail,E0277
 /// # fn f(lock: redisson_lock::Lock) -> redisson_lock::Result<()> {
 /// let guard = lock.lock()?;
-/// assert_send(guard); // error: a guard cannot cross threads
+/// std::thread::spawn(move || drop(guard)); // error: use `lock.lock_owned()`
+/// # Ok(()) }
+/// ```
+///
+/// ```no_run
+/// # fn f(lock: redisson_lock::Lock) -> redisson_lock::Result<()> {
+/// let guard = lock.lock_owned()?;
+/// std::thread::spawn(move || guard.unlock()); // an owned guard moves
 /// # Ok(()) }
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct LockGuard<K: Kind = Reentrant> {
     lock: Lock<K>,
     hold: Arc<Hold>,
@@ -40,9 +61,23 @@ pub struct LockGuard<K: Kind = Reentrant> {
     /// Taken without an explicit lease: one of the hold's watchdog renewers.
     renew: bool,
     released: bool,
-    /// `MutexGuard` is `!Send` and `Sync`, which is exactly what a guard is.
-    _not_send: PhantomData<std::sync::MutexGuard<'static, ()>>,
+    /// `!Send` and `Sync`, which is exactly what a guard is; named so that
+    /// the compiler's "cannot be sent between threads" leads to
+    /// `lock_owned`.
+    _not_send: NotSendUseLockOwned,
 }
+
+/// What makes a [`LockGuard`] `!Send` (and keeps it `Sync`): a hold belongs
+/// to the thread that took it. The compiler names this type when a guard is
+/// moved to another thread; a hold that must move is taken with
+/// [`Lock::lock_owned`], whose [`OwnedLockGuard`](crate::OwnedLockGuard) is
+/// `Send`.
+struct NotSendUseLockOwned(PhantomData<std::sync::MutexGuard<'static, UseLockOwned>>);
+
+/// Named in the compiler's first line, "`MutexGuard<'static, UseLockOwned>`
+/// cannot be sent between threads safely", when a [`LockGuard`] is moved to
+/// another thread: [`Lock::lock_owned`] gives a guard that moves.
+struct UseLockOwned;
 
 impl<K: Kind> LockGuard<K> {
     pub(crate) fn new(lock: Lock<K>, hold: Arc<Hold>, renew: bool, token: Option<u64>) -> Self {
@@ -52,7 +87,7 @@ impl<K: Kind> LockGuard<K> {
             token,
             renew,
             released: false,
-            _not_send: PhantomData,
+            _not_send: NotSendUseLockOwned(PhantomData),
         }
     }
 
@@ -190,6 +225,10 @@ fn begin_release<K: Kind>(lock: &Lock<K>, hold: &Arc<Hold>, renew: bool) -> Step
     // (which may set the TTL) counts as sent.
     let sent = Instant::now();
     if let Some(reason) = hold.lost_reason_at(sent) {
+        // The client was shut down: it released the hold and sends nothing.
+        if reason == LostReason::Shutdown {
+            return Step::Done(Err(lock.lost(reason)));
+        }
         // Clean up what may be left (a renewal that landed late) once the
         // last guard of the lost hold goes, unless this thread has taken
         // the lock again since.
@@ -437,8 +476,16 @@ macro_rules! guard_common {
 
         impl<K: Kind> Drop for $guard<K> {
             fn drop(&mut self) {
-                if let Err(e) = self.release() {
-                    log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+                match self.release() {
+                    Ok(()) => {}
+                    // Released by the client's shutdown: nothing to report.
+                    Err($crate::error::Error::Lost {
+                        reason: LostReason::Shutdown,
+                        ..
+                    }) => {}
+                    Err(e) => {
+                        log::warn!("redisson-lock: releasing `{}` failed: {e}", self.lock.name);
+                    }
                 }
             }
         }

@@ -10,11 +10,13 @@ pub(crate) mod owned;
 mod queries;
 pub(crate) mod signal;
 pub(crate) mod unlock;
+pub(crate) mod watch;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cancel::{CancelToken, Stop};
 use crate::config::millis as lease_millis;
 use crate::engine::Engine;
 use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
@@ -94,6 +96,8 @@ pub struct Lock<K: Kind = Reentrant> {
     pub(crate) name: Arc<str>,
     pub(crate) kind: Arc<K>,
     pub(crate) lease: Option<Duration>,
+    /// Watched by the blocking acquisitions ([`Lock::with_cancel`]).
+    pub(crate) cancel: Option<CancelToken>,
 }
 
 impl<K: Kind> Clone for Lock<K> {
@@ -103,6 +107,7 @@ impl<K: Kind> Clone for Lock<K> {
             name: Arc::clone(&self.name),
             kind: Arc::clone(&self.kind),
             lease: self.lease,
+            cancel: self.cancel.clone(),
         }
     }
 }
@@ -116,6 +121,7 @@ impl<K: Kind> Lock<K> {
             engine,
             name: name.into(),
             lease: None,
+            cancel: None,
         }
     }
 
@@ -132,6 +138,27 @@ impl<K: Kind> Lock<K> {
     pub fn with_lease(&self, lease: Duration) -> Lock<K> {
         Lock {
             lease: Some(lease),
+            ..self.clone()
+        }
+    }
+
+    /// The same lock, whose blocking acquisitions ([`lock`](Lock::lock),
+    /// [`try_lock_for`](Lock::try_lock_for),
+    /// [`try_lock_until`](Lock::try_lock_until), [`lock_owned`](Lock::lock_owned)
+    /// and [`try_lock_owned_for`](Lock::try_lock_owned_for)) watch `token`:
+    /// once it is cancelled, a waiting thread is woken as by an unlock
+    /// message and returns [`Error::Cancelled`], holding nothing (a hold
+    /// whose acquisition raced the cancel is released, a fair lock's
+    /// waiter leaves the queue as a timed-out one does, its subscription
+    /// is dropped), and every later acquisition through this handle
+    /// returns it at once, without a round trip. A thread still being
+    /// subscribed (one round trip on a healthy server) sees the cancel
+    /// when the subscription is confirmed. [`try_lock`](Lock::try_lock),
+    /// which never waits, ignores the token. No I/O.
+    #[must_use = "this returns a new handle; the original is unchanged"]
+    pub fn with_cancel(&self, token: &CancelToken) -> Lock<K> {
+        Lock {
+            cancel: Some(token.clone()),
             ..self.clone()
         }
     }
@@ -159,6 +186,7 @@ impl<K: Kind> Lock<K> {
     /// [`Lock::try_lock`] for the owner `field`.
     pub(crate) fn try_lock_as(&self, field: String) -> Result<Option<LockGuard<K>>> {
         self.check()?;
+        let _active = self.engine.enter()?;
         let (lease, lease_ms) = self.lease()?;
         let mut observed = self.observe_acquire(Some(Duration::ZERO), lease);
         observed.attempted();
@@ -233,12 +261,22 @@ impl<K: Kind> Lock<K> {
         field: String,
     ) -> Result<Option<LockGuard<K>>> {
         self.check()?;
+        let _active = self.engine.enter()?;
+        let stop = self.engine.stop(self.cancel.as_ref());
+        stop.check()?;
         let (lease, lease_ms) = self.lease()?;
         let wait_ms = wait.map_or(0, |wait| {
             u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
         });
         let mut observed = self.observe_acquire(wait, lease);
-        let result = self.wait_for(&field, lease, lease_ms, deadline, wait_ms, &mut observed);
+        let result = self.wait_for(
+            &field,
+            lease,
+            lease_ms,
+            (deadline, stop),
+            wait_ms,
+            &mut observed,
+        );
         observed.left_wait();
         // A wait that ends without the lock leaves the queue (a fair lock's
         // place would otherwise hold up everyone behind it until its
@@ -263,20 +301,24 @@ impl<K: Kind> Lock<K> {
         result
     }
 
-    /// The waiting loop every lock type shares.
+    /// The waiting loop every lock type shares. It ends when `stop` is
+    /// set (its error), woken like by a message; a guard got as it was set
+    /// is released on the way out.
     fn wait_for(
         &self,
         field: &str,
         lease: Duration,
         lease_ms: u64,
-        deadline: Option<Instant>,
+        (deadline, stop): (Option<Instant>, Stop<'_>),
         wait_ms: u64,
         observed: &mut Acquiring,
     ) -> Result<Option<LockGuard<K>>> {
         let queue = || Some(Queue { wait_ms });
+        // A guard got as the wait was stopped is dropped: released.
+        let unless_stopped = |guard: LockGuard<K>| stop.check().map(|()| Some(guard));
         observed.attempted();
         let mut ttl = match self.attempt(field, lease, lease_ms, queue(), deadline)? {
-            Ok(guard) => return Ok(Some(guard)),
+            Ok(guard) => return unless_stopped(guard),
             Err(ttl) => ttl,
         };
         observed.contended();
@@ -300,15 +342,20 @@ impl<K: Kind> Lock<K> {
             }
             Wake::Backoff(backoff) => (None, None, Some(Spinning::new(backoff))),
         };
+        // Registered with the tokens for as long as the subscription lasts.
+        let mut woken_by_stop = subscription
+            .as_ref()
+            .map(|subscription| stop.on_stop(Arc::new(subscription.waker())));
         // One connection lost while waiting (a server restarting under the
         // waiters: the attempt right after the subscriber lost its connection
         // finds the server down) is retried once, after the retry delay; a
         // refused connection or a timeout is reported at once.
         let mut dropped = false;
         loop {
+            stop.check()?;
             observed.attempted();
             ttl = match self.attempt(field, lease, lease_ms, queue(), deadline) {
-                Ok(Ok(guard)) => return Ok(Some(guard)),
+                Ok(Ok(guard)) => return unless_stopped(guard),
                 Ok(Err(ttl)) => {
                     dropped = false;
                     ttl
@@ -327,9 +374,11 @@ impl<K: Kind> Lock<K> {
             if let (Some(current), Some((channel, entry))) = (&subscription, &channel)
                 && subscribers.is_stale(current, channel)
             {
+                drop(woken_by_stop.take());
                 drop(subscription.take()); // leaves before joining again
-                subscription =
-                    Some(subscribers.subscribe(channel, entry, subscription_limit(ttl))?);
+                let joined = subscribers.subscribe(channel, entry, subscription_limit(ttl))?;
+                woken_by_stop = Some(stop.on_stop(Arc::new(joined.waker())));
+                subscription = Some(joined);
                 continue;
             }
             // A key without a TTL: wait for a message, but poll now and then.
@@ -344,9 +393,12 @@ impl<K: Kind> Lock<K> {
                 }
                 wait = wait.min(left);
             }
+            // tests/failpoints.rs: the subscription lost (and a release
+            // announced) after the failed attempt, before the park.
+            crate::failpoint::failpoint!("waiter-before-park");
             match &subscription {
                 Some(subscription) => {
-                    let woken = subscription.wait(wait)?;
+                    let woken = subscription.wait(wait, &|| stop.is_set())?;
                     observed.woken(if woken {
                         Wakeup::Message
                     } else {
@@ -354,7 +406,7 @@ impl<K: Kind> Lock<K> {
                     });
                 }
                 None => {
-                    std::thread::sleep(wait);
+                    stop.sleep(wait)?;
                     observed.woken(Wakeup::Poll);
                 }
             }
@@ -497,6 +549,7 @@ impl<K: Kind> fmt::Debug for Lock<K> {
             .field("type", &K::REDISSON)
             .field("name", &self.name)
             .field("lease", &self.lease)
+            .field("cancel", &self.cancel)
             .field("client", &self.engine.id)
             .finish()
     }

@@ -36,6 +36,7 @@ use crate::owner;
 /// # Ok(()) }
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct OwnedLockGuard<K: Kind = Reentrant> {
     lock: Lock<K>,
     hold: Arc<Hold>,

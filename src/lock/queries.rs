@@ -12,7 +12,11 @@ use crate::locks::Kind;
 
 impl<K: Kind> Lock<K> {
     /// Deletes the lock whoever holds it and wakes one waiter; `true` if there
-    /// was a lock to delete. Guards of this client on it become lost.
+    /// was a lock to delete. Guards of this client on it become lost
+    /// ([`LostReason::ForceUnlocked`](crate::LostReason::ForceUnlocked)) at
+    /// once; a holder in another client (or process, or Java) learns it at
+    /// its next renewal, within a third of its watchdog timeout (10 s with
+    /// the defaults), as [`LostReason::KeyGone`](crate::LostReason::KeyGone).
     pub fn force_unlock(&self) -> Result<bool> {
         self.check()?;
         let registry = &self.engine.registry;

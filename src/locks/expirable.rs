@@ -1,11 +1,14 @@
-//! Redisson's `RPermitExpirableSemaphore` on the wire (SYNCHRONIZERS §4):
+//! Redisson's `RPermitExpirableSemaphore` on the wire (docs/synchronizers.md):
 //! its keys, its eleven scripts (`lua/pes_*.lua`, Redisson's semantics in
 //! this crate's text, KEYS in Redisson's order) and how their replies read.
 //!
 //! * `<name>`: a STRING, the available permits;
 //! * `{<name>}:timeout`: a ZSET of every acquired permit, member = the raw
-//!   16-byte id, score = its expiry in the caller's epoch ms, or
-//!   [`PES_PERMANENT_SCORE`] for a permit without a lease;
+//!   16-byte id (Redisson 3.17.0+) or its 32-character lowercase hex text
+//!   (up to 3.16.8; [`PermitIdEncoding`]), score = its expiry in the
+//!   caller's epoch ms, or [`PES_PERMANENT_SCORE`] for a permit without a
+//!   lease. Acquires write the encoding they are given; every call that
+//!   looks an id up sends both forms and finds either.
 //! * `redisson_sc:{<name>}`: the channel, shared with `RSemaphore`; every
 //!   payload is decimal integer text.
 //!
@@ -17,6 +20,7 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, Value};
 
+use crate::config::PermitIdEncoding;
 use crate::error::{Error, Result};
 use crate::lua::{Invocation, Lua};
 use crate::names::{self, PES_PERMANENT_SCORE};
@@ -68,6 +72,25 @@ impl PesKeys {
     }
 }
 
+/// `id` as 32 lowercase hex digits: how Redisson up to 3.16.8 stores it.
+pub(crate) fn hex_id(id: &[u8; 16]) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0; 32];
+    for (i, byte) in id.iter().enumerate() {
+        text[2 * i] = DIGITS[usize::from(byte >> 4)];
+        text[2 * i + 1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    text
+}
+
+/// Adds `id` to `invocation` as `encoding` stores it.
+fn id_arg(invocation: &mut Invocation<'_>, id: &[u8; 16], encoding: PermitIdEncoding) {
+    match encoding {
+        PermitIdEncoding::Hex => invocation.arg(&hex_id(id)[..]),
+        _ => invocation.arg(&id[..]),
+    };
+}
+
 /// The expiry score of a permit granted at `now_ms` for `lease` (`None`:
 /// permanent, the sentinel).
 pub(crate) fn expiry_score(now_ms: u64, lease: Option<Duration>) -> u64 {
@@ -88,7 +111,8 @@ pub(crate) enum TryAcquired {
 }
 
 /// One try-acquire of `ids.len()` permits, each expiring at `expiry`
-/// (epoch ms or the sentinel), with the caller's clock `now_ms`.
+/// (epoch ms or the sentinel), with the caller's clock `now_ms`; the ids
+/// are stored as `encoding` says.
 pub(crate) fn try_acquire(
     con: &mut dyn ConnectionLike,
     keys: &PesKeys,
@@ -96,6 +120,7 @@ pub(crate) fn try_acquire(
     expiry: u64,
     now_ms: u64,
     publish: &str,
+    encoding: PermitIdEncoding,
 ) -> Result<TryAcquired> {
     let mut invocation = keys.timeout_first(&TRY_ACQUIRE);
     invocation
@@ -105,13 +130,13 @@ pub(crate) fn try_acquire(
         .arg(PES_PERMANENT_SCORE)
         .arg(publish);
     for id in ids {
-        invocation.arg(&id[..]);
+        id_arg(&mut invocation, id, encoding);
     }
     let reply: Value = invocation.invoke(con)?;
     acquire_reply(&reply)
 }
 
-/// Reads a try-acquire reply tolerantly (SYNCHRONIZERS §7.16): `OK` as a
+/// Reads a try-acquire reply tolerantly (docs/synchronizers.md): `OK` as a
 /// bulk or status string, `:<ms>` as a bulk string (an integer or a float's
 /// text), or nil.
 pub(crate) fn acquire_reply(reply: &Value) -> Result<TryAcquired> {
@@ -175,7 +200,7 @@ fn int_call(
 
 /// Try-release of one id: `true` if it was held and unexpired. An id that
 /// had expired but was not yet reclaimed goes back to the pool and reads
-/// `false`, as in Redisson.
+/// `false`, as in Redisson. Finds the id stored raw or as hex text.
 pub(crate) fn try_release_one(
     con: &mut dyn ConnectionLike,
     keys: &PesKeys,
@@ -185,11 +210,13 @@ pub(crate) fn try_release_one(
 ) -> Result<bool> {
     let mut invocation = keys.channel_first(&TRY_RELEASE_ONE);
     invocation.arg(&id[..]).arg(1).arg(now_ms).arg(publish);
+    invocation.arg(&hex_id(id)[..]);
     Ok(int_call(&mut invocation, con, "release")? == 1)
 }
 
 /// Try-release of several ids, all or nothing (Redisson 3.41.0+): the
-/// number released, 0 when any id was missing or expired.
+/// number released, 0 when any id was missing or expired. Finds each id
+/// stored raw or as hex text (both forms are sent, in pairs).
 pub(crate) fn try_release_many(
     con: &mut dyn ConnectionLike,
     keys: &PesKeys,
@@ -200,7 +227,7 @@ pub(crate) fn try_release_many(
     let mut invocation = keys.channel_first(&TRY_RELEASE_MANY);
     invocation.arg(ids.len()).arg(now_ms).arg(publish);
     for id in ids {
-        invocation.arg(&id[..]);
+        invocation.arg(&id[..]).arg(&hex_id(id)[..]);
     }
     int_call(&mut invocation, con, "release")
 }
@@ -275,6 +302,7 @@ pub(crate) fn add_permits(
 }
 
 /// `updateLeaseTime`: `true` if the unexpired id now expires at `expiry`.
+/// Finds the id stored raw or as hex text (and keeps its form).
 pub(crate) fn update_lease(
     con: &mut dyn ConnectionLike,
     keys: &PesKeys,
@@ -285,6 +313,7 @@ pub(crate) fn update_lease(
 ) -> Result<bool> {
     let mut invocation = keys.timeout_first(&UPDATE_LEASE);
     invocation.arg(&id[..]).arg(expiry).arg(now_ms).arg(publish);
+    invocation.arg(&hex_id(id)[..]);
     Ok(int_call(&mut invocation, con, "update_lease_time")? == 1)
 }
 
@@ -299,7 +328,7 @@ pub(crate) enum Lease {
     Left(u64),
 }
 
-/// `getLeaseTime` of `id`.
+/// `getLeaseTime` of `id`, stored raw or as hex text.
 pub(crate) fn lease_time(
     con: &mut dyn ConnectionLike,
     keys: &PesKeys,
@@ -312,7 +341,8 @@ pub(crate) fn lease_time(
         .arg(&id[..])
         .arg(PES_PERMANENT_SCORE)
         .arg(now_ms)
-        .arg(publish);
+        .arg(publish)
+        .arg(&hex_id(id)[..]);
     Ok(match int_call(&mut invocation, con, "lease_time")? {
         -1 => Lease::Permanent,
         n if n > 0 => Lease::Left(n.unsigned_abs()),
@@ -362,6 +392,14 @@ mod tests {
         );
         assert!(acquire_reply(&bulk("nope")).is_err());
         assert!(acquire_reply(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn hex_ids_are_lowercase_digits() {
+        let mut id = [0_u8; 16];
+        id[0] = 0xab;
+        id[15] = 0x0f;
+        assert_eq!(&hex_id(&id), b"ab00000000000000000000000000000f");
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! Redisson's `FairLock` (`getFairLock`, PROTOCOL §3): RLock's hash and
+//! Redisson's `FairLock` (`getFairLock`, docs/wire-format.md, "Fair locks"): RLock's hash and
 //! renewal, plus a queue of waiting owner fields
 //! `redisson_lock_queue:{<name>}` in arrival order and a zset
 //! `redisson_lock_timeout:{<name>}` of their deadlines (client epoch ms). A
 //! release wakes only the queue head, on its own channel
 //! `redisson_lock__channel:{<name>}:<head field>`.
 //!
-//! The non-reentrant fair lock (PROTOCOL §7) speaks the same scripts with a
+//! The non-reentrant fair lock (docs/wire-format.md, "Non-reentrant lock") speaks the same
+//! scripts with a
 //! reentry error text; both types share [`FairCore`].
 
 use std::borrow::Cow;
@@ -42,6 +43,9 @@ pub(crate) struct FairCore {
     timeout: String,
     /// Redisson's `fairLockWaitTimeout` in ms: the wait a try-once sends.
     wait_timeout_ms: u64,
+    /// Whether a caller's own wait is sent as the thread wait time
+    /// (Redisson 3.13.3+), or always the wait timeout (before).
+    caller_wait: bool,
     reentry_error: &'static str,
 }
 
@@ -54,15 +58,25 @@ impl FairCore {
             wait_timeout_ms: u64::try_from(wait_timeout.as_millis())
                 .unwrap_or(u64::MAX)
                 .max(1),
+            caller_wait: true,
             reentry_error,
         }
     }
 
-    /// Redisson's "thread wait time" (PROTOCOL §3): the caller's wait in
+    /// As Redisson before 3.13.3 (`Config::fair_lock_caller_wait` off):
+    /// every acquire sends the wait timeout, whatever the caller's wait.
+    pub(crate) fn with_caller_wait(self, caller_wait: bool) -> Self {
+        FairCore {
+            caller_wait,
+            ..self
+        }
+    }
+
+    /// Redisson's "thread wait time" (docs/wire-format.md, "Fair locks"): the caller's wait in
     /// whole ms when above 0, the wait timeout otherwise (`lock()`, or a
-    /// wait under 1 ms).
+    /// wait under 1 ms, or always before Redisson 3.13.3, docs/compat.md).
     fn thread_wait_ms(&self, wait_ms: u64) -> u64 {
-        if wait_ms > 0 {
+        if wait_ms > 0 && self.caller_wait {
             wait_ms
         } else {
             self.wait_timeout_ms
@@ -179,7 +193,9 @@ macro_rules! fair_protocol {
             const GIVES_UP: bool = true;
 
             fn new(name: &str, config: &crate::config::Config) -> Self {
-                Self::with_wait_timeout(name, config.fair_lock_wait_timeout)
+                let mut lock = Self::with_wait_timeout(name, config.fair_lock_wait_timeout);
+                lock.core = lock.core.with_caller_wait(config.fair_lock_caller_wait);
+                lock
             }
 
             fn wake<'a>(&'a self, _name: &'a str, field: &'a str) -> Wake<'a> {

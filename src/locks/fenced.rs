@@ -1,4 +1,4 @@
-//! Redisson's `FencedLock` (`getFencedLock`, PROTOCOL §5): RLock's hash,
+//! Redisson's `FencedLock` (`getFencedLock`, docs/wire-format.md, "Fenced lock"): RLock's hash,
 //! channel, unlock and renewal, plus a token counter
 //! `redisson_lock_token:{<name>}` INCRed on every acquisition (reentry
 //! included), which a protected resource can use to refuse a stale holder.

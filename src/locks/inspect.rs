@@ -1,11 +1,11 @@
 //! A read-only snapshot of one lock of any kind of the family
 //! (`lua/inspect.lua`): what its keys say about it, read in one script in
-//! the lock's slot, and checked against the layouts of PROTOCOL §2–§7. A key
+//! the lock's slot, and checked against the layouts of docs/wire-format.md. A key
 //! laid out as no Redisson lock lays it out is [`Error::NotALock`], never a
 //! guess. A string holding an integer is a synchronizer's counter (a
 //! semaphore's or a count-down latch's), with a permit-expirable
 //! semaphore's permits when its `{<name>}:timeout` ZSET exists
-//! (SYNCHRONIZERS §2.1, §4.1).
+//! (docs/synchronizers.md, §4.1).
 
 use std::sync::LazyLock;
 
@@ -49,8 +49,10 @@ pub(crate) enum SnapshotKind {
 /// One acquired permit of a permit-expirable semaphore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SnapshotPermit {
-    /// The raw 16-byte id.
+    /// The raw 16-byte id (decoded when the member is hex text).
     pub id: [u8; 16],
+    /// The member is the id's 32-character hex text (Redisson up to 3.16.8).
+    pub hex: bool,
     /// Its expiry (client epoch ms); `None`: permanent (the sentinel).
     pub expiry_ms: Option<i64>,
 }
@@ -346,11 +348,11 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         let [Value::BulkString(member), score] = pair else {
             return Err(unexpected("permits"));
         };
-        let id: [u8; 16] = member.as_slice().try_into().map_err(|_| {
+        let (id, hex) = permit_member(member).ok_or_else(|| {
             not_a_lock(
                 name,
                 format!(
-                    "`{}` has a member of {} bytes, not a 16-byte permit id",
+                    "`{}` has a member of {} bytes, not a 16-byte permit id nor its hex text",
                     names::pes_timeout_key(name),
                     member.len()
                 ),
@@ -362,6 +364,7 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         let expiry = score as i64;
         acquired.push(SnapshotPermit {
             id,
+            hex,
             expiry_ms: (u64::try_from(expiry).ok() != Some(names::PES_PERMANENT_SCORE))
                 .then_some(expiry),
         });
@@ -389,6 +392,27 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
         counter,
         permits: acquired,
     })
+}
+
+/// A permit id ZSET member: 16 raw bytes (`false`), or 32 hex digits of
+/// either case (`true`, Redisson up to 3.16.8) decoded.
+fn permit_member(member: &[u8]) -> Option<([u8; 16], bool)> {
+    if let Ok(raw) = <[u8; 16]>::try_from(member) {
+        return Some((raw, false));
+    }
+    if member.len() != 32 {
+        return None;
+    }
+    let digit = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut id = [0; 16];
+    for (byte, pair) in id.iter_mut().zip(member.chunks(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some((id, true))
 }
 
 #[cfg(test)]
@@ -514,8 +538,19 @@ mod tests {
         assert_eq!(pes.permits[0].expiry_ms, Some(1_700_000_000_000));
         assert_eq!(pes.permits[1].expiry_ms, None);
         assert_eq!(pes.permits[1].id, [8; 16]);
+        assert!(!pes.permits[1].hex);
+
+        parts[12] = Value::Array(vec![bulk("0B0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b"), bulk("5")]);
+        let old = decode("s", Value::Array(parts.clone())).expect("decodes");
+        assert_eq!(old.permits[0].id, [0x0b; 16]);
+        assert!(old.permits[0].hex);
 
         parts[12] = Value::Array(vec![bulk("hex text"), bulk("1")]);
+        assert!(matches!(
+            decode("s", Value::Array(parts.clone())),
+            Err(Error::NotALock { .. })
+        ));
+        parts[12] = Value::Array(vec![bulk("0g0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b"), bulk("5")]);
         assert!(matches!(
             decode("s", Value::Array(parts.clone())),
             Err(Error::NotALock { .. })

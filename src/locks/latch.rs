@@ -1,4 +1,4 @@
-//! Redisson's `RCountDownLatch` on the wire (SYNCHRONIZERS §5): a string
+//! Redisson's `RCountDownLatch` on the wire (docs/synchronizers.md): a string
 //! key holding the count, the channel
 //! `redisson_countdownlatch__channel__{<name>}`, and three scripts, each
 //! given `[<name>, <channel>]` as KEYS and the publish command (`publish`

@@ -1,4 +1,4 @@
-//! The watchdog's renewal batches (PROTOCOL §10): how a hold is renewed
+//! The watchdog's renewal batches (docs/wire-format.md, "Batched renewal"): how a hold is renewed
 //! (its [`Renewal`]), the chunks of holds one script call renews, and what
 //! the replies say of each hold.
 
@@ -13,10 +13,11 @@ use crate::lua::Lua;
 /// renewal run sends each kind's holds in chunks of their own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Renewal {
-    /// The owner field still exists: the key gets the lease (PROTOCOL §10.2).
+    /// The owner field still exists: the key gets the lease (docs/wire-format.md, "Batched
+    /// renewal").
     Field,
     /// A reader: its own markers `<prefix>:1..count` and the hash get the
-    /// lease, never another holder's markers (PROTOCOL §10.3).
+    /// lease, never another holder's markers (docs/wire-format.md, "Batched renewal").
     ReadMarkers { prefix: Arc<str> },
 }
 

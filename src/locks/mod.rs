@@ -263,7 +263,7 @@ impl<'a> Wake<'a> {
     }
 }
 
-/// Redisson's exponential spin backoff (PROTOCOL §6).
+/// Redisson's exponential spin backoff (docs/wire-format.md, "Spin lock").
 #[derive(Clone, Copy, Debug)]
 pub struct Backoff {
     pub initial: Duration,
@@ -271,7 +271,7 @@ pub struct Backoff {
 }
 
 /// The client's wall clock in ms since the Unix epoch: a fair lock's queue
-/// scores (PROTOCOL §3), which is why fair locks need roughly synchronised
+/// scores (docs/wire-format.md, "Fair locks"), which is why fair locks need roughly synchronised
 /// clocks across hosts.
 pub(crate) fn epoch_millis() -> u64 {
     std::time::SystemTime::now()
@@ -297,7 +297,7 @@ pub struct AcquireRequest<'a> {
     pub queue: Option<Queue>,
 }
 
-/// A waiting thread's place in a fair queue (PROTOCOL §3.1).
+/// A waiting thread's place in a fair queue (docs/wire-format.md, "Fair locks").
 #[derive(Clone, Copy, Debug)]
 pub struct Queue {
     /// The caller's wait in whole ms as it gave it (Redisson's `waitTime`,

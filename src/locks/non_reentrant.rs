@@ -1,5 +1,6 @@
 //! Redisson's non-reentrant lock (`getNonReentrantLock`, since 4.4.0,
-//! PROTOCOL §7): RLock's hash, channel, unlock, force unlock and renewal,
+//! docs/wire-format.md, "Non-reentrant lock"): RLock's hash, channel, unlock, force unlock and
+//! renewal,
 //! with an acquire that refuses the holder a second hold.
 
 use std::sync::LazyLock;

@@ -1,5 +1,5 @@
-//! Redisson's non-reentrant fair lock (`getNonReentrantFairLock`, PROTOCOL
-//! §7, since 4.4.0): the fair lock's keys, queue and scripts, with a reentry
+//! Redisson's non-reentrant fair lock (`getNonReentrantFairLock`, docs/wire-format.md,
+//! "Non-reentrant lock", since 4.4.0): the fair lock's keys, queue and scripts, with a reentry
 //! refused. This crate refuses it before sending anything
 //! ([`Error::NotReentrant`](crate::Error::NotReentrant)) when the thread's own
 //! registry has a live hold; the scripts carry Redisson's reentry error text

@@ -1,9 +1,12 @@
 //! The read side of Redisson's `RReadWriteLock` (`RedissonReadLock`,
-//! PROTOCOL §4): readers share the hash `<name>` (`mode` = `read`, one field
+//! docs/wire-format.md, "Read/write lock"): readers share the hash `<name>` (`mode` = `read`,
+//! one field
 //! `<client id>:<thread>` per reading thread holding its count), and each
 //! read hold has a marker key `{<name>}:<field>:rwlock_timeout:<n>` with that
 //! hold's lease. Whether the hash outlives a reader's unlock is decided by
-//! the markers of every holder, Java's included.
+//! the markers of every holder, Java's included; with Redisson 3.x's rule
+//! (`Config::read_unlock_keeps_unmarked`), a reader that counts holds
+//! without a live marker also keeps it, to its TTL.
 
 use std::sync::{Arc, LazyLock};
 
@@ -21,6 +24,9 @@ use crate::names::{self, UNLOCK_MESSAGE, WRITE_FIELD_SUFFIX};
 static ACQUIRE: LazyLock<Lua> = lua_script!("read_acquire.lua");
 static IS_LOCKED: LazyLock<Lua> = lua_script!("read_is_locked.lua");
 static UNLOCKS: UnlockScripts = unlock_scripts!("read", "rwlock");
+/// Redisson 3.x's read unlock (`lua/read_3x_*.lua`): a lock with another
+/// reader that counts holds without a live marker is left to its TTL.
+static UNLOCKS_3X: UnlockScripts = unlock_scripts!("read_3x", "rwlock");
 
 /// The read lock of a read/write lock, Redisson's `RedissonReadLock`: see
 /// [`crate::ReadLock`].
@@ -28,15 +34,19 @@ static UNLOCKS: UnlockScripts = unlock_scripts!("read", "rwlock");
 pub struct Read {
     side: Side,
     key_prefix: String,
+    /// Unlocks with [`UNLOCKS_3X`] rather than [`UNLOCKS`]
+    /// ([`Config::read_unlock_keeps_unmarked`]).
+    keeps_unmarked: bool,
 }
 
 impl Protocol for Read {
     const REDISSON: &'static str = "RedissonReadLock";
 
-    fn new(name: &str, _: &Config) -> Self {
+    fn new(name: &str, config: &Config) -> Self {
         Read {
             side: Side::new(name, "read"),
             key_prefix: names::rwlock_key_prefix(name),
+            keeps_unmarked: config.read_unlock_keeps_unmarked,
         }
     }
 
@@ -52,7 +62,14 @@ impl Protocol for Read {
 
     fn unlocking(&self) -> Unlocking<'_> {
         self.side
-            .unlocking(&UNLOCKS, UNLOCK_MESSAGE)
+            .unlocking(
+                if self.keeps_unmarked {
+                    &UNLOCKS_3X
+                } else {
+                    &UNLOCKS
+                },
+                UNLOCK_MESSAGE,
+            )
             .reader(&self.key_prefix)
     }
 

@@ -1,4 +1,4 @@
-//! Redisson's `RLock` (`getLock`, PROTOCOL §2): a hash named after the lock,
+//! Redisson's `RLock` (`getLock`, docs/wire-format.md, "Scripts"): a hash named after the lock,
 //! one field per owner holding its reentrancy count, the lease as its TTL,
 //! released on `redisson_lock__channel:{<name>}` with message `0`.
 

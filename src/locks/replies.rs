@@ -15,7 +15,7 @@ use crate::locks::Acquired;
 static EXPIRE_IF_HELD: LazyLock<Lua> = super::lua_script!("expire_if_held.lua");
 
 /// Sets `name`'s TTL to `lease_ms` if `field` still holds it; `false` if
-/// not (MultiLock's and RedLock's final lease, PROTOCOL §8).
+/// not (MultiLock's and RedLock's final lease, docs/wire-format.md, "MultiLock and RedLock").
 pub(crate) fn expire_if_held(
     con: &mut dyn ConnectionLike,
     name: &str,
@@ -30,7 +30,7 @@ pub(crate) fn expire_if_held(
     Ok(set == 1)
 }
 
-/// The outcome of one unlock attempt (PROTOCOL §2.2).
+/// The outcome of one unlock attempt (docs/wire-format.md, "Release (a guard's unlock)").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnlockOutcome {
     /// That was the last hold: the key is deleted and waiters were told.
@@ -40,7 +40,7 @@ pub enum UnlockOutcome {
 }
 
 /// Reads an acquire script's reply the way every RLock-like script
-/// answers (PROTOCOL §2.1): nil acquired, `-3` acquired afresh (the crate's
+/// answers (docs/wire-format.md, "Acquire"): nil acquired, `-3` acquired afresh (the crate's
 /// own), otherwise the holder's TTL (`-1`: no TTL).
 pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
     match reply {

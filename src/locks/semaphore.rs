@@ -1,4 +1,4 @@
-//! Redisson's `RSemaphore` (`getSemaphore`, SYNCHRONIZERS §3): a counter
+//! Redisson's `RSemaphore` (`getSemaphore`, docs/synchronizers.md): a counter
 //! key holding the available permits as decimal text, and the channel
 //! `redisson_sc:{<name>}` on which every write that adds permits publishes
 //! the new count (Java's waiters have no other wake-up, §2.3).
@@ -33,7 +33,7 @@ pub(crate) const MAX_PERMITS: i64 = i32::MAX as i64;
 pub(crate) struct SemaphoreKeys<'a> {
     pub name: &'a str,
     pub channel: &'a str,
-    /// `publish` or `spublish` (PROTOCOL §1.6).
+    /// `publish` or `spublish` (docs/wire-format.md, "Pub/sub").
     pub publish: &'static str,
 }
 

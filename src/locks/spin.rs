@@ -1,4 +1,4 @@
-//! Redisson's `SpinLock` (`getSpinLock`, PROTOCOL §6): RLock's hash and
+//! Redisson's `SpinLock` (`getSpinLock`, docs/wire-format.md, "Spin lock"): RLock's hash and
 //! owner fields (so it excludes an RLock of the same name) and RLock's
 //! acquire, but no pub/sub at all: releases publish nothing and waiters
 //! poll with an exponential backoff.

@@ -20,7 +20,8 @@ pub struct UnlockScripts {
     pub(super) force_owned: LazyLock<Lua>,
 }
 
-/// How a type's unlock scripts are called (PROTOCOL §2.2). A release or a
+/// How a type's unlock scripts are called (docs/wire-format.md, "Release (a guard's unlock)").
+/// A release or a
 /// latched unlock sends KEYS `[name, queue?, timeout?, channel?, reader
 /// keys?, latch?]` and ARGV `[message?, lease (not a reader's), field,
 /// now?, publish?, remaining | latch TTL]`; a force unlock sends KEYS `[name,

@@ -1,5 +1,6 @@
 //! The write side of Redisson's `RReadWriteLock` (`RedissonWriteLock`,
-//! PROTOCOL §4): the hash `<name>` with `mode` = `write` and the writer's
+//! docs/wire-format.md, "Read/write lock"): the hash `<name>` with `mode` = `write` and the
+//! writer's
 //! field `<client id>:<thread>:write`; a reentry adds the lease to the
 //! remaining TTL; the last release publishes `1` (wake every waiter) on
 //! `redisson_rwlock:{<name>}`, or, when the writer thread still holds read

@@ -1,6 +1,6 @@
 //! [`MultiLock`] and [`RedLock`]: compositions of locks, each member from
 //! any client (one per Redis master, typically), with no keys of their own
-//! (PROTOCOL §8).
+//! (docs/wire-format.md, "MultiLock and RedLock").
 //!
 //! A `MultiLock` needs every member; a `RedLock` a majority (N/2 + 1)
 //! within a validity time: the lease, less the time the acquisition took,
@@ -32,7 +32,7 @@ use crate::locks::{Kind, Reentrant};
 use acquire::validity;
 
 /// Redisson's `lock()` on a composite: `tryLock` in rounds of this many ms
-/// per member (PROTOCOL §8).
+/// per member (docs/wire-format.md, "MultiLock and RedLock").
 const ROUND_PER_MEMBER: Duration = Duration::from_millis(1500);
 
 /// A lock over several locks that is held only when every member is held:
@@ -85,6 +85,7 @@ pub struct RedLock<K: Kind = Reentrant> {
 /// The members held by one [`MultiLock`] acquisition; releases them all on
 /// drop. `!Send`, like every guard.
 #[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct MultiLockGuard<K: Kind = Reentrant> {
     guards: Vec<LockGuard<K>>,
 }
@@ -92,6 +93,7 @@ pub struct MultiLockGuard<K: Kind = Reentrant> {
 /// The members held by one [`RedLock`] acquisition (a majority at least);
 /// releases them all on drop. `!Send`, like every guard.
 #[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
 pub struct RedLockGuard<K: Kind = Reentrant> {
     guards: Vec<LockGuard<K>>,
     quorum: usize,

@@ -207,8 +207,9 @@ impl Connector {
     /// A failed connect as the caller should see it: a refused connection or
     /// a silent server is [`Error::Unavailable`] (transient); a TLS
     /// certificate either side refused is [`Error::TlsCertificate`]; anything
-    /// the server answered (a wrong password, a missing permission) stays the
-    /// server's error. Neither of the last two is transient.
+    /// the server answered (a wrong password, a missing permission, a
+    /// password the server has none for) stays the server's error, an
+    /// authentication failure. Neither of the last two is transient.
     pub fn connect_error(&self, e: RedisError) -> Error {
         if let Some(reason) = crate::net::tls::certificate_problem(&e) {
             return Error::TlsCertificate {
@@ -220,6 +221,20 @@ impl Connector {
             || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
         {
             return Error::Redis(e);
+        }
+        // A password sent to a server that has none: Redis answers the
+        // `AUTH` with a plain `ERR` ("AUTH <password> called without any
+        // password configured ...", before 6.0 "Client sent AUTH, but no
+        // password is set"). As permanent as a wrong password.
+        if let Some(detail) = e.detail().filter(|d| d.contains("AUTH")) {
+            return Error::Redis(RedisError::from((
+                ErrorKind::AuthenticationFailed,
+                "authentication refused",
+                format!(
+                    "{detail} (the URL carries a password the server does not expect: \
+                     remove it from the URL, or configure it on the server)"
+                ),
+            )));
         }
         let what = if e.is_connection_refusal() {
             "connection refused"

@@ -100,15 +100,19 @@ fn ask(
     }
 }
 
-/// Authenticates, selects the database, and checks that the server took
-/// the connection (one that turns it away, at `maxclients`, answers the
-/// first command with an error): by the `AUTH` or `SELECT` reply, else
-/// with a `PING`. Each reply within `within`. Costs one or two round trips.
+/// Authenticates, selects the database, names the connection (`CLIENT
+/// SETNAME name`, when there is one; a refusal under an ACL that lacks
+/// `client|setname` is ignored), and checks that the server took the
+/// connection (one that turns it away, at `maxclients`, answers the first
+/// command with an error): by the `AUTH`, `SELECT` or `SETNAME` reply, else
+/// with a `PING`. Each reply within `within`. Costs one to three round
+/// trips.
 pub(crate) fn handshake(
     stream: &mut Stream,
     replies: &mut resp::Reader,
     timeout: &mut Duration,
     info: &ConnectionInfo,
+    name: Option<&str>,
     within: Duration,
 ) -> RedisResult<()> {
     let settings = info.redis_settings();
@@ -126,6 +130,18 @@ pub(crate) fn handshake(
         let select = redis::cmd("SELECT").arg(settings.db()).get_packed_command();
         ask(stream, replies, timeout, &select, within)?;
         answered = true;
+    }
+    if let Some(name) = name {
+        let setname = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(name)
+            .get_packed_command();
+        match ask(stream, replies, timeout, &setname, within) {
+            Ok(_) => answered = true,
+            // A refusal of the name alone: the server took the connection.
+            Err(e) if e.code() == Some("NOPERM") => answered = true,
+            Err(e) => return Err(e),
+        }
     }
     if !answered {
         // Nothing asked yet: a server at `maxclients` would only tell the
@@ -168,6 +184,7 @@ impl Direct {
             &mut replies,
             &mut timeout,
             &info,
+            endpoint.name.as_deref(),
             connect_timeout,
         )?;
         stream

@@ -21,6 +21,8 @@ pub(crate) struct Endpoint {
     generation: AtomicU64,
     moves: Mutex<u64>,
     moved: Condvar,
+    /// The name command connections give themselves (`CLIENT SETNAME`).
+    pub name: Option<std::sync::Arc<str>>,
     /// TLS for the subscriber's hand-written socket (`rediss://` only).
     #[cfg(feature = "tls-rustls")]
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
@@ -53,6 +55,7 @@ impl Endpoint {
             generation: AtomicU64::new(0),
             moves: Mutex::new(0),
             moved: Condvar::new(),
+            name: None,
             #[cfg(feature = "tls-rustls")]
             tls: None,
             recheck: OnceLock::new(),

@@ -1,7 +1,8 @@
 //! TLS (`rediss://`, feature `tls-rustls`): the certificates a client is
-//! built with, applied to redis-rs's connections (commands, watchdog,
-//! Sentinel) and to the subscriber's own socket, which this module wraps in
-//! a rustls session. Without the feature only the (empty) settings type
+//! built with, applied to redis-rs's connections (Sentinel nodes) and to
+//! the sockets the crate owns (command connections, pooled or multiplexed,
+//! the watchdog's, the subscriber's), which this module wraps in a rustls
+//! session. Without the feature only the (empty) settings type
 //! exists, and every connection is the plain socket it always was.
 
 use redis::ConnectionInfo;
@@ -9,16 +10,20 @@ use redis::ConnectionInfo;
 use crate::error::{Error, Result};
 use crate::net::endpoint::Endpoint;
 
-/// The TLS material given to the builder.
+/// What every endpoint of one client is made with: the TLS material given
+/// to the builder, and the name its connections give themselves.
 #[derive(Clone, Default)]
-pub(crate) struct TlsSettings {
+pub(crate) struct EndpointSettings {
+    /// `CLIENT SETNAME` of every command connection (see
+    /// [`connection_name`]).
+    pub name: Option<std::sync::Arc<str>>,
     #[cfg(feature = "tls-rustls")]
     root_ca_pem: Option<Vec<u8>>,
     #[cfg(feature = "tls-rustls")]
     client_pem: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-impl TlsSettings {
+impl EndpointSettings {
     /// Trusts the CAs in `pem` instead of the system's (checked when used).
     #[cfg(feature = "tls-rustls")]
     pub fn set_root_ca_pem(&mut self, pem: Vec<u8>) {
@@ -32,7 +37,7 @@ impl TlsSettings {
     }
 }
 
-impl TlsSettings {
+impl EndpointSettings {
     /// Whether a certificate was given (which needs a `rediss://` URL).
     fn is_empty(&self) -> bool {
         #[cfg(feature = "tls-rustls")]
@@ -87,14 +92,27 @@ impl TlsSettings {
             ));
         }
         let info = self.apply(info)?;
+        let mut endpoint = Endpoint::new(info);
+        endpoint.name.clone_from(&self.name);
         #[cfg(feature = "tls-rustls")]
         if tls_url {
-            let mut endpoint = Endpoint::new(info);
             endpoint.tls = Some(self.subscriber_config()?);
-            return Ok(endpoint);
         }
-        Ok(Endpoint::new(info))
+        Ok(endpoint)
     }
+}
+
+/// The name a client's connections give themselves (`CLIENT SETNAME`):
+/// `redisson-lock/<client id>/<process id>`, then `/<application>` when the
+/// builder was given one; what `Client::identify_holders` reads back from
+/// `CLIENT LIST`.
+pub(crate) fn connection_name(client_id: &str, application: Option<&str>) -> String {
+    let mut name = format!("redisson-lock/{client_id}/{}", std::process::id());
+    if let Some(application) = application {
+        name.push('/');
+        name.push_str(application);
+    }
+    name
 }
 
 #[cfg(feature = "tls-rustls")]
@@ -176,8 +194,8 @@ fn ensure_provider() {
 }
 
 #[cfg(feature = "tls-rustls")]
-impl TlsSettings {
-    /// The rustls configuration of the subscriber's socket: the same roots
+impl EndpointSettings {
+    /// The rustls configuration of the crate's own sockets: the same roots
     /// and client certificate as redis-rs's connections.
     fn subscriber_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>> {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -68,29 +68,42 @@ pub(super) enum Pending {
 
 impl Conn {
     /// Commits `command` to the connection (written by the next flush) and
-    /// records it.
-    fn queue(&mut self, command: Pending, flavour: Flavour) {
-        let (subscribe, unsubscribe) = flavour.commands();
-        let packed = match &command {
-            Pending::Subscribe(channel) => redis::cmd(subscribe).arg(channel).get_packed_command(),
-            Pending::Unsubscribe(channel) => {
-                redis::cmd(unsubscribe).arg(channel).get_packed_command()
+    /// records it: once per flavour spoken (a (un)subscribe of
+    /// [`Flavour::Both`] is two commands, each awaiting its reply; the
+    /// channel settles with the last).
+    pub(super) fn queue(&mut self, command: Pending, flavour: Flavour) {
+        let pairs = match &command {
+            Pending::Ping => {
+                self.out
+                    .extend_from_slice(&redis::cmd("PING").get_packed_command());
+                self.pending.push_back(command);
+                return;
             }
-            Pending::Ping => redis::cmd("PING").get_packed_command(),
+            Pending::Subscribe(_) | Pending::Unsubscribe(_) => flavour.commands(),
         };
-        self.out.extend_from_slice(&packed);
-        match &command {
+        for &(subscribe, unsubscribe) in pairs {
+            let (name, channel) = match &command {
+                Pending::Subscribe(channel) => (subscribe, channel),
+                Pending::Unsubscribe(channel) => (unsubscribe, channel),
+                Pending::Ping => continue,
+            };
+            self.out
+                .extend_from_slice(&redis::cmd(name).arg(channel).get_packed_command());
+            *self.in_flight.entry(channel.clone()).or_default() += 1;
+            self.pending.push_back(match &command {
+                Pending::Subscribe(channel) => Pending::Subscribe(channel.clone()),
+                _ => Pending::Unsubscribe(channel.clone()),
+            });
+        }
+        match command {
             Pending::Subscribe(channel) => {
-                self.subscribed.insert(channel.clone());
-                *self.in_flight.entry(channel.clone()).or_default() += 1;
+                self.subscribed.insert(channel);
             }
             Pending::Unsubscribe(channel) => {
-                self.subscribed.remove(channel);
-                *self.in_flight.entry(channel.clone()).or_default() += 1;
+                self.subscribed.remove(&channel);
             }
             Pending::Ping => {}
         }
-        self.pending.push_back(command);
     }
 
     /// One command for `channel` got its reply; `true` when none is left in
@@ -461,5 +474,44 @@ impl Shared {
         drop(lot);
         log::debug!("redisson-lock: cluster subscriber idle: connection and thread closed");
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_flavours_subscribe_each_channel_twice_and_settle_on_the_last_reply() {
+        let mut conn = Conn::default();
+        conn.queue(Pending::Subscribe("c".into()), Flavour::Both);
+        let written = String::from_utf8_lossy(&conn.out).into_owned();
+        let (classic, sharded) = (
+            written.find("SUBSCRIBE\r\n$1\r\nc").expect("SUBSCRIBE c"),
+            written.find("SSUBSCRIBE\r\n$1\r\nc").expect("SSUBSCRIBE c"),
+        );
+        assert!(classic < sharded, "{written:?}");
+        assert_eq!(conn.pending.len(), 2);
+        assert!(!conn.confirmed("c"));
+        assert!(!conn.settled("c"), "the first reply does not settle");
+        assert!(conn.settled("c"), "the second does");
+        assert!(conn.confirmed("c"));
+
+        conn.out.clear();
+        conn.pending.clear();
+        conn.queue(Pending::Unsubscribe("c".into()), Flavour::Both);
+        let written = String::from_utf8_lossy(&conn.out).into_owned();
+        assert!(written.contains("UNSUBSCRIBE\r\n$1\r\nc"), "{written:?}");
+        assert!(written.contains("SUNSUBSCRIBE\r\n$1\r\nc"), "{written:?}");
+        assert!(matches!(
+            conn.pending.iter().collect::<Vec<_>>().as_slice(),
+            [Pending::Unsubscribe(a), Pending::Unsubscribe(b)] if a == "c" && b == "c"
+        ));
+        assert!(!conn.subscribed.contains("c"));
+
+        let mut classic = Conn::default();
+        classic.queue(Pending::Subscribe("c".into()), Flavour::ClusterClassic);
+        assert_eq!(classic.pending.len(), 1);
+        assert!(!String::from_utf8_lossy(&classic.out).contains("SSUBSCRIBE"));
     }
 }

@@ -291,14 +291,25 @@ impl Entry {
     /// than `seen` (which it records), the subscription moved, or `timeout`
     /// passes; `Ok(true)` if woken. A permit left by an earlier message
     /// nobody waited for, or a broadcast made while this waiter was not
-    /// parked, wakes it at once. `seen` is the waiter's own. Blocks at most
-    /// `timeout`; the error is the server's refusal of the subscription.
-    pub(super) fn wait(&self, timeout: Duration, seen: &AtomicU64) -> Result<bool, RedisError> {
+    /// parked, wakes it at once. `seen` is the waiter's own. Returns
+    /// `Ok(false)` at once when `stop()` is true: it is checked under the
+    /// entry's mutex before each park, so a `stop` made true before an
+    /// [`interrupt`](Self::interrupt) is seen. Blocks at most `timeout`;
+    /// the error is the server's refusal of the subscription.
+    pub(super) fn wait(
+        &self,
+        timeout: Duration,
+        seen: &AtomicU64,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, RedisError> {
         let deadline = Instant::now().checked_add(timeout);
         let mut state = self.state.lock();
         loop {
             if let Some(error) = &state.refused {
                 return Err(error.clone());
+            }
+            if stop() {
+                return Ok(false);
             }
             if state.moved {
                 return Ok(true);
@@ -325,6 +336,15 @@ impl Entry {
                 };
             }
         }
+    }
+
+    /// Wakes every thread parked on this entry to re-check its `stop`
+    /// ([`wait`](Self::wait)); the others go back to sleep. Takes the
+    /// entry's mutex briefly.
+    pub(super) fn interrupt(&self) {
+        let _state = self.state.lock();
+        self.activated.notify_all();
+        self.released.notify_all();
     }
 
     /// Wakes every waiter once. Under the entry's mutex.
@@ -398,7 +418,7 @@ mod tests {
 
     /// Whether the waiter with `seen` is woken at once.
     fn woken(entry: &Entry, seen: &AtomicU64) -> Option<bool> {
-        entry.wait(Duration::ZERO, seen).ok()
+        entry.wait(Duration::ZERO, seen, &|| false).ok()
     }
 
     #[test]
@@ -477,7 +497,11 @@ mod tests {
         let error = RedisError::from((redis::ErrorKind::Client, "refused"));
         assert_eq!(lot.refuse(CHANNEL, &error), 2);
         assert!(plain.await_active(Instant::now()).is_err());
-        assert!(braced.wait(Duration::from_secs(5), &seat(&braced)).is_err());
+        assert!(
+            braced
+                .wait(Duration::from_secs(5), &seat(&braced), &|| false)
+                .is_err()
+        );
         // Already out of the lot: leaving changes nothing.
         assert!(!lot.leave(CHANNEL, "a", &plain));
         assert_eq!(lot.stats(), (1, 1));

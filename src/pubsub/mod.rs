@@ -1,5 +1,5 @@
 //! The shared subscriber: one connection and one thread per client, whatever
-//! the number of waiting threads and lock names (PROTOCOL §1.6, §2.5).
+//! the number of waiting threads and lock names (docs/wire-format.md, "Pub/sub").
 //!
 //! A waiting thread takes a [`Subscription`] to its lock's entry before its
 //! second acquire attempt and parks on it for at most the holder's TTL. The
@@ -61,23 +61,32 @@ pub(crate) enum Flavour {
     ClusterClassic,
     /// One master of a cluster, sharded pub/sub: `SSUBSCRIBE`.
     Sharded,
+    /// One master of a cluster, both flavours: `SUBSCRIBE` and `SSUBSCRIBE`
+    /// of each channel on the one connection, and scripts publish with
+    /// `PUBLISH` and `SPUBLISH`.
+    Both,
 }
 
 impl Flavour {
-    /// The command the unlock scripts publish with: `publish`, or
-    /// `spublish` for sharded pub/sub (PROTOCOL §1.6).
+    /// The commands the unlock scripts publish with, the script argument:
+    /// `publish`, or `spublish` for sharded pub/sub (docs/wire-format.md, "Pub/sub"), or
+    /// `publish spublish` for both (every script publishes once with each
+    /// word of it).
     pub fn publish(self) -> &'static str {
         match self {
             Flavour::Standalone | Flavour::ClusterClassic => "publish",
             Flavour::Sharded => "spublish",
+            Flavour::Both => "publish spublish",
         }
     }
 
-    /// The subscribe and unsubscribe commands.
-    pub fn commands(self) -> (&'static str, &'static str) {
+    /// The subscribe and unsubscribe commands, one pair per flavour spoken
+    /// (two for [`Flavour::Both`]: each channel is subscribed with both).
+    pub fn commands(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Flavour::Standalone | Flavour::ClusterClassic => ("SUBSCRIBE", "UNSUBSCRIBE"),
-            Flavour::Sharded => ("SSUBSCRIBE", "SUNSUBSCRIBE"),
+            Flavour::Standalone | Flavour::ClusterClassic => &[("SUBSCRIBE", "UNSUBSCRIBE")],
+            Flavour::Sharded => &[("SSUBSCRIBE", "SUNSUBSCRIBE")],
+            Flavour::Both => &[("SUBSCRIBE", "UNSUBSCRIBE"), ("SSUBSCRIBE", "SUNSUBSCRIBE")],
         }
     }
 
@@ -87,7 +96,7 @@ impl Flavour {
     pub fn in_cluster(self) -> bool {
         match self {
             Flavour::Standalone => false,
-            Flavour::ClusterClassic | Flavour::Sharded => true,
+            Flavour::ClusterClassic | Flavour::Sharded | Flavour::Both => true,
         }
     }
 }
@@ -117,6 +126,8 @@ struct Shared {
     conn: Mutex<Conn>,
     /// The parking lot. Never held during I/O.
     lot: Mutex<Lot>,
+    /// The thread last started, for [`Subscriber::close`].
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 /// One waiting thread's interest in a lock entry. Dropping it unregisters
@@ -150,6 +161,7 @@ impl Subscriber {
                 dirty: AtomicBool::new(false),
                 conn: Mutex::new(Conn::default()),
                 lot: Mutex::new(Lot::default()),
+                thread: Mutex::new(None),
             }),
         }
     }
@@ -233,13 +245,26 @@ impl Subscriber {
             return;
         }
         let shared = Arc::clone(&self.shared);
-        if let Err(e) = thread::Builder::new()
+        match thread::Builder::new()
             .name("rlock-pubsub".into())
             .spawn(move || shared.run())
         {
-            log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
-            self.shared.thread_started.store(false, Ordering::Release);
+            Ok(started) => *self.shared.thread.lock() = Some(started),
+            Err(e) => {
+                log::warn!("redisson-lock: cannot start the subscriber thread: {e}");
+                self.shared.thread_started.store(false, Ordering::Release);
+            }
         }
+    }
+
+    /// Closes this subscriber for good, as dropping it does, and waits for
+    /// its thread to end (at most a connect or write timeout, or a
+    /// reconnect backoff). Its waiters are the caller's to have woken
+    /// first. A later [`subscribe`](Self::subscribe) starts no thread.
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.conn.lock().close();
+        crate::spawn::join(self.shared.thread.lock().take());
     }
 }
 
@@ -298,12 +323,22 @@ impl Drop for Subscriber {
 }
 
 impl Subscription {
-    /// Parks until an unlock message for this entry arrives or `timeout`
-    /// passes; `Ok(true)` if woken by a message (or a permit left by an
-    /// earlier one). Blocks at most `timeout`. Fails with [`Error::Redis`](crate::Error::Redis)
-    /// when the server refused the subscription meanwhile.
-    pub fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.entry.wait(timeout, &self.seen)?)
+    /// Parks until an unlock message for this entry arrives, `timeout`
+    /// passes, or `stop()` is true (checked before each park; whoever
+    /// makes it true calls the [`waker`](Self::waker)); `Ok(true)` if woken
+    /// by a message (or a permit left by an earlier one). Blocks at most
+    /// `timeout`. Fails with [`Error::Redis`](crate::Error::Redis) when the
+    /// server refused the subscription meanwhile.
+    pub fn wait(&self, timeout: Duration, stop: &dyn Fn() -> bool) -> Result<bool> {
+        Ok(self.entry.wait(timeout, &self.seen, stop)?)
+    }
+
+    /// A wake-up for the threads parked in [`wait`](Self::wait) on this
+    /// entry, callable from any thread: they re-check their `stop`, and
+    /// those it does not stop park again. Never blocks on I/O.
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let entry = Arc::clone(&self.entry);
+        move || entry.interrupt()
     }
 
     /// In a cluster: whether this subscription is gone from its node (slot

@@ -81,7 +81,7 @@ impl Shared {
             }
             // A synchronizer's message (a semaphore's permit count, which
             // may be negative): only "try again now" for every waiter on
-            // the channel, never counted (SYNCHRONIZERS §7.4).
+            // the channel, never counted (docs/synchronizers.md).
             Value::BulkString(message) if is_integer(message) => {
                 self.lot.lock().deliver(channel, true);
             }
@@ -117,7 +117,10 @@ impl Shared {
             (Pending::Subscribe(channel), Reply::Refused(e))
                 if self.flavour.in_cluster() && moved_away(&e) =>
             {
-                if conn.settled(&channel) && conn.subscribed.remove(&channel) {
+                if conn.settled(&channel) && conn.subscribed.contains(&channel) {
+                    // Both: the classic half was confirmed before.
+                    self.drop_classic_half(&mut conn, &channel);
+                    conn.subscribed.remove(&channel);
                     let woken = self.lot.lock().moved(&channel);
                     log::debug!(
                         "redisson-lock: subscribing to {channel} got {}: {woken} waiting \
@@ -133,6 +136,15 @@ impl Shared {
                     log::warn!(
                         "redisson-lock: the server refused to subscribe to {channel} ({error}): \
                          {failed} waiting thread(s) get the error"
+                    );
+                } else if self.flavour == super::Flavour::Both && conn.subscribed.contains(&channel)
+                {
+                    // The other flavour's reply settles the channel: its
+                    // waiters hear that flavour only.
+                    log::warn!(
+                        "redisson-lock: the server refused one of SUBSCRIBE/SSUBSCRIBE {channel} \
+                         ({}): its waiters hear the other flavour only",
+                        e.code()
                     );
                 } else {
                     log::debug!("redisson-lock: a superseded SUBSCRIBE {channel} was refused");

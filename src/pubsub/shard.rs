@@ -4,8 +4,10 @@
 
 use redis::ServerError;
 
-use super::Shared;
-use super::conn::Pending;
+use std::sync::atomic::Ordering;
+
+use super::conn::{Conn, Pending};
+use super::{Flavour, Shared};
 
 /// A refusal that means the channel's slot is served elsewhere now, or for
 /// a moment by nobody.
@@ -25,14 +27,33 @@ impl Shared {
 
     /// Redis dropped the shard channel `channel` (after a failover or a slot
     /// migration): forget it here and wake its waiters, who subscribe again
-    /// at the slot's new master.
+    /// at the slot's new master. Under [`Flavour::Both`], the channel's
+    /// classic subscription here is dropped too.
     pub(super) fn shard_lost(&self, channel: &str) {
         let mut conn = self.conn.lock();
+        if conn.subscribed.contains(channel) {
+            self.drop_classic_half(&mut conn, channel);
+        }
         conn.subscribed.remove(channel);
         let woken = self.lot.lock().moved(channel);
         log::info!(
             "redisson-lock: the server dropped the shard subscription to {channel} (slot moved \
              or failed over): {woken} waiting thread(s) subscribe again at its new master"
         );
+    }
+
+    /// Under [`Flavour::Both`], when the shard half of `channel`'s
+    /// subscription is gone or refused as served elsewhere: queues an
+    /// `UNSUBSCRIBE` of its classic half (written by the next sync), so that
+    /// the node keeps nothing for a channel it no longer serves. Nothing
+    /// for the other flavours.
+    pub(super) fn drop_classic_half(&self, conn: &mut Conn, channel: &str) {
+        if self.flavour == Flavour::Both {
+            conn.queue(
+                Pending::Unsubscribe(channel.to_owned()),
+                Flavour::ClusterClassic,
+            );
+            self.dirty.store(true, Ordering::Release);
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! [`PermitExpirableSemaphore`]: Redisson's `RPermitExpirableSemaphore`
-//! (SYNCHRONIZERS §4), its permit ids ([`PermitId`]) and the guard of
+//! (docs/synchronizers.md), its permit ids ([`PermitId`]) and the guard of
 //! acquired permits ([`ExpirablePermits`]).
 
 use std::fmt;
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
 
+use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
@@ -27,8 +28,10 @@ use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 /// language) can release it. The Redis state is Redisson's byte for byte
 /// (see `docs/wire-format.md`), so Java and Rust share the same permits and
 /// wake each other up: the available permits in the string `<name>`, every
-/// acquired permit in the ZSET `{<name>}:timeout` (the raw 16-byte id,
-/// scored by its expiry), messages on `redisson_sc:{<name>}` (the channel
+/// acquired permit in the ZSET `{<name>}:timeout` (the raw 16-byte id, or
+/// its hex text as Redisson up to 3.16.8 writes it, see
+/// [`PermitIdEncoding`](crate::PermitIdEncoding); either is found by a
+/// release; scored by its expiry), messages on `redisson_sc:{<name>}` (the channel
 /// an `RSemaphore` of the same name also uses).
 ///
 /// **Clocks.** As in Redisson, every expiry is this host's wall clock
@@ -66,6 +69,8 @@ use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 pub struct PermitExpirableSemaphore {
     engine: Arc<Engine>,
     keys: Arc<PesKeys>,
+    /// Watched by the waits ([`PermitExpirableSemaphore::with_cancel`]).
+    cancel: Option<CancelToken>,
 }
 
 impl fmt::Debug for PermitExpirableSemaphore {
@@ -94,6 +99,19 @@ impl PermitExpirableSemaphore {
         PermitExpirableSemaphore {
             keys: Arc::new(PesKeys::new(&name)),
             engine,
+            cancel: None,
+        }
+    }
+
+    /// The same semaphore, whose waiting acquisitions ([`acquire`](Self::acquire), [`try_acquire_for`](Self::try_acquire_for) and their `_n` forms) watch `token`: once it is
+    /// cancelled they return [`Error::Cancelled`](crate::Error::Cancelled)
+    /// promptly holding nothing (permits whose acquisition raced the cancel are released), and later ones at once, without a round trip. The
+    /// other operations ignore it. No I/O.
+    #[must_use = "this returns a new handle; the original is unchanged"]
+    pub fn with_cancel(&self, token: &CancelToken) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -348,13 +366,19 @@ impl PermitExpirableSemaphore {
                 "a permit's lease must be at least 1 ms (None: permanent)",
             ));
         }
-        let ids = self.engine.wait_on(&self.keys.channel, deadline, || {
-            self.attempt(n, lease, deadline)
-        })?;
-        Ok(ids.map(|ids| ExpirablePermits {
+        let stop = self.engine.stop(self.cancel.as_ref());
+        let ids = self
+            .engine
+            .wait_on(&self.keys.channel, deadline, stop, || {
+                self.attempt(n, lease, deadline)
+            })?;
+        let permits = ids.map(|ids| ExpirablePermits {
             semaphore: self.clone(),
             ids,
-        }))
+        });
+        // Taken as the wait was stopped: released on the way out.
+        stop.check()?;
+        Ok(permits)
     }
 
     fn release_raw(&self, raw: &[[u8; 16]]) -> Result<i64> {

@@ -1,9 +1,10 @@
-//! [`CountDownLatch`], Redisson's `RCountDownLatch` (SYNCHRONIZERS §5).
+//! [`CountDownLatch`], Redisson's `RCountDownLatch` (docs/synchronizers.md).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
@@ -52,6 +53,8 @@ use crate::topology::cluster::slot::key_slot;
 pub struct CountDownLatch {
     engine: Arc<Engine>,
     name: String,
+    /// Watched by the waits ([`CountDownLatch::with_cancel`]).
+    cancel: Option<CancelToken>,
 }
 
 impl fmt::Debug for CountDownLatch {
@@ -64,7 +67,23 @@ impl fmt::Debug for CountDownLatch {
 
 impl CountDownLatch {
     pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
-        CountDownLatch { engine, name }
+        CountDownLatch {
+            engine,
+            name,
+            cancel: None,
+        }
+    }
+
+    /// The same latch, whose waits ([`wait`](Self::wait), [`wait_for`](Self::wait_for)) watch `token`: once it is
+    /// cancelled they return [`Error::Cancelled`](crate::Error::Cancelled)
+    /// promptly, and later ones at once, without a round trip. The
+    /// other operations ignore it. No I/O.
+    #[must_use = "this returns a new handle; the original is unchanged"]
+    pub fn with_cancel(&self, token: &CancelToken) -> CountDownLatch {
+        CountDownLatch {
+            cancel: Some(token.clone()),
+            ..self.clone()
+        }
     }
 
     /// The latch's name: its Redis key (Redisson's `getName()`). No round
@@ -160,7 +179,7 @@ impl CountDownLatch {
     /// 3 s even if no message comes: a latch [deleted](Self::delete) while
     /// it waits, or counted down by a writer whose publish was lost, still
     /// releases it. Java's `await()` does neither: it re-reads only on `0`,
-    /// so a deleted latch strands Java waiters forever (SYNCHRONIZERS §5.2).
+    /// so a deleted latch strands Java waiters forever (docs/synchronizers.md).
     /// An error (Redis unreachable, the subscription not confirmed within
     /// the subscription timeout) ends the wait.
     pub fn wait(&self) -> Result<()> {
@@ -179,7 +198,7 @@ impl CountDownLatch {
     /// is published. Rust waiters re-check and return (the count is now 0);
     /// **Java waiters are not released**: `1` closes their local latch, so
     /// Java's `await()` stays blocked and `await(t)` returns `true` only
-    /// when its timeout passes (SYNCHRONIZERS §5.2). Redisson's `delete()`.
+    /// when its timeout passes (docs/synchronizers.md). Redisson's `delete()`.
     /// One round trip.
     ///
     /// Sent like Redisson's `evalWriteAsync` (a lost reply on a dropped
@@ -199,7 +218,8 @@ impl CountDownLatch {
     fn wait_until(&self, deadline: Option<Instant>) -> Result<Option<()>> {
         self.check()?;
         let channel = latch_channel(&self.name);
-        self.engine.wait_on(&channel, deadline, || {
+        let stop = self.engine.stop(self.cancel.as_ref());
+        self.engine.wait_on(&channel, deadline, stop, || {
             Ok(if self.raw_count()? <= 0 {
                 Attempted::Done(())
             } else {

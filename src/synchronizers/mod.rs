@@ -1,4 +1,4 @@
-//! Redisson's synchronizers (SYNCHRONIZERS.md): counters and channels
+//! Redisson's synchronizers (docs/synchronizers.md): counters and channels
 //! shared with Java, waited on through the engine's one waiting loop
 //! (`Engine::wait_on`). One file per type; their protocol files are in
 //! `crate::locks`.

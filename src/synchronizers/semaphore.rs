@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
 
+use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
@@ -58,6 +59,8 @@ pub struct Semaphore {
     engine: Arc<Engine>,
     name: Arc<str>,
     channel: Arc<str>,
+    /// Watched by the waits ([`Semaphore::with_cancel`]).
+    cancel: Option<CancelToken>,
 }
 
 impl Semaphore {
@@ -67,6 +70,19 @@ impl Semaphore {
             engine,
             name: name.into(),
             channel,
+            cancel: None,
+        }
+    }
+
+    /// The same semaphore, whose waiting acquisitions ([`acquire`](Self::acquire), [`try_acquire_for`](Self::try_acquire_for)) watch `token`: once it is
+    /// cancelled they return [`Error::Cancelled`](crate::Error::Cancelled)
+    /// promptly holding nothing (permits whose acquisition raced the cancel are released), and later ones at once, without a round trip. The
+    /// other operations ignore it. No I/O.
+    #[must_use = "this returns a new handle; the original is unchanged"]
+    pub fn with_cancel(&self, token: &CancelToken) -> Semaphore {
+        Semaphore {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -182,6 +198,7 @@ impl Semaphore {
     pub fn try_acquire(&self, n: u32) -> Result<Option<SemaphorePermits>> {
         let n = checked(n)?;
         self.check()?;
+        self.engine.check_open()?;
         if n == 0 {
             return Ok(Some(self.permits(0)));
         }
@@ -206,14 +223,18 @@ impl Semaphore {
         if n == 0 {
             return Ok(Some(self.permits(0)));
         }
-        let taken = self.engine.wait_on(&self.channel, deadline, || {
+        let stop = self.engine.stop(self.cancel.as_ref());
+        let taken = self.engine.wait_on(&self.channel, deadline, stop, || {
             Ok(if self.attempt(n, deadline)? {
                 Attempted::Done(())
             } else {
                 Attempted::Retry { hint: None }
             })
         })?;
-        Ok(taken.map(|()| self.permits(n)))
+        let permits = taken.map(|()| self.permits(n));
+        // Taken as the wait was stopped: released on the way out.
+        stop.check()?;
+        Ok(permits)
     }
 
     /// Returns `n` permits (Redisson's `release(n)`), whoever took them:
@@ -435,6 +456,7 @@ impl fmt::Debug for Semaphore {
 /// client may release permits it never took. A guard of 0 permits (from
 /// `acquire(0)`) releases nothing.
 #[must_use = "dropping the permits releases them at once"]
+#[clippy::has_significant_drop]
 pub struct SemaphorePermits {
     semaphore: Semaphore,
     count: u32,

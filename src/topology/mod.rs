@@ -24,7 +24,7 @@ use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result};
 use crate::net::connection::Connector;
 use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
 use cluster::Cluster;
 use sentinel::{SentinelSettings, SentinelWatch};
@@ -71,7 +71,7 @@ impl Topology {
         target: Target,
         config: &Config,
         connections: Connections,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
     ) -> Result<Topology> {
         let timeouts = (config.connect_timeout, config.response_timeout);
         let plain = |endpoint| -> Result<(Arc<Pool>, Subscriber)> {
@@ -263,6 +263,31 @@ impl Topology {
         match self {
             Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => pool.state(),
             Topology::Cluster { cluster, .. } => cluster.pool_state(),
+        }
+    }
+}
+
+impl Topology {
+    /// Stops the topology's threads and waits for them: the subscribers'
+    /// (whose waiters the caller has woken), the Sentinel thread, the
+    /// cluster's refresh thread. The pools stay open (they have no thread);
+    /// commands sent after this still work but follow no failover.
+    pub fn close(&self) {
+        match self {
+            Topology::Single { subscriber, .. } => subscriber.close(),
+            Topology::Sentinel {
+                subscriber, _watch, ..
+            } => {
+                _watch.stop();
+                subscriber.close();
+            }
+            Topology::Cluster {
+                cluster,
+                subscribers,
+            } => {
+                cluster.stop();
+                subscribers.close();
+            }
         }
     }
 }

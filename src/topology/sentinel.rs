@@ -16,15 +16,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, select};
+use crossbeam_channel::{Receiver, select};
 use parking_lot::Mutex;
 use redis::{ConnectionInfo, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::net::endpoint::{Endpoint, with_server};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::SubscriberHandle;
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 
 /// How often the sentinels are asked for the master by default (Redisson's
 /// `scanInterval` for Sentinel, 1 s).
@@ -61,7 +61,7 @@ impl SentinelSettings {
     /// points `endpoint` at the master they name ([`Sentinels::locate`]).
     pub fn locate(
         self,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
         endpoint: &Endpoint,
         timeouts: (Duration, Duration),
     ) -> Result<Sentinels> {
@@ -71,7 +71,7 @@ impl SentinelSettings {
     }
 
     /// Checks the sentinel URLs, attaching TLS to the `rediss://` ones.
-    fn prepare(self, tls: &TlsSettings) -> Result<Sentinels> {
+    fn prepare(self, tls: &EndpointSettings) -> Result<Sentinels> {
         if self.master_name.is_empty() {
             return Err(Error::invalid("the Sentinel master name is empty"));
         }
@@ -220,27 +220,36 @@ impl Sentinels {
         subscriber: SubscriberHandle,
         timeouts: (Duration, Duration),
     ) -> Result<SentinelWatch> {
-        let (stop, stop_rx) = crossbeam_channel::bounded(0);
         let (recheck, recheck_rx) = crossbeam_channel::bounded(1);
         endpoint.watch_with(recheck);
-        let watcher = Watcher {
-            sentinels: self,
-            endpoint,
-            subscriber,
-            timeouts,
-            stop_rx,
-            recheck_rx,
+        let run = move |stop_rx| {
+            let watcher = Watcher {
+                sentinels: self,
+                endpoint,
+                subscriber,
+                timeouts,
+                stop_rx,
+                recheck_rx,
+            };
+            watcher.run();
         };
-        let run = move || watcher.run();
-        spawn("rlock-sentinel", "the Sentinel thread", run)?;
-        Ok(SentinelWatch { _stop: stop })
+        let thread = Stoppable::spawn("rlock-sentinel", "the Sentinel thread", run)?;
+        Ok(SentinelWatch { thread })
     }
 }
 
-/// The client's Sentinel thread. Dropping this stops it.
+/// The client's Sentinel thread. Dropping this stops it;
+/// [`SentinelWatch::stop`] also waits for it.
 pub(crate) struct SentinelWatch {
-    /// Never sent on: dropping it disconnects the thread's receiver.
-    _stop: Sender<()>,
+    thread: Stoppable,
+}
+
+impl SentinelWatch {
+    /// Stops the thread and waits for it (at most its current look-up,
+    /// bounded by the timeouts).
+    pub fn stop(&self) {
+        self.thread.stop_and_join();
+    }
 }
 
 struct Watcher {

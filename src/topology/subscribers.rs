@@ -71,6 +71,15 @@ impl PerMaster {
         self.flavour
     }
 
+    /// Closes every subscriber and waits for their threads (see
+    /// [`Subscriber::close`]).
+    pub fn close(&self) {
+        let subscribers: Vec<Arc<Subscriber>> = self.by_node.lock().values().cloned().collect();
+        for subscriber in subscribers {
+            subscriber.close();
+        }
+    }
+
     /// Whether some thread of this client waits on `entry` of `channel`.
     pub fn has_waiters(&self, channel: &str, entry: &str) -> bool {
         self.current(channel)

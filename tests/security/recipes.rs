@@ -87,8 +87,10 @@ const RARE: &[&str] = &["lrange", "lrem", "zincrby"];
 /// Recommended, not required: `ping` checks suspect pooled connections
 /// and the idle subscriber (without it they are replaced instead);
 /// `client|setinfo` is redis-rs announcing itself on connect (a refusal is
-/// ignored, but the server logs it).
-const RECOMMENDED: &[&str] = &["ping", "client|setinfo"];
+/// ignored, but the server logs it); `client|setname` names each command
+/// connection after its client (a refusal is ignored too), so that
+/// `identify_holders` can tell who holds a lock.
+const RECOMMENDED: &[&str] = &["ping", "client|setinfo", "client|setname"];
 
 /// Refusals the crate survives: an `UNSUBSCRIBE` refused leaves the
 /// subscription to the connection's end (the refusal is still logged).
@@ -268,7 +270,9 @@ fn the_recipe_is_exactly_what_the_scripts_call() {
                 called.insert(command.to_ascii_lowercase());
             }
         }
-        if text.contains("redis.call(ARGV") {
+        // The publish command is an argument: each word of it (`publish`,
+        // `spublish`, or both in ShardedSubscription::Both) is called.
+        if text.contains("redis.call(ARGV") || text.contains("string.gmatch(ARGV") {
             called.insert("publish".into()); // or spublish: the flavour's
         }
     }

@@ -6,9 +6,9 @@
 //! nodes are stopped by a reaper: a `sh` loop started with the cluster that
 //! waits for this test process to exit (however it exits: success, panic,
 //! abort) and then `kill -9`s every node by the pid in its pid file and
-//! removes the directory. The node directories are named
-//! `redisson-lock-test-*`, so `scripts/lib.sh`'s `reap_test_servers` finds
-//! them too.
+//! removes the directory. The node directories are named by
+//! [`super::test_dir`] (`redisson-lock-test-<run>-*`), so `scripts/lib.sh`'s
+//! `reap_test_servers` finds them too, in the run that started them only.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -56,11 +56,7 @@ impl Cluster {
     /// until every node reports `cluster_state:ok` and every master's
     /// replicas are listed by every node's `CLUSTER SLOTS`.
     pub fn start(masters: usize, replicas: usize) -> Cluster {
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-lock-test-{}-cluster-{}",
-            std::process::id(),
-            uuid_like()
-        ));
+        let dir = super::test_dir(&format!("cluster-{}", uuid_like()));
         std::fs::create_dir_all(&dir).expect("create the cluster's directory");
         let count = masters * (1 + replicas);
         let mut nodes = Vec::with_capacity(count);

@@ -183,10 +183,19 @@ fn reads(con: &mut redis::Connection) -> u64 {
 /// then runs `release` at once and returns when it began. The waiter's
 /// next re-read is then about 3 s away.
 fn release_after_a_repoll(sides: &Sides<'_>, name: &str, release: impl FnOnce()) -> Instant {
-    let mut con = (sides.con_for)(name);
-    let before = reads(&mut con);
+    release_after_a_reread(&mut (sides.con_for)(name), name, release)
+}
+
+/// [`release_after_a_repoll`] on a connection `con` to the node serving
+/// `name` (for tests whose releasing side is not a Rust client, e.g. Java).
+pub fn release_after_a_reread(
+    con: &mut redis::Connection,
+    name: &str,
+    release: impl FnOnce(),
+) -> Instant {
+    let before = reads(con);
     assert!(
-        super::eventually(Duration::from_secs(10), || reads(&mut con) > before),
+        super::eventually(Duration::from_secs(10), || reads(con) > before),
         "{name}: the waiter never re-read"
     );
     let at = Instant::now();

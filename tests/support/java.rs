@@ -28,6 +28,9 @@ pub enum Redisson {
     /// The oldest version the crate promises to interoperate with (the first
     /// with the unlock latch, PROTOCOL §11).
     V3_24_3,
+    /// Any other release the driver builds against (3.12.4 and later; the
+    /// version matrix of `tests/java_versions.rs`).
+    Exact(&'static str),
 }
 
 impl Redisson {
@@ -36,6 +39,7 @@ impl Redisson {
         match self {
             Redisson::Newest => pom_default_version(),
             Redisson::V3_24_3 => "3.24.3".to_owned(),
+            Redisson::Exact(version) => version.to_owned(),
         }
     }
 }
@@ -148,7 +152,10 @@ pub fn driver_jar(version: &str) -> PathBuf {
     jar
 }
 
-/// One reply line: `<actor> <op> OK <values...>` or `<actor> <op> ERR <Exception> <message>`.
+/// One reply line: `<actor> <op> OK <values...>`, `<actor> <op> ERR
+/// <Exception> <message>`, or `<actor> <op> NA <why>` when the loaded
+/// Redisson version lacks what the command needs (e.g. the fenced lock
+/// before 3.19.0).
 #[derive(Clone, Debug)]
 pub struct Reply {
     /// When the reader thread received the line.
@@ -156,6 +163,9 @@ pub struct Reply {
     pub actor: String,
     pub op: String,
     pub ok: bool,
+    /// `NA`: not applicable to this Redisson version (then `ok` is false
+    /// and the values are `NotApplicable` and the reason's words).
+    pub na: bool,
     /// After `OK`: the values; after `ERR`: the exception name, then the message words.
     pub values: Vec<String>,
     pub line: String,
@@ -166,17 +176,23 @@ impl Reply {
         let mut words = line.split_whitespace();
         let actor = words.next()?.to_owned();
         let op = words.next()?.to_owned();
-        let ok = match words.next()? {
-            "OK" => true,
-            "ERR" => false,
+        let (ok, na) = match words.next()? {
+            "OK" => (true, false),
+            "ERR" => (false, false),
+            "NA" => (false, true),
             _ => return None,
         };
+        let mut values: Vec<String> = words.map(str::to_owned).collect();
+        if na {
+            values.insert(0, "NotApplicable".to_owned());
+        }
         Some(Reply {
             at,
             actor,
             op,
             ok,
-            values: words.map(str::to_owned).collect(),
+            na,
+            values,
             line: line.to_owned(),
         })
     }

@@ -107,6 +107,29 @@ fn listens_on(pid: u32, port: u16) -> bool {
     })
 }
 
+/// The environment variable naming this test run: `scripts/test.sh`
+/// exports a fresh value, and its exit trap (`reap_test_servers` in
+/// scripts/lib.sh) kills only the servers whose directory carries it, never
+/// another checkout's run on the same machine.
+pub const RUN_ENV: &str = "REDISSON_LOCK_TEST_RUN";
+
+/// A fresh directory name under the system's temporary directory for a
+/// server, topology or certificate set: `redisson-lock-test-<run>-<pid>-<what>`,
+/// `<run>` from [`RUN_ENV`] (`adhoc` outside scripts/test.sh, whose trap
+/// then reaps nothing of it: the servers are stopped by pid as usual).
+pub fn test_dir(what: &str) -> PathBuf {
+    let run: String = std::env::var(RUN_ENV)
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let run = if run.is_empty() { "adhoc".into() } else { run };
+    std::env::temp_dir().join(format!(
+        "redisson-lock-test-{run}-{}-{what}",
+        std::process::id()
+    ))
+}
+
 impl RedisServer {
     /// Starts a server with default settings.
     pub fn start() -> RedisServer {
@@ -117,8 +140,7 @@ impl RedisServer {
     /// `["--requirepass", "secret"]`.
     pub fn start_with(args: &[&str]) -> RedisServer {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("redisson-lock-test-{}-{n}", std::process::id()));
+        let dir = test_dir(&n.to_string());
         std::fs::create_dir_all(&dir).expect("create the server's directory");
         let mut server = RedisServer {
             child: None,
@@ -256,10 +278,7 @@ impl RedisServer {
 /// `also_remove` once this test process is gone.
 fn topology_dir(kind: &str, also_remove: &[&Path]) -> (PathBuf, Child) {
     let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "redisson-lock-test-{}-{kind}-{n}",
-        std::process::id()
-    ));
+    let dir = test_dir(&format!("{kind}-{n}"));
     std::fs::create_dir_all(&dir).expect("create the topology's directory");
     let pids = dir.join("pids");
     std::fs::write(&pids, "").expect("pid file");
@@ -502,6 +521,13 @@ pub struct RawSubscriber {
 }
 
 impl RawSubscriber {
+    /// A plain connection to `127.0.0.1:port` that sent `command` (e.g.
+    /// `SUBSCRIBE`, `SSUBSCRIBE`) for `names`, each confirmed by the server:
+    /// a cluster node's subscriber of one flavour.
+    pub fn on_port(port: u16, command: &str, names: &[&str]) -> RawSubscriber {
+        RawSubscriber::new(port, command, names)
+    }
+
     fn new(port: u16, command: &str, names: &[&str]) -> RawSubscriber {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect a subscriber");
         let mut cmd = redis::cmd(command);
@@ -556,7 +582,7 @@ impl RawSubscriber {
                 .expect("read timeout");
             let strings = self.read()?;
             match strings.first().map(String::as_str) {
-                Some("message") => {
+                Some("message" | "smessage") => {
                     return Some(Message {
                         channel: strings[1].clone(),
                         payload: strings[2].clone(),

@@ -1,7 +1,7 @@
 //! A Redis Sentinel topology on free loopback ports: a master, two
 //! replicas and three sentinels (quorum 2, down-after 1 s, failover timeout
 //! 3 s), every one a `redis-server` (`--sentinel` for the sentinels) in its
-//! own `redisson-lock-test-*` directory.
+//! own `redisson-lock-test-<run>-*` directory (`super::test_dir`).
 //!
 //! Started once per test binary ([`SentinelSetup::shared`]). Static values
 //! are never dropped in a Rust test binary, so the processes are stopped by

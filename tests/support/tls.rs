@@ -97,10 +97,7 @@ impl Certs {
     /// unrelated `other-ca`.
     pub fn make() -> Certs {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "redisson-lock-test-{}-certs-{n}",
-            std::process::id()
-        ));
+        let dir = super::test_dir(&format!("certs-{n}"));
         std::fs::create_dir_all(&dir).expect("create the certificates' directory");
         make_ca(&dir, "ca");
         make_ca(&dir, "other-ca");
@@ -162,8 +159,7 @@ impl TlsServer {
     /// `<cert>.key`) of `certs`.
     pub fn start_as(certs: &Certs, cert: &str, auth_clients: bool) -> TlsServer {
         let n = SERVERS.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("redisson-lock-test-{}-{n}", std::process::id()));
+        let dir = super::test_dir(&n.to_string());
         std::fs::create_dir_all(&dir).expect("create the server's directory");
         for _ in 0..5 {
             let port = free_port();

@@ -8,8 +8,8 @@
 //! Each is started once per test binary. Statics are never dropped, so a
 //! reaper shell started first waits for the test process to end (however it
 //! ends) and kills every pid listed in the topology's pid file; the
-//! directories are named `redisson-lock-test-*` for scripts/lib.sh's
-//! `reap_test_servers` as well.
+//! directories are named by `super::test_dir` (`redisson-lock-test-<run>-*`)
+//! for scripts/lib.sh's `reap_test_servers` as well.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -120,3 +120,18 @@ impl Drop for Tmp {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Process `pid`'s state letter from /proc/PID/stat (`T` stopped, `S`
+/// sleeping, `Z` zombie...); `None` when it is gone.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// Sends `signal` to `pid` (a negative `pid`: to that process group); only
+/// ever to processes the test started.
+pub fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill takes plain integers.
+    let sent = unsafe { libc::kill(pid, signal) };
+    assert_eq!(sent, 0, "kill({pid}, {signal})");
+}

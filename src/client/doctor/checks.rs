@@ -139,15 +139,25 @@ fn hashes(pool: &Pool, keys: &[String], state: &mut State) -> Result<()> {
     let ttls: Vec<i64> = pipe.query(&mut con)?;
     let mut ttls = ttls.into_iter();
     for (name, field, markers) in readers {
-        let live = ttls.by_ref().take(markers.len()).any(|ttl| ttl != -2);
-        if !live {
+        let gone: Vec<usize> = ttls
+            .by_ref()
+            .take(markers.len())
+            .enumerate()
+            .filter(|(_, ttl)| *ttl == -2)
+            .map(|(i, _)| i + 1)
+            .collect();
+        // One gone is enough: once the holds above it are released, the
+        // reader counts holds whose markers are all gone.
+        if !gone.is_empty() {
+            let gone: Vec<String> = gone.iter().map(usize::to_string).collect();
             state.findings.push(Finding::new(
                 "reader-without-marker",
                 Severity::Error,
                 Some(name),
                 format!(
-                    "reader {field} counts {} hold(s) but none of its `rwlock_timeout` markers is left",
-                    markers.len()
+                    "reader {field} counts {} hold(s) but its `rwlock_timeout` marker(s) {} are gone",
+                    markers.len(),
+                    gone.join(", ")
                 ),
                 "a Redisson 3.44-3.52 node renewed this read lock without its markers: the \
                  next read unlock by Redisson deletes the lock while this reader holds; \

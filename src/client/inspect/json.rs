@@ -31,10 +31,11 @@ fn counter(kind: LockKind) -> Option<i64> {
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for PermitInfo {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("PermitInfo", 3)?;
+        let mut st = s.serialize_struct("PermitInfo", 4)?;
         st.serialize_field("id", &self.id.to_string())?;
         st.serialize_field("expiry_ms", &self.expiry_ms)?;
         st.serialize_field("remaining_ms", &self.remaining_ms)?;
+        st.serialize_field("stored_as_hex", &self.stored_as_hex)?;
         st.end()
     }
 }
@@ -46,7 +47,7 @@ fn ms(d: Option<Duration>) -> Option<u64> {
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl Serialize for Holder {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Holder", 6)?;
+        let mut st = s.serialize_struct("Holder", 7)?;
         st.serialize_field("field", &self.field())?;
         st.serialize_field("client_id", &self.client_id)?;
         st.serialize_field("thread_id", &self.thread_id)?;
@@ -61,6 +62,7 @@ impl Serialize for Holder {
         )?;
         let markers: Vec<Option<u64>> = self.marker_ttls.iter().map(|t| ms(*t)).collect();
         st.serialize_field("marker_ttls_ms", &markers)?;
+        st.serialize_field("lacks_live_marker", &self.lacks_live_marker())?;
         st.end()
     }
 }

@@ -5,9 +5,12 @@ use super::*;
 
 /// The `rlock-deadline` thread: checks the watched holds at each one's
 /// next moment of interest, or when `woken` says the list changed, until
-/// the registry is dropped.
-fn watch_deadlines(watched: &Mutex<Vec<Weak<Hold>>>, woken: &Receiver<()>) {
+/// the registry is dropped or `stopping` is set (and it is woken).
+fn watch_deadlines(watched: &Mutex<Vec<Weak<Hold>>>, woken: &Receiver<()>, stopping: &AtomicBool) {
     loop {
+        if stopping.load(Ordering::Acquire) {
+            return;
+        }
         let next = check_watched(watched, Instant::now());
         let woke = match next {
             Some(at) => woken.recv_deadline(at).map_err(|e| e.is_disconnected()),
@@ -58,6 +61,10 @@ pub(crate) struct Registry {
     /// Wakes that thread (started by the first [`Registry::watch`]) when
     /// `watched` changed; dropping it ends the thread.
     watcher: OnceLock<Sender<()>>,
+    /// Tells that thread to end ([`Registry::stop`]).
+    stopping: Arc<AtomicBool>,
+    /// That thread, for [`Registry::stop`].
+    watcher_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Default for Registry {
@@ -76,6 +83,8 @@ impl Registry {
             observe,
             watched: Arc::default(),
             watcher: OnceLock::new(),
+            stopping: Arc::default(),
+            watcher_thread: Mutex::new(None),
         }
     }
 
@@ -85,18 +94,22 @@ impl Registry {
     /// command moves that deadline earlier (the hold wakes the thread). The
     /// thread is started by the first call and ends with the registry.
     pub fn watch(&self, hold: &Arc<Hold>) {
-        if hold.watched.swap(true, Ordering::AcqRel) {
+        // Stopped by a shutdown, which marked every hold lost: no thread
+        // starts again.
+        if self.stopping.load(Ordering::Acquire) || hold.watched.swap(true, Ordering::AcqRel) {
             return;
         }
         self.watched.lock().push(Arc::downgrade(hold));
         let wake = self.watcher.get_or_init(|| {
             let (wake, woken) = crossbeam_channel::bounded(1);
             let watched = Arc::clone(&self.watched);
+            let stopping = Arc::clone(&self.stopping);
             let started = std::thread::Builder::new()
                 .name("rlock-deadline".into())
-                .spawn(move || watch_deadlines(&watched, &woken));
-            if let Err(e) = started {
-                log::warn!("redisson-lock: cannot start the deadline thread: {e}");
+                .spawn(move || watch_deadlines(&watched, &woken, &stopping));
+            match started {
+                Ok(started) => *self.watcher_thread.lock() = Some(started),
+                Err(e) => log::warn!("redisson-lock: cannot start the deadline thread: {e}"),
             }
             wake
         });
@@ -209,6 +222,21 @@ impl Registry {
             .filter(|hold| hold.renews())
             .cloned()
             .collect()
+    }
+
+    /// Every hold registered now.
+    pub fn all(&self) -> Vec<Arc<Hold>> {
+        self.holds.lock().values().flatten().cloned().collect()
+    }
+
+    /// Ends the `rlock-deadline` thread, if it runs, and waits for it: the
+    /// holds' deadlines are no longer signalled by it.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        if let Some(wake) = self.watcher.get() {
+            let _ = wake.try_send(());
+        }
+        crate::spawn::join(self.watcher_thread.lock().take());
     }
 
     /// Marks `hold` lost and stops renewing it.

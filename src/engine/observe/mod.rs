@@ -191,6 +191,8 @@ fn error_type(error: &Error) -> &'static str {
         Error::NotALock { .. } => "not_a_lock",
         Error::OutcomeUnknown { .. } => "outcome_unknown",
         Error::InvalidArgument(_) => "invalid_argument",
+        Error::Cancelled => "cancelled",
+        Error::Closed => "closed",
         #[allow(unreachable_patterns)]
         _ => "other",
     }
@@ -206,6 +208,7 @@ fn reason_label(reason: LostReason) -> &'static str {
         LostReason::ForceUnlocked => "force_unlocked",
         LostReason::Replaced => "replaced",
         LostReason::Released => "released",
+        LostReason::Shutdown => "shutdown",
     }
 }
 

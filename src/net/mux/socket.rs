@@ -194,6 +194,7 @@ impl Socket {
             &mut replies,
             &mut timeout,
             &info,
+            endpoint.name.as_deref(),
             connect_timeout,
         )?;
         stream

@@ -1,6 +1,6 @@
 //! One acquire attempt of a [`PermitExpirableSemaphore`], with Redisson's
 //! compensation when replica sync is checked and no replica acknowledged
-//! it (SYNCHRONIZERS §2.4 and §4.3: the ids are released, which publishes,
+//! it (docs/synchronizers.md: the ids are released, which publishes,
 //! and the acquire is sent again).
 
 use super::*;
@@ -62,8 +62,9 @@ impl PermitExpirableSemaphore {
         let now = epoch_millis();
         let expiry = expirable::expiry_score(now, lease);
         let publish = self.engine.publish;
+        let encoding = self.engine.config.permit_ids;
         self.synced("acquire", false, |con| {
-            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish)
+            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish, encoding)
         })
     }
 

@@ -5,10 +5,12 @@ use super::*;
 
 /// The id of one permit of a [`PermitExpirableSemaphore`]: 16 random bytes
 /// (a v4 UUID's, from the operating system's CSPRNG: 122 random bits),
-/// stored in Redis as those **raw bytes** and shown as 32 lowercase hex
-/// digits, as Redisson shows them. A Java id (`acquire()`'s `String`) parses
-/// with [`str::parse`] and can be released, renewed or read from Rust, and
-/// the other way round.
+/// stored in Redis as those **raw bytes** (Redisson 3.17.0+; as the hex
+/// text for Redisson up to 3.16.8 with
+/// [`ClientBuilder::expirable_permit_ids`](crate::ClientBuilder::expirable_permit_ids))
+/// and shown as 32 lowercase hex digits, as Redisson shows them. A Java id
+/// (`acquire()`'s `String`) parses with [`str::parse`] and can be released,
+/// renewed or read from Rust, stored either way, and the other way round.
 ///
 /// ```
 /// use redisson_lock::PermitId;
@@ -31,7 +33,9 @@ impl PermitId {
         PermitId(bytes)
     }
 
-    /// The raw bytes, as stored in the semaphore's `{<name>}:timeout` ZSET.
+    /// The raw bytes, as stored in the semaphore's `{<name>}:timeout` ZSET
+    /// (unless the client writes hex text, see
+    /// [`PermitIdEncoding`](crate::PermitIdEncoding)).
     pub const fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
@@ -79,6 +83,7 @@ impl FromStr for PermitId {
 /// lock's hold, a permit belongs to whoever knows its id, in any thread or
 /// process.
 #[must_use = "dropping the permits releases them at once"]
+#[clippy::has_significant_drop]
 pub struct ExpirablePermits {
     pub(super) semaphore: PermitExpirableSemaphore,
     pub(super) ids: Vec<PermitId>,

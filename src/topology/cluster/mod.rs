@@ -31,9 +31,9 @@ use crate::error::{Error, Result};
 use crate::net::connection::Connector;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Connections, Pool};
-use crate::net::tls::TlsSettings;
+use crate::net::tls::EndpointSettings;
 use crate::pubsub::Flavour;
-use crate::spawn::spawn;
+use crate::spawn::Stoppable;
 use table::Table;
 
 /// How often the slot table is read again with nothing prompting it
@@ -48,13 +48,15 @@ pub(crate) struct Cluster {
     state: Arc<State>,
     /// Wakes the refresh thread; dropping it stops the thread.
     wake: Sender<()>,
+    /// The refresh thread, for [`Cluster::stop`].
+    thread: Stoppable,
 }
 
 /// What the cluster handle and its refresh thread share.
 struct State {
     seeds: Vec<ConnectionInfo>,
     /// The builder's TLS material, for every node's endpoint.
-    tls: TlsSettings,
+    tls: EndpointSettings,
     connect_timeout: Duration,
     response_timeout: Duration,
     connections: Connections,
@@ -77,7 +79,7 @@ impl Cluster {
     /// [`Error::Unavailable`] when no seed answers `CLUSTER SLOTS`.
     pub fn connect(
         seeds: Vec<ConnectionInfo>,
-        tls: TlsSettings,
+        tls: EndpointSettings,
         connect_timeout: Duration,
         response_timeout: Duration,
         connections: Connections,
@@ -108,9 +110,19 @@ impl Cluster {
         state.refresh()?;
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         let worker = Arc::clone(&state);
-        let refresh = move || worker.run(&wake_rx);
-        spawn("rlock-cluster", "the cluster refresh thread", refresh)?;
-        Ok(Cluster { state, wake })
+        let refresh = move |stop: Receiver<()>| worker.run(&wake_rx, &stop);
+        let thread = Stoppable::spawn("rlock-cluster", "the cluster refresh thread", refresh)?;
+        Ok(Cluster {
+            state,
+            wake,
+            thread,
+        })
+    }
+
+    /// Stops the refresh thread and waits for it (at most its current
+    /// refresh, bounded by the timeouts); the slot table stays as it is.
+    pub fn stop(&self) {
+        self.thread.stop_and_join();
     }
 
     /// Asks the refresh thread to read the slot table again soon; never blocks.
@@ -178,9 +190,14 @@ impl Cluster {
 }
 
 impl State {
-    fn run(&self, wake: &Receiver<()>) {
+    fn run(&self, wake: &Receiver<()>, stop: &Receiver<()>) {
         loop {
-            match wake.recv_timeout(SCAN_INTERVAL) {
+            let woken = crossbeam_channel::select! {
+                recv(stop) -> _ => return,
+                recv(wake) -> woken => woken.map_err(|_| RecvTimeoutError::Disconnected),
+                default(SCAN_INTERVAL) => Err(RecvTimeoutError::Timeout),
+            };
+            match woken {
                 Ok(()) => {
                     let since = self.last_refresh.lock().elapsed();
                     if since < REFRESH_MIN_GAP {
@@ -324,22 +341,25 @@ pub(crate) fn redirect(e: &redis::RedisError, replied: &str) -> Option<(Arc<str>
 impl Cluster {
     /// The pub/sub flavour per `mode`: for [`ShardedSubscription::Auto`],
     /// sharded when the first seed that answers accepts `PUBSUB
-    /// SHARDNUMSUB 0` (one connect and one round trip). Logs the choice.
+    /// SHARDNUMSUB 0` (one connect and one round trip), and for
+    /// [`ShardedSubscription::Both`] both flavours then (classic alone
+    /// otherwise). Logs the choice.
     pub fn flavour(&self, mode: ShardedSubscription) -> Flavour {
-        let sharded = match mode {
-            ShardedSubscription::On => true,
-            ShardedSubscription::Off => false,
-            ShardedSubscription::Auto => self.state.probe_sharding(),
-        };
-        let flavour = if sharded {
-            Flavour::Sharded
-        } else {
-            Flavour::ClusterClassic
+        let flavour = match mode {
+            ShardedSubscription::On => Flavour::Sharded,
+            ShardedSubscription::Off => Flavour::ClusterClassic,
+            ShardedSubscription::Auto if self.state.probe_sharding() => Flavour::Sharded,
+            ShardedSubscription::Both if self.state.probe_sharding() => Flavour::Both,
+            _ => Flavour::ClusterClassic,
         };
         log::info!(
             "redisson-lock: Redis Cluster with {} pub/sub (sharded_subscription {mode:?}): \
              unlock scripts {}",
-            if sharded { "sharded" } else { "classic" },
+            match flavour {
+                Flavour::Sharded => "sharded",
+                Flavour::Both => "classic and sharded",
+                _ => "classic",
+            },
             flavour.publish().to_uppercase()
         );
         flavour
@@ -382,7 +402,7 @@ impl Cluster {
         seeds: Vec<ConnectionInfo>,
         config: &Config,
         connections: Connections,
-        tls: &TlsSettings,
+        tls: &EndpointSettings,
     ) -> Result<Arc<Cluster>> {
         let cluster = Cluster::connect(
             seeds,

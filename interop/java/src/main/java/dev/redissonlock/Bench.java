@@ -595,9 +595,9 @@ public final class Bench {
             case "write":
                 return client.getReadWriteLock(name).writeLock();
             case "fenced":
-                return client.getFencedLock(name);
+                return Compat.lockByName(client, "getFencedLock", name);
             case "spin":
-                return client.getSpinLock(name);
+                return Compat.lockByName(client, "getSpinLock", name);
             case "nonreentrant":
                 // Since 4.4.0: by reflection, so the driver still builds against older releases.
                 try {
@@ -712,7 +712,7 @@ public final class Bench {
     static void barrier(RedissonClient client, String key, long n) throws InterruptedException {
         RAtomicLong counter = client.getAtomicLong(key);
         counter.incrementAndGet();
-        counter.expire(java.time.Duration.ofSeconds(600));
+        counter.expire(600, TimeUnit.SECONDS);
         long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
         while (counter.get() < n) {
             if (System.nanoTime() > giveUp) {
@@ -724,7 +724,7 @@ public final class Bench {
 
     static void mark(RedissonClient client, String runId, String what) {
         client.getBucket("bench:s4:" + runId + ":" + what, StringCodec.INSTANCE)
-                .set("1", java.time.Duration.ofSeconds(600));
+                .set("1", 600, TimeUnit.SECONDS);
     }
 
     static long cpuNs() {

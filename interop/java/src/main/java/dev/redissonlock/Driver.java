@@ -102,11 +102,11 @@ public final class Driver {
             config.useSingleServer().setAddress(args[0]);
         }
         config.setLockWatchdogTimeout(Long.parseLong(args[1]));
+        Compat.configure(config, redissonVersion());
         client = Redisson.create(config);
 
         // The UUID Redisson puts in lock hash fields ("<id>:<threadId>").
-        // Redisson#getServiceManager() exists in both 3.24.x and 4.x.
-        String clientId = ((Redisson) client).getServiceManager().getId();
+        String clientId = Compat.clientId(client);
         emit("READY " + redissonVersion() + " " + clientId);
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -199,6 +199,9 @@ public final class Driver {
                 try {
                     String value = execute(op, a);
                     result = value.isEmpty() ? "OK" : "OK " + value;
+                } catch (Compat.NotApplicable na) {
+                    // Not an error: this Redisson version lacks the feature.
+                    result = "NA " + na.getMessage();
                 } catch (Throwable t) {
                     result = error(t);
                 }
@@ -253,18 +256,18 @@ public final class Driver {
                 case "lockToken": {
                     // fenced/<name>: lockAndGetToken, the token after OK
                     args(op, a, 1);
-                    return String.valueOf(((org.redisson.api.RFencedLock) lock(a[0])).lockAndGetToken());
+                    return String.valueOf(Compat.call(lock(a[0]), "lockAndGetToken", new Class<?>[0]));
                 }
                 case "tryLockToken": {
                     // fenced/<name> <wait ms>: tryLockAndGetToken, the token or null
                     args(op, a, 2);
-                    Long token = ((org.redisson.api.RFencedLock) lock(a[0]))
-                            .tryLockAndGetToken(num(a[1]), TimeUnit.MILLISECONDS);
+                    Object token = Compat.call(lock(a[0]), "tryLockAndGetToken",
+                            new Class<?>[] {long.class, TimeUnit.class}, num(a[1]), TimeUnit.MILLISECONDS);
                     return String.valueOf(token);
                 }
                 case "token":
                     args(op, a, 1);
-                    return String.valueOf(((org.redisson.api.RFencedLock) lock(a[0])).getToken());
+                    return String.valueOf(Compat.call(lock(a[0]), "getToken", new Class<?>[0]));
                 case "multiLock": {
                     // a,b,c: getMultiLock over those locks (same client), lock()
                     args(op, a, 1);
@@ -375,17 +378,19 @@ public final class Driver {
                 case "fair":
                     return client.getFairLock(raw);
                 case "fenced":
-                    return client.getFencedLock(raw);
+                    // 3.19.0+; the spin lock 3.15.0+ (by reflection: the
+                    // driver builds against older versions too).
+                    return Compat.lockByName(client, "getFencedLock", raw);
                 case "spin":
-                    return client.getSpinLock(raw);
+                    return Compat.lockByName(client, "getSpinLock", raw);
                 case "read":
                     return client.getReadWriteLock(raw).readLock();
                 case "write":
                     return client.getReadWriteLock(raw).writeLock();
                 case "nonreentrant":
-                    return byReflection("getNonReentrantLock", raw);
+                    return Compat.lockByName(client, "getNonReentrantLock", raw);
                 case "nonreentrantfair":
-                    return byReflection("getNonReentrantFairLock", raw);
+                    return Compat.lockByName(client, "getNonReentrantFairLock", raw);
                 default:
                     throw new BadCommand("unknown lock type " + type);
             }
@@ -401,16 +406,6 @@ public final class Driver {
             return client.getMultiLock(locks);
         }
 
-        private static RLock byReflection(String method, String raw) {
-            try {
-                return (RLock) client.getClass().getMethod(method, String.class).invoke(client, raw);
-            } catch (NoSuchMethodException e) {
-                throw new BadCommand(method + " is not in this Redisson version");
-            } catch (ReflectiveOperationException e) {
-                Throwable cause = e.getCause() == null ? e : e.getCause();
-                throw new RuntimeException(cause);
-            }
-        }
     }
 
     private static void args(String op, String[] a, int n) {

@@ -66,7 +66,7 @@ public final class PesOps {
                 try {
                     m = s.getClass().getMethod("getLeaseTime", String.class);
                 } catch (NoSuchMethodException e) {
-                    throw new Driver.BadCommand("getLeaseTime is not in this Redisson version");
+                    throw new Compat.NotApplicable("getLeaseTime is not in this Redisson version");
                 }
                 try {
                     return String.valueOf(m.invoke(s, a[1]));

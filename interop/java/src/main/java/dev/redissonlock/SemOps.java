@@ -36,9 +36,9 @@ public final class SemOps {
         switch (verb) {
             case "trySetPermits": {
                 if (a.length == 3) {
-                    Object ok = RSemaphore.class
-                            .getMethod("trySetPermits", int.class, java.time.Duration.class)
-                            .invoke(sem(client, a), num(a[1]), java.time.Duration.ofMillis(Long.parseLong(a[2])));
+                    Object ok = Compat.call(sem(client, a), "trySetPermits",
+                            new Class<?>[] {int.class, java.time.Duration.class},
+                            num(a[1]), java.time.Duration.ofMillis(Long.parseLong(a[2])));
                     return String.valueOf(ok);
                 }
                 need(verb, a, 2);
@@ -62,8 +62,8 @@ public final class SemOps {
                 return "";
             case "releaseIfExists": {
                 need(verb, a, 2);
-                Object ok = RSemaphore.class.getMethod("releaseIfExists", int.class)
-                        .invoke(sem(client, a), num(a[1]));
+                Object ok = Compat.call(sem(client, a), "releaseIfExists",
+                        new Class<?>[] {int.class}, num(a[1]));
                 return String.valueOf(ok);
             }
             case "addPermits":

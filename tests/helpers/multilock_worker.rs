@@ -1,7 +1,10 @@
-//! Takes a MultiLock over the same name on several servers, many times, and
-//! checks that no other process is inside at the same moment: the child
-//! process of `tests/multilock.rs`'s two-process exclusion test, and a
-//! small program to run by hand against servers of your own.
+//! **A test helper, not an example** (built as the `multilock_worker`
+//! example target, see Cargo.toml, so that `tests/support`'s
+//! `example_binary` can build it): takes a MultiLock over the same name on
+//! several servers, many times, and checks that no other process is inside
+//! at the same moment. The child process of `tests/multilock.rs`'s
+//! two-process exclusion test; it can also be run by hand against servers
+//! of your own.
 //!
 //! ```text
 //! cargo run --example multilock_worker -- redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003 orders 200

@@ -1,6 +1,9 @@
-//! Holds one lock until told to let go: a tiny process to experiment with, and
-//! the child process of the fault-injection tests (`tests/faults_stall.rs`),
-//! which freeze it with SIGSTOP to play a holder that stalls past its lease.
+//! **A test helper, not an example** (built as the `hold_lock` example
+//! target, see Cargo.toml, so that `tests/support`'s `example_binary` can
+//! build it): holds one lock until told to let go. The child process of the
+//! fault-injection tests (`tests/faults_stall.rs`), which freeze it with
+//! SIGSTOP to play a holder that stalls past its lease; also a tiny process
+//! to experiment with.
 //!
 //! ```text
 //! cargo run --example hold_lock -- redis://127.0.0.1:6379/ orders 30000

@@ -1,0 +1,122 @@
+//! The races users hit, made deterministic with fail points (feature
+//! `failpoints`: `cargo test --features failpoints --test failpoints`).
+//! Each test stops one thread of the crate at a named point of its code
+//! (tikv's `fail` crate), does the racing thing there, and lets it go on.
+//!
+//! - `renewal-before-send`: an unlock between the watchdog's collection of
+//!   the holds to renew and its send (a renewal in flight when the guard
+//!   is released): the released hold must never read as lost.
+//! - `waiter-before-park`: the subscriber's connection killed, and the lock
+//!   released (its message published to nobody), after a waiter's failed
+//!   attempt and before it parks: the waiter must still get the lock
+//!   promptly, not after the holder's lease.
+
+mod support;
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, OwnedLockGuard};
+use support::RedisServer;
+
+/// The fail points are process-wide: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client");
+    let guard = client.lock("raced").lock_owned().expect("lock");
+    let signal = guard.lost_signal();
+    // The watchdog stops at its next round, after it took the hold.
+    let (stopped_tx, stopped) = mpsc::channel::<()>();
+    let (go_tx, go) = mpsc::channel::<()>();
+    let go = Mutex::new(go);
+    let once = Mutex::new(Some(stopped_tx));
+    fail::cfg_callback("renewal-before-send", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = go.lock().expect("go").recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    stopped
+        .recv_timeout(watchdog * 3)
+        .expect("the watchdog reached the fail point");
+    // Released while the renewal is about to go out.
+    guard.unlock().expect("unlock");
+    go_tx.send(()).expect("go");
+    // The renewal lands after the release: it finds the field gone.
+    thread::sleep(watchdog);
+    fail::remove("renewal-before-send");
+    assert!(
+        !signal.is_lost(),
+        "a released lock reads as lost: {:?}",
+        signal.reason()
+    );
+    assert_eq!(signal.reason(), None);
+    assert_eq!(signal.wait_timeout(Duration::ZERO), None);
+    let exists: i64 = server.cmd(&["EXISTS", "raced"]);
+    assert_eq!(exists, 0, "the renewal brought the lock back");
+    scenario.teardown();
+}
+
+#[test]
+fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let holder = Client::open(server.url()).expect("holder");
+    let waiter = Client::open(server.url()).expect("waiter");
+    let lock = waiter.lock("parked");
+    let held: Arc<Mutex<Option<OwnedLockGuard>>> = Arc::new(Mutex::new(Some(
+        holder.lock("parked").lock_owned().expect("hold"),
+    )));
+    // At the waiter's first park: its subscriber's connection is killed and
+    // the lock released (the unlock message reaches no subscriber), then it
+    // parks on a 30 s lease's TTL.
+    let port = server.port();
+    let once = Mutex::new(Some(Arc::clone(&held)));
+    fail::cfg_callback("waiter-before-park", move || {
+        let Some(held) = once.lock().expect("once").take() else {
+            return;
+        };
+        let mut admin = support::sentinel::con(port);
+        let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "pubsub"])
+            .query(&mut admin);
+        if let Some(guard) = held.lock().expect("held").take() {
+            guard.unlock().expect("the holder's release");
+        }
+    })
+    .expect("fail point");
+    let started = Instant::now();
+    let guard = lock
+        .try_lock_for(Duration::from_secs(20))
+        .expect("try_lock_for")
+        .expect("the lock, once released");
+    let took = started.elapsed();
+    fail::remove("waiter-before-park");
+    assert!(
+        held.lock().expect("held").is_none(),
+        "the fail point never ran"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the waiter slept {took:?}: the release it missed cost it the holder's lease"
+    );
+    drop(guard);
+    scenario.teardown();
+}
