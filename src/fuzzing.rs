@@ -171,7 +171,15 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
             let expiry = expirable::expiry_score(1_000, Some(Duration::from_secs(1)));
             format!(
                 "{:?}",
-                expirable::try_acquire(con, &pes, &[ID, ID], expiry, 1_000, "PUBLISH")?
+                expirable::try_acquire(
+                    con,
+                    &pes,
+                    &[ID, ID],
+                    expiry,
+                    1_000,
+                    "PUBLISH",
+                    crate::config::PermitIdEncoding::Raw,
+                )?
             )
         }
         16 => format!(
@@ -233,4 +241,12 @@ pub fn endpoint(url: &str, host: &str, port: u16) -> Option<(String, String, boo
     let moved = crate::net::endpoint::with_server(info, host, port);
     let after = crate::net::endpoint::Endpoint::new(moved);
     Some((before, after.describe(), after.is_at(host, port)))
+}
+
+/// `ClientBuilder::redisson_compat`'s version parser: the version as it
+/// prints (`MAJOR.MINOR.PATCH`), and the settings it implies (`Debug`).
+pub fn redisson_version(text: &str) -> Result<(String, String)> {
+    let version = crate::config::compat::parse(text)?;
+    let compat = crate::config::compat::Compat::for_version(version);
+    Ok((version.to_string(), format!("{compat:?}")))
 }

@@ -1,5 +1,6 @@
 //! The text the crate parses itself: `HoldToken` and `PermitId`
-//! (`FromStr`, with `Display` round trips), cluster redirects
+//! (`FromStr`, with `Display` round trips), `redisson_compat`'s version
+//! parser (what parses prints back and parses to the same), cluster redirects
 //! (`-MOVED <slot> <host:port>`), URLs as an endpoint names them and moves
 //! them, and the command-line tool's arguments (cli/src/args.rs, compiled
 //! in: `parse_duration`, `parse_signal` and the whole `clap` command line).
@@ -23,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    match which % 7 {
+    match which % 8 {
         0 => {
             if let Ok(token) = text.parse::<HoldToken>() {
                 let printed = token.to_string();
@@ -79,6 +80,16 @@ fuzz_target!(|data: &[u8]| {
         5 => {
             if let Ok(signal) = args::parse_signal(&text) {
                 assert!((1..=64).contains(&signal), "{text:?} -> {signal}");
+            }
+        }
+        7 => {
+            if let Ok((printed, _)) = redisson_lock::__fuzzing::redisson_version(&text) {
+                let again = redisson_lock::__fuzzing::redisson_version(&printed);
+                assert_eq!(
+                    again.ok().map(|(v, _)| v).as_deref(),
+                    Some(printed.as_str()),
+                    "{text:?} -> {printed:?}"
+                );
             }
         }
         _ => {
