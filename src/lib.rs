@@ -156,6 +156,11 @@ mod client;
 mod lock;
 mod multi;
 mod synchronizers;
+// Only for the fuzz crate (fuzz/): internals behind thin wrappers, no API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+#[path = "fuzzing.rs"]
+pub mod __fuzzing;
 
 pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, Diagnostics, HolderProcess};

@@ -9,7 +9,7 @@
 //! | L2 transport | `net`, `pubsub` |
 //! | L3 topology | `topology` |
 //! | L4 engine | `engine` |
-//! | L5 api | `client`, `lock`, `multi`, `synchronizers` |
+//! | L5 api | `client`, `lock`, `multi`, `synchronizers`, `fuzzing` (feature `fuzzing` only) |
 //!
 //! A new top-level module must be added to the table (an unknown one
 //! fails), so that the picture stays true after the next split.
@@ -36,7 +36,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("L2 transport", &["net", "pubsub"]),
     ("L3 topology", &["topology"]),
     ("L4 engine", &["engine"]),
-    ("L5 api", &["client", "lock", "multi", "synchronizers"]),
+    (
+        "L5 api",
+        &["client", "lock", "multi", "synchronizers", "fuzzing"],
+    ),
 ];
 
 /// The layer of top-level module `module`, `None` if the table lacks it.

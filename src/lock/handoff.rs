@@ -99,7 +99,11 @@ impl FromStr for HoldToken {
         }
         let owner = field.split(':').collect::<Vec<_>>();
         let thread_ok = owner.get(1).is_some_and(|id| id.parse::<u64>().is_ok());
-        if owner.len() < 2 || owner[0].is_empty() || !thread_ok || !field.is_ascii() {
+        // Printable ASCII without spaces, as every owner field is (and as
+        // `Display` promises to print it): a control character or a space
+        // would otherwise be taken and printed back verbatim.
+        let printable = field.bytes().all(|b| b.is_ascii_graphic());
+        if owner.len() < 2 || owner[0].is_empty() || !thread_ok || !printable {
             return Err(bad("the owner field is not `<client id>:<id>`"));
         }
         let token = match token {
@@ -303,6 +307,11 @@ mod tests {
             format!("{good}%4"),
             format!("{good}%zz"),
             format!("{good} x"),
+            // Found by fuzz/ (target parsers): these parsed, and printed
+            // back a control character or a space.
+            good.replace("2f1e0c4a-", "2f1e\u{5}0c4a-"),
+            good.replace("2f1e0c4a-", "2f1e 0c4a-"),
+            good.replace("2f1e0c4a-", "2f1e\n0c4a-"),
         ] {
             let e = bad.parse::<HoldToken>().expect_err(&bad);
             assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e:?}");

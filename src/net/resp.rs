@@ -136,8 +136,8 @@ impl Reader {
     }
 
     /// The buffer's size (tests: memory follows what arrived).
-    #[cfg(test)]
-    fn buffer_len(&self) -> usize {
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn buffer_len(&self) -> usize {
         self.buf.capacity()
     }
 }

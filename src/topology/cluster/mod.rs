@@ -15,7 +15,7 @@
 mod refresh;
 mod router;
 pub mod slot;
-mod table;
+pub(crate) mod table;
 
 use std::collections::HashMap;
 use std::sync::Arc;
