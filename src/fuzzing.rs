@@ -134,15 +134,23 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
     let channel = "redisson_countdownlatch__channel__{fuzz{lock}}";
     Ok(match which - 8 * 9 {
         0 => {
-            let (read, write) = ("{fuzz{lock}}:x:rwlock_timeout", "");
+            let field = lease::Renewal::Field;
+            let read = lease::Renewal::ReadMarkers {
+                prefix: "{fuzz{lock}}:x:rwlock_timeout".into(),
+            };
+            let permits = lease::Renewal::Permits {
+                timeout: "{fuzz{lock}}:timeout".into(),
+                ids: vec![[7u8; 16], [9u8; 16]].into(),
+            };
             let chunks = [
                 lease::RenewChunk {
-                    read_markers: false,
-                    items: vec![(NAME, FIELD, write), ("other", FIELD, write)],
+                    items: vec![(NAME, FIELD, &field), ("other", FIELD, &field)],
                 },
                 lease::RenewChunk {
-                    read_markers: true,
-                    items: vec![(NAME, FIELD, read)],
+                    items: vec![(NAME, FIELD, &read)],
+                },
+                lease::RenewChunk {
+                    items: vec![(NAME, FIELD, &permits)],
                 },
             ];
             format!("{:?}", lease::renew_chunks(con, &chunks, 30_000)?)
