@@ -51,7 +51,7 @@ group_tests() {
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle" ;;
-  unlock) echo "unlock_latch force_unlock conformance" ;;
+  unlock) echo "unlock_latch force_unlock conformance multilock" ;;
   esac
 }
 
