@@ -1,0 +1,1 @@
+//! Schedule tests (RELIABILITY.md, "Schedule exploration").
