@@ -9,12 +9,14 @@
 //! starts at [`epoch`]. A timed wait ([`Condvar::wait_until`]) registers
 //! its deadline with the execution's timer thread (started by
 //! [`explore::check`]) and blocks on the condition variable as an untimed
-//! wait would. The timer thread, whenever the scheduler runs it and a coin
-//! says so, moves the clock to the earliest registered deadline and wakes
-//! the waits that are due: time passes at moments the scheduler picks, as
-//! long as at least one thread waits with a deadline, and a wait times out
-//! only once the clock has reached its deadline. A thread woken by
-//! `notify_*` before that sees no timeout. When every thread waits without
+//! wait would. The timer thread moves the clock to the earliest registered
+//! deadline and wakes the waits that are due when no other thread of the
+//! execution can run (each is finished or blocked, as `shuttle`'s own
+//! state says), so that running code takes no time and a wait times out
+//! only if nothing that could still run would have woken it; and, with the
+//! chance `fire` that a test gives, also while threads can run (time
+//! passing in the middle of their work). A wait times out only
+//! once the clock has reached its deadline. When every thread waits without
 //! a deadline, `shuttle` reports the deadlock: a lost wake-up of an untimed
 //! wait.
 //!
@@ -39,6 +41,20 @@ std::thread_local! {
     static OFFSET: Cell<Duration> = const { Cell::new(Duration::ZERO) };
     /// Its timer thread's state (none outside [`explore::check`]).
     static TIMERS: RefCell<Option<Rc<Timers>>> = const { RefCell::new(None) };
+}
+
+/// Whether a thread of the execution other than the caller (the timer
+/// thread) can run: is neither finished nor blocked (in a wait, a `join`, a
+/// mutex). Read from `shuttle`'s own state.
+fn others_can_run() -> bool {
+    use shuttle_engine::runtime::execution::ExecutionState;
+    use shuttle_engine::runtime::task::TaskId;
+    ExecutionState::with(|state| {
+        let me = state.current().id();
+        (0..)
+            .map_while(|id| state.try_get(TaskId::from(id)))
+            .any(|task| task.id() != me && !task.finished() && task.runnable())
+    })
 }
 
 /// Where the virtual clock starts (a real instant, the same for every
@@ -84,11 +100,11 @@ struct TimerState {
 struct Pending {
     id: u64,
     at: Instant,
-    wake: Arc<shuttle::sync::Condvar>,
+    wake: Arc<CondvarInner>,
 }
 
 impl Timers {
-    fn register(&self, at: Instant, wake: &Arc<shuttle::sync::Condvar>) -> u64 {
+    fn register(&self, at: Instant, wake: &Arc<CondvarInner>) -> u64 {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.next += 1;
         let id = state.next;
@@ -126,11 +142,11 @@ impl Timers {
                         .unwrap_or_else(PoisonError::into_inner);
                 }
             }
-            if !coin(self.fire) {
+            if others_can_run() && !coin(self.fire) {
                 thread::yield_now();
                 continue;
             }
-            let due: Vec<Arc<shuttle::sync::Condvar>> = {
+            let due: Vec<Arc<CondvarInner>> = {
                 let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 let Some(earliest) = state.pending.iter().map(|p| p.at).min() else {
                     continue;
@@ -223,7 +239,23 @@ impl WaitTimeoutResult {
 /// waits on the virtual clock (see the module docs).
 #[derive(Default)]
 pub(crate) struct Condvar {
-    inner: Arc<shuttle::sync::Condvar>,
+    inner: Arc<CondvarInner>,
+}
+
+/// `shuttle`'s condition variable (shared with the timer thread).
+#[derive(Default)]
+struct CondvarInner {
+    condvar: shuttle::sync::Condvar,
+}
+
+impl CondvarInner {
+    fn notify_one(&self) {
+        self.condvar.notify_one();
+    }
+
+    fn notify_all(&self) {
+        self.condvar.notify_all();
+    }
 }
 
 impl Condvar {
@@ -235,6 +267,7 @@ impl Condvar {
         if let Some(inner) = guard.inner.take() {
             guard.inner = Some(
                 self.inner
+                    .condvar
                     .wait(inner)
                     .unwrap_or_else(PoisonError::into_inner),
             );
