@@ -7,10 +7,12 @@
 #   scripts/schedules.sh                 every test at its own CI count
 #   scripts/schedules.sh 100000          every test over 100,000 schedules
 #   scripts/schedules.sh 100000 TEST...  those tests only (a name filter each)
-#   scripts/schedules.sh --defects       checks the tests themselves: applies
-#       each patch of scripts/schedules/ (a defect re-introduced: issue 29's
-#       and others), runs the test its header names at its CI count, and
-#       fails unless that test fails; then takes the patch back out.
+#   scripts/schedules.sh --defects [PREFIX]
+#       checks the tests themselves: applies each patch of
+#       scripts/schedules/ (whose name starts with PREFIX: a defect
+#       re-introduced, issue 29's and others), runs the test its header
+#       names at its CI count, and fails unless that test fails; then takes
+#       the patch back out.
 #
 # SHUTTLE_SEED (with SHUTTLE_ITERATIONS=1) replays one schedule;
 # SHUTTLE_PCT=depth uses the PCT scheduler instead of the random one.
@@ -30,7 +32,7 @@ if [ "${1:-}" = --defects ]; then
   applied=
   trap '[ -n "$applied" ] && git apply -R "$applied"' EXIT
   failed=0
-  for patch in scripts/schedules/*.patch; do
+  for patch in scripts/schedules/"${2:-}"*.patch; do
     test_name=$(sed -n 's/^Caught by: //p' "$patch" | head -n1)
     echo "==> $(basename "$patch" .patch): expect $test_name to fail"
     git apply "$patch"
