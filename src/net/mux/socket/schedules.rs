@@ -144,9 +144,7 @@ fn each_reply_goes_to_its_own_caller_and_a_timed_out_request_is_not_resent() {
         let (client, server_end) = pipe();
         client.set_read_timeout(Some(USUAL)).expect("in memory");
         let endpoint = Arc::new(Endpoint::new(
-            "redis://127.0.0.1:1"
-                .into_connection_info()
-                .expect("a URL"),
+            "redis://127.0.0.1:1".into_connection_info().expect("a URL"),
         ));
         let socket = Arc::new(
             Socket::over(
