@@ -14,8 +14,9 @@
 #       names at its CI count, and fails unless that test fails; then takes
 #       the patch back out.
 #
-# SHUTTLE_SEED (with SHUTTLE_ITERATIONS=1) replays one schedule;
-# SHUTTLE_PCT=depth uses the PCT scheduler instead of the random one.
+# SHUTTLE_RANDOM_SEED (shuttle's "failing seed", with SHUTTLE_ITERATIONS=1)
+# replays one schedule; SHUTTLE_PCT=depth uses the PCT scheduler instead of
+# the random one.
 # Prints each test's schedules and seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,8 @@ if [ "${1:-}" = --defects ]; then
       failed=1
     else
       if grep -q "panicked" target/schedules-defect.log; then
-        echo "    caught in $((SECONDS - started)) s: $(grep -m1 -A1 "panicked at src" target/schedules-defect.log | tail -n1 | cut -c1-150)"
+        echo "    caught in $((SECONDS - started)) s (build included), $(sed -n 's/^schedule exploration: failed at //p' target/schedules-defect.log | head -n1):"
+        echo "    $(grep -m1 -A1 "panicked at src" target/schedules-defect.log | tail -n1 | cut -c1-150)"
       else
         echo "    the build or run failed otherwise:"
         tail -n 20 target/schedules-defect.log
@@ -74,7 +76,7 @@ for name in "${tests[@]}"; do
   if ! SHUTTLE_ITERATIONS=${iterations:-${SHUTTLE_ITERATIONS:-}} \
     cargo test --quiet "${features[@]}" "$name" -- --exact >"$log" 2>&1; then
     cat "$log"
-    echo "    FAILED: $name (its schedule is printed above: SHUTTLE_SEED replays it)" >&2
+    echo "    FAILED: $name (SHUTTLE_RANDOM_SEED=<its failing seed, above> SHUTTLE_ITERATIONS=1 replays it)" >&2
     exit 1
   fi
   ended=$(date +%s.%N)

@@ -441,12 +441,12 @@ pub(crate) mod explore {
             .unwrap_or(default)
     }
 
-    /// Runs `body` over `iterations` random schedules (`SHUTTLE_SEED`
-    /// fixes the first one's seed; `SHUTTLE_PCT=depth` uses the PCT
-    /// scheduler instead). Each execution starts its clock at [`epoch`]
-    /// and a timer thread that, when scheduled, lets time pass with the
-    /// chance `fire` (see the module docs). A failing schedule panics with
-    /// `shuttle`'s replay string.
+    /// Runs `body` over `iterations` random schedules (`SHUTTLE_PCT=depth`
+    /// uses the PCT scheduler instead). Each execution starts its clock at
+    /// [`epoch`] and a timer thread that lets time pass (see the module
+    /// docs; `fire`: the chance that it does while threads can run). A
+    /// failing schedule panics with its number and `shuttle`'s seed
+    /// (`SHUTTLE_RANDOM_SEED=seed` with `SHUTTLE_ITERATIONS=1` replays it).
     pub(crate) fn check(iterations: usize, fire: f64, body: impl Fn() + Send + Sync + 'static) {
         let mut config = shuttle::Config::new();
         config.silence_warnings = true;
@@ -475,33 +475,35 @@ pub(crate) mod explore {
             let _ = timer.join();
             TIMERS.with(|slot| *slot.borrow_mut() = None);
         };
-        let seed = std::env::var("SHUTTLE_SEED")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok());
         let pct = std::env::var("SHUTTLE_PCT")
             .ok()
             .and_then(|d| d.parse::<usize>().ok());
-        match (pct, seed) {
-            (Some(depth), Some(seed)) => shuttle::Runner::new(
-                shuttle::scheduler::PctScheduler::new_from_seed(seed, depth, iterations),
-                config,
-            )
-            .run(execution),
-            (Some(depth), None) => shuttle::Runner::new(
+        let explored = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = {
+            let explored = Arc::clone(&explored);
+            move || {
+                explored.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                execution();
+            }
+        };
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match pct {
+            Some(depth) => shuttle::Runner::new(
                 shuttle::scheduler::PctScheduler::new(depth, iterations),
                 config,
             )
-            .run(execution),
-            (None, Some(seed)) => shuttle::Runner::new(
-                shuttle::scheduler::RandomScheduler::new_from_seed(seed, iterations),
-                config,
-            )
-            .run(execution),
-            (None, None) => {
+            .run(counted),
+            None => {
                 shuttle::Runner::new(shuttle::scheduler::RandomScheduler::new(iterations), config)
-                    .run(execution)
+                    .run(counted)
             }
-        };
+        }));
+        if let Err(panic) = run {
+            eprintln!(
+                "schedule exploration: failed at schedule {} of {iterations}",
+                explored.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// Sleeps `duration` of virtual time (`shuttle`'s own `sleep` only
