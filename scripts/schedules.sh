@@ -11,8 +11,9 @@
 #       checks the tests themselves: applies each patch of
 #       scripts/schedules/ (whose name starts with PREFIX: a defect
 #       re-introduced, issue 29's and others), runs the test its header
-#       names at its CI count, and fails unless that test fails; then takes
-#       the patch back out.
+#       names at its CI count DEFECT_RUNS times (5; new seeds each), and
+#       fails unless that test fails every time; then takes the patch back
+#       out. Prints the schedule at which each run failed.
 #
 # SHUTTLE_RANDOM_SEED (shuttle's "failing seed", with SHUTTLE_ITERATIONS=1)
 # replays one schedule; SHUTTLE_PCT=depth uses the PCT scheduler instead of
@@ -32,6 +33,10 @@ if [ "${1:-}" = --defects ]; then
   fi
   applied=
   trap '[ -n "$applied" ] && git apply -R "$applied"' EXIT
+  # Each test runs this often (other seeds each time): the schedules it
+  # took say how easily the defect is found.
+  runs=${DEFECT_RUNS:-5}
+  message=
   failed=0
   for patch in scripts/schedules/"${2:-}"*.patch; do
     test_name=$(sed -n 's/^Caught by: //p' "$patch" | head -n1)
@@ -39,18 +44,25 @@ if [ "${1:-}" = --defects ]; then
     git apply "$patch"
     applied=$patch
     started=$SECONDS
-    if cargo test --quiet "${features[@]}" "$test_name" -- --exact >"target/schedules-defect.log" 2>&1; then
-      echo "    NOT CAUGHT: $test_name passed with the defect in ($((SECONDS - started)) s)"
-      failed=1
-    else
-      if grep -q "panicked" target/schedules-defect.log; then
-        echo "    caught in $((SECONDS - started)) s (build included), $(sed -n 's/^schedule exploration: failed at //p' target/schedules-defect.log | head -n1):"
-        echo "    $(grep -m1 -A1 "panicked at src" target/schedules-defect.log | tail -n1 | cut -c1-150)"
+    found=()
+    for run in $(seq "$runs"); do
+      if cargo test --quiet "${features[@]}" "$test_name" -- --exact >"target/schedules-defect.log" 2>&1; then
+        found+=(missed)
+      elif grep -q "^schedule exploration: failed at schedule" target/schedules-defect.log; then
+        found+=("$(sed -n 's/^schedule exploration: failed at schedule \([0-9]*\) of.*/\1/p' target/schedules-defect.log | head -n1)")
+        [ "$run" = 1 ] && message=$(grep -m1 -A1 "panicked at src" target/schedules-defect.log | tail -n1 | cut -c1-150)
       else
         echo "    the build or run failed otherwise:"
         tail -n 20 target/schedules-defect.log
-        failed=1
+        found+=(error)
       fi
+    done
+    if printf '%s\n' "${found[@]}" | grep -qv '^[0-9]*$'; then
+      echo "    NOT CAUGHT in every run: ${found[*]}"
+      failed=1
+    else
+      echo "    caught in $runs of $runs runs, at schedule ${found[*]} ($((SECONDS - started)) s, build included):"
+      echo "    $message"
     fi
     git apply -R "$patch"
     applied=
