@@ -407,7 +407,6 @@ impl Entry {
 }
 
 #[cfg(all(test, feature = "shuttle"))]
-#[path = "entries/schedules.rs"]
 mod schedules;
 
 #[cfg(test)]
