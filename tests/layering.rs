@@ -4,7 +4,7 @@
 //!
 //! | layer | top-level modules |
 //! |---|---|
-//! | L0 base | `cancel`, `config`, `error`, `fork`, `lua`, `names`, `owner`, `spawn` |
+//! | L0 base | `cancel`, `config`, `error`, `fork`, `lua`, `names`, `owner`, `spawn`, `sync` |
 //! | L1 protocol | `locks` |
 //! | L2 transport | `net`, `pubsub` |
 //! | L3 topology | `topology` |
@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "names",
             "owner",
             "spawn",
+            "sync",
         ],
     ),
     ("L1 protocol", &["locks"]),

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
 use redis::RedisError;
+
+use crate::sync::{Condvar, Mutex};
 
 /// Every channel with at least one waiting thread, and its entries.
 #[derive(Default)]
@@ -302,7 +303,7 @@ impl Entry {
         seen: &AtomicU64,
         stop: &dyn Fn() -> bool,
     ) -> Result<bool, RedisError> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = crate::sync::now().checked_add(timeout);
         let mut state = self.state.lock();
         loop {
             if let Some(error) = &state.refused {
@@ -404,6 +405,9 @@ impl Entry {
         }
     }
 }
+
+#[cfg(all(test, feature = "shuttle"))]
+mod schedules;
 
 #[cfg(test)]
 mod tests {

@@ -25,10 +25,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::net::direct;
@@ -36,8 +34,12 @@ use crate::net::endpoint::Endpoint;
 use crate::net::mux::Replies;
 use crate::net::resp;
 use crate::net::stream::Stream;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 mod lead;
+#[cfg(all(test, feature = "shuttle"))]
+mod schedules;
 
 /// The socket's read timeout is changed only when it is off the time left
 /// by more than the response timeout over this: a read may outlast its
@@ -203,6 +205,18 @@ impl Socket {
         stream
             .set_write_timeout(Some(response_timeout))
             .map_err(redis_io)?;
+        Socket::over(stream, replies, response_timeout, generation, endpoint)
+    }
+
+    /// A socket over `stream`, connected and set up (its timeouts set),
+    /// opened at the endpoint's `generation`.
+    fn over(
+        stream: Stream,
+        replies: resp::Reader,
+        response_timeout: Duration,
+        generation: u64,
+        endpoint: &Arc<Endpoint>,
+    ) -> RedisResult<Socket> {
         Ok(Socket {
             writer: Mutex::new(stream.try_clone().map_err(redis_io)?),
             closer: stream.try_clone().map_err(redis_io)?,
@@ -247,7 +261,7 @@ impl Socket {
     pub fn send(&self, packed: &[u8], expected: usize) -> RedisResult<Arc<Slot>> {
         let slot = Arc::new(Slot {
             expected,
-            sent_at: Instant::now(),
+            sent_at: crate::sync::now(),
             wake: Condvar::new(),
             inner: Mutex::new(SlotState::default()),
         });
@@ -378,13 +392,13 @@ impl Socket {
             // Someone reads: wait to be handed a reply or the reading.
             slot.inner.lock().waiting = true;
             let backstop = *backstop.get_or_insert_with(|| {
-                Instant::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100)
+                crate::sync::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100)
             });
             let until = give_up.map_or(backstop, |g| g.min(backstop));
             let timed_out = slot.wake.wait_until(&mut state, until).timed_out();
             slot.inner.lock().waiting = false;
             if timed_out && slot.inner.lock().outcome.is_none() {
-                if give_up.is_some_and(|g| Instant::now() >= g) {
+                if give_up.is_some_and(|g| crate::sync::now() >= g) {
                     return Err(self.abandon(slot, &state));
                 }
                 // The leader enforces the deadline; never wait past it
@@ -432,7 +446,7 @@ impl Socket {
         match state.queue.front() {
             Some(front) => front.sent_at + self.usual,
             // Cannot be: the leader's own request is queued until answered.
-            None => Instant::now() + self.usual,
+            None => crate::sync::now() + self.usual,
         }
     }
 

@@ -12,12 +12,12 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::MutexGuard;
 use redis::Value;
 
 use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
 use crate::net::mux::Replies;
 use crate::net::stream::Stream;
+use crate::sync::MutexGuard;
 
 /// Why the leader stopped reading (its read fails, ending the parse).
 #[derive(Clone, Copy)]
@@ -114,7 +114,7 @@ impl Feed<'_> {
                 socket.write_out(state);
             }
         }
-        let now = Instant::now();
+        let now = crate::sync::now();
         if self.give_up.is_some_and(|g| now >= g) {
             return Err(Stop::GaveUp);
         }
@@ -217,7 +217,7 @@ impl Socket {
                 }
                 // Not yet the front's deadline: the next read checks
                 // `give_up`.
-                Err(e) if e.is_timeout() && Instant::now() < feed.deadline => {}
+                Err(e) if e.is_timeout() && crate::sync::now() < feed.deadline => {}
                 Err(e) => {
                     // Replies parsed before the error keep their answers
                     // (an error that needed no read, at the end of the
