@@ -12,13 +12,13 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::locks::protocol::Protocol;
-use crate::locks::{
+use crate::net::resp;
+use crate::protocol::sealed::Protocol;
+use crate::protocol::{
     AcquireRequest, Fair, Fenced, NonReentrant, NonReentrantFair, Queue, Read as ReadSide,
     Reentrant, ReleaseRequest, Spin, Write,
 };
-use crate::locks::{expirable, inspect, latch, lease, replies, semaphore};
-use crate::net::resp;
+use crate::protocol::{expirable, inspect, latch, lease, replies, semaphore};
 use crate::topology::cluster::table::Table;
 
 /// The crate's RESP reader (`net::resp::Reader`).

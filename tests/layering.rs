@@ -4,8 +4,8 @@
 //!
 //! | layer | top-level modules |
 //! |---|---|
-//! | L0 base | `cancel`, `config`, `error`, `fork`, `lua`, `names`, `owner`, `spawn` |
-//! | L1 protocol | `locks` |
+//! | L0 base | `cancel`, `config`, `error`, `failpoint`, `fork`, `lua`, `names`, `owner`, `spawn` |
+//! | L1 protocol | `protocol` |
 //! | L2 transport | `net`, `pubsub` |
 //! | L3 topology | `topology` |
 //! | L4 engine | `engine` |
@@ -32,7 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "spawn",
         ],
     ),
-    ("L1 protocol", &["locks"]),
+    ("L1 protocol", &["protocol"]),
     ("L2 transport", &["net", "pubsub"]),
     ("L3 topology", &["topology"]),
     ("L4 engine", &["engine"]),
@@ -208,7 +208,7 @@ fn no_import_in_src_points_up_the_layer_table() {
 #[test]
 fn a_planted_upward_import_is_caught() {
     let planted = "use crate::error::Result;\nuse crate::{lua::Lua, engine::Engine};\n";
-    let problems = violations(Path::new("locks/reentrant.rs"), planted);
+    let problems = violations(Path::new("protocol/reentrant.rs"), planted);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("crate::engine"), "{problems:?}");
     let inline = "fn f() { let _ = crate::client::Client::open(\"x\"); }";
@@ -224,6 +224,6 @@ fn a_planted_upward_import_is_caught() {
 #[test]
 fn prose_and_strings_are_not_imports() {
     let text = "/// see [`crate::client::Client`]\nlet s = \"crate::engine\"; // crate::lock\n";
-    assert!(violations(Path::new("locks/x.rs"), text).is_empty());
+    assert!(violations(Path::new("protocol/x.rs"), text).is_empty());
     assert!(!violations(Path::new("newmodule/x.rs"), "").is_empty());
 }

@@ -219,7 +219,7 @@ impl FloorSession {
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
         // PROTOCOL §2.1: lease, owner field. The crate's script (`raw`) takes
-        // what src/locks/reentrant.rs sends it: those and the holds the
+        // what src/protocol/reentrant.rs sends it: those and the holds the
         // caller knows it has (the harness never re-enters: 0).
         let script = if self.own {
             &*CRATE_ACQUIRE

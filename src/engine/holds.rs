@@ -48,7 +48,7 @@ use parking_lot::{Condvar, Mutex};
 use super::events::{Event, Events, LockEvent};
 use super::observe::{self, HoldObserver};
 use crate::error::{Error, LostReason};
-use crate::locks::Renewal;
+use crate::protocol::Renewal;
 
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 

@@ -12,8 +12,8 @@ use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::guard::LockGuard;
 use crate::lock::unlock::Unlock;
-use crate::locks::{AcquireRequest, Acquired, Kind, Queue};
 use crate::names;
+use crate::protocol::{AcquireRequest, Acquired, Kind, Queue};
 
 impl<K: Kind> Lock<K> {
     /// What an acquire attempt settles before its command is sent: the

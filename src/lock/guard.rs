@@ -12,9 +12,9 @@ use crate::error::{LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
 use crate::lock::unlock::{ReplicaCheck, Unlock};
-use crate::locks::UnlockOutcome;
-use crate::locks::{Kind, Reentrant, Wake};
 use crate::net::scatter::Prefetched;
+use crate::protocol::UnlockOutcome;
+use crate::protocol::{Kind, Reentrant, Wake};
 
 mod keep;
 
@@ -158,7 +158,7 @@ impl<K: Kind> LockGuard<K> {
                 if resend {
                     ticket.resending();
                 }
-                crate::locks::replies::expire_if_held(
+                crate::protocol::replies::expire_if_held(
                     con,
                     &self.lock.name,
                     &self.hold.field,

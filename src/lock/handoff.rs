@@ -11,8 +11,8 @@ use std::time::Instant;
 use super::Lock;
 use super::owned::OwnedLockGuard;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::Kind;
-use crate::locks::lease::{self, RenewChunk, Renewed};
+use crate::protocol::Kind;
+use crate::protocol::lease::{self, RenewChunk, Renewed};
 
 /// The printable form's first part, and its version.
 const PREFIX: &str = "redisson-lock-hold/1";

@@ -22,8 +22,8 @@ use crate::engine::Engine;
 use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
 use crate::engine::replicas::Synced;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake};
 use crate::owner;
+use crate::protocol::{Kind, Queue, Reentrant, Spinning, Wake};
 use guard::LockGuard;
 
 /// What one acquire attempt got: the guard, or the holder's TTL.

@@ -10,8 +10,8 @@ use super::guard::{LockGuard, guard_common};
 use super::signal::LostSignal;
 use crate::engine::holds::Hold;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::{Kind, Reentrant};
 use crate::owner;
+use crate::protocol::{Kind, Reentrant};
 
 /// One hold on a [`Lock`] that belongs to no thread: `Send + 'static`,
 /// released on drop (or by [`unlock`](Self::unlock)) from whichever thread

@@ -15,8 +15,8 @@ use crate::lock::Lock;
 use crate::lock::attempt::Attempt;
 use crate::lock::guard::{self, LockGuard};
 use crate::lock::unlock::Orphan;
-use crate::locks::Kind;
 use crate::net::scatter::{InFlight, Recorder};
+use crate::protocol::Kind;
 
 /// One member's attempt: its guard, or the holder's TTL; or the error.
 pub(super) type Outcome<K> = Result<std::result::Result<LockGuard<K>, Option<Duration>>>;

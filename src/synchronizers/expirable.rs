@@ -14,8 +14,8 @@ use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::epoch_millis;
-use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
+use crate::protocol::epoch_millis;
+use crate::protocol::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 
 /// A handle on Redisson's `RPermitExpirableSemaphore` called `name`
 /// (`redisson.getPermitExpirableSemaphore(name)`), from

@@ -8,8 +8,8 @@ use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::latch;
 use crate::names::latch_channel;
+use crate::protocol::latch;
 use crate::topology::cluster::slot::key_slot;
 
 /// A handle on one distributed count-down latch, byte-for-byte Redisson's

@@ -12,8 +12,8 @@ use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::semaphore::{self as protocol, MAX_PERMITS, SemaphoreKeys};
 use crate::names;
+use crate::protocol::semaphore::{self as protocol, MAX_PERMITS, SemaphoreKeys};
 
 /// A handle on the distributed counting semaphore called `name`: Redisson's
 /// `RSemaphore` (`redisson.getSemaphore(name)`), byte for byte.

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::engine::holds::{Hold, Releaser};
-use crate::locks::Renewal;
+use crate::protocol::Renewal;
 
 /// The Redisson class the holds of renewed permits report in events.
 const KIND: &str = "RPermitExpirableSemaphore";
