@@ -4,7 +4,7 @@
 //! renewed. Everything else (the waiting loop, guards, the registry of holds,
 //! the watchdog, the subscriber) is written once, in the engine, for every
 //! type, and never names one. Beside them: the synchronizers' scripts and
-//! replies (`semaphore`, `expirable`, `latch`), the read-only inspection
+//! replies (`semaphore`, `permit_expirable`, `latch`), the read-only inspection
 //! (`inspect`), the unlock replies (`replies`) and the renewal batches
 //! (`lease`).
 //!
@@ -66,7 +66,6 @@ macro_rules! rlock_layout {
     };
 }
 
-pub(crate) mod expirable;
 mod fair;
 mod fenced;
 pub(crate) mod inspect;
@@ -74,6 +73,7 @@ pub(crate) mod latch;
 pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
+pub(crate) mod permit_expirable;
 mod read;
 mod reentrant;
 pub(crate) mod replies;

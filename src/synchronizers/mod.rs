@@ -3,10 +3,10 @@
 //! (`Engine::wait_on`). One file per type; their protocol files are in
 //! `crate::locks`.
 
-mod expirable;
 mod latch;
+mod permit_expirable;
 mod semaphore;
 
-pub use expirable::{ExpirablePermits, PermitExpirableSemaphore, PermitId};
 pub use latch::CountDownLatch;
+pub use permit_expirable::{ExpirablePermits, PermitExpirableSemaphore, PermitId};
 pub use semaphore::{Semaphore, SemaphorePermits};

@@ -111,7 +111,7 @@ impl PermitExpirableSemaphore {
             let publish = engine.publish;
             engine
                 .with_connection(&keys.name, "release", |con, _| {
-                    expirable::try_release_many(con, &keys, &raw, epoch_millis(), publish)
+                    protocol::try_release_many(con, &keys, &raw, epoch_millis(), publish)
                 })
                 .map(|_| ())
         })
