@@ -13,6 +13,9 @@
 //!
 //! A new top-level module must be added to the table (an unknown one
 //! fails), so that the picture stays true after the next split.
+//!
+//! Also checked here, over the same files: no two types of `src/` share a
+//! name (a reader who meets `State` or `Entry` should not have to ask which).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -184,12 +187,48 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn no_import_in_src_points_up_the_layer_table() {
+/// Every `.rs` file of `src/`, and `src/` itself.
+fn src_files() -> (PathBuf, Vec<PathBuf>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     assert!(files.len() > 20, "found only {} files", files.len());
+    (src, files)
+}
+
+/// The types `code` declares: structs, enums, unions, traits, and type
+/// aliases at the top level of a file (an indented `type` is an associated
+/// type or a function's own alias, such as `type Err` of every `FromStr`).
+fn declared_types(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in code.lines() {
+        let indented = line.starts_with(char::is_whitespace);
+        let mut rest = line.trim_start();
+        if let Some(after) = rest.strip_prefix("pub") {
+            rest = match after.strip_prefix('(') {
+                Some(scoped) => scoped.split_once(')').map_or("", |(_, r)| r),
+                None => after,
+            }
+            .trim_start();
+        }
+        for keyword in ["struct ", "enum ", "union ", "trait ", "type "] {
+            if keyword == "type " && indented {
+                continue;
+            }
+            if let Some(after) = rest.strip_prefix(keyword) {
+                let name = first_segment(after);
+                if name.starts_with(|c: char| c.is_uppercase()) {
+                    found.push(name);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_in_src_points_up_the_layer_table() {
+    let (src, files) = src_files();
     let problems: Vec<String> = files
         .iter()
         .flat_map(|path| {
@@ -226,4 +265,39 @@ fn prose_and_strings_are_not_imports() {
     let text = "/// see [`crate::client::Client`]\nlet s = \"crate::engine\"; // crate::lock\n";
     assert!(violations(Path::new("protocol/x.rs"), text).is_empty());
     assert!(!violations(Path::new("newmodule/x.rs"), "").is_empty());
+}
+
+#[test]
+fn no_two_types_of_src_share_a_name() {
+    let (src, files) = src_files();
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for path in &files {
+        let source = fs::read_to_string(path).expect("read");
+        let relative = path.strip_prefix(&src).expect("below src").display();
+        for name in declared_types(&code_only(&source)) {
+            seen.entry(name).or_default().push(relative.to_string());
+        }
+    }
+    let shared: Vec<String> = seen
+        .iter()
+        .filter(|(_, places)| places.len() > 1)
+        .map(|(name, places)| format!("`{name}`: {}", places.join(", ")))
+        .collect();
+    assert!(
+        seen.len() > 100,
+        "found only {} type names: is the scan broken?",
+        seen.len()
+    );
+    assert!(
+        shared.is_empty(),
+        "{} type name(s) declared more than once in src/ (rename the internal ones after what they are):\n{}",
+        shared.len(),
+        shared.join("\n")
+    );
+}
+
+#[test]
+fn declared_types_are_found_and_associated_types_are_not() {
+    let code = "pub(crate) struct A {\n}\nenum B { X }\npub trait C {}\ntype D = u8;\nimpl FromStr for A {\n    type Err = E;\n}\nmod tests {\n    struct F;\n}\n";
+    assert_eq!(declared_types(code), ["A", "B", "C", "D", "F"]);
 }

@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::lock::attempt::Attempt;
+use crate::lock::attempt::BegunAttempt;
 use crate::lock::guard::{self, LockGuard};
 use crate::lock::unlock::Orphan;
 use crate::net::scatter::{InFlight, Recorder};
@@ -41,7 +41,7 @@ pub(super) fn try_all<K: Kind>(
         field: String,
         lease: Duration,
         lease_ms: u64,
-        begun: Attempt,
+        begun: BegunAttempt,
         sent: Instant,
         in_flight: Option<Result<InFlight<'a>>>,
     }
