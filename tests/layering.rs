@@ -15,7 +15,10 @@
 //! fails), so that the picture stays true after the next split.
 //!
 //! Also checked here, over the same files: no two types of `src/` share a
-//! name (a reader who meets `State` or `Entry` should not have to ask which).
+//! name (a reader who meets `State` or `Entry` should not have to ask
+//! which), and every public type whose drop releases something over the
+//! network (a guard, permits, a leadership) carries
+//! `#[clippy::has_significant_drop]`, as `lock_api`'s guards do.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -300,4 +303,105 @@ fn no_two_types_of_src_share_a_name() {
 fn declared_types_are_found_and_associated_types_are_not() {
     let code = "pub(crate) struct A {\n}\nenum B { X }\npub trait C {}\ntype D = u8;\nimpl FromStr for A {\n    type Err = E;\n}\nmod tests {\n    struct F;\n}\n";
     assert_eq!(declared_types(code), ["A", "B", "C", "D", "F"]);
+}
+
+/// A public type whose `Drop` holds nothing and sends nothing, with why.
+const INSIGNIFICANT_DROPS: &[(&str, &str)] = &[(
+    "LockWatch",
+    "its drop stops its own thread; the watch holds nothing",
+)];
+
+/// The types of `code` with a `Drop` of their own: an `impl ... Drop for
+/// Name`, or the guards' shared macro (`guard_common!(Name, ...)`).
+fn dropping_types(code: &str) -> Vec<String> {
+    ["Drop for ", "guard_common!("]
+        .iter()
+        .flat_map(|marker| code.split(marker).skip(1).map(first_segment))
+        .filter(|name| !name.is_empty() && name != "$guard")
+        .collect()
+}
+
+/// The plain `pub` structs of `code`: name, whether
+/// `#[clippy::has_significant_drop]` is among the attributes right above
+/// it, and its body (its fields).
+fn public_structs(code: &str) -> Vec<(String, bool, String)> {
+    let mut found = Vec::new();
+    let mut significant = false;
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with("#[") {
+            significant |= line.contains("clippy::has_significant_drop");
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("pub struct ") {
+            let mut body = rest.to_owned();
+            if !rest.trim_end().ends_with(';') {
+                for field in lines.by_ref() {
+                    body.push_str(field);
+                    if field.starts_with('}') {
+                        break;
+                    }
+                }
+            }
+            found.push((first_segment(rest), significant, body));
+        }
+        significant = false;
+    }
+    found
+}
+
+#[test]
+fn every_public_type_dropped_over_the_network_has_a_significant_drop() {
+    let (_, files) = src_files();
+    let mut dropping = Vec::new();
+    let mut public = Vec::new();
+    for path in &files {
+        let code = code_only(&fs::read_to_string(path).expect("read"));
+        dropping.extend(dropping_types(&code));
+        public.extend(public_structs(&code));
+    }
+    // A public type holding one of them (a leadership holds a guard) drops
+    // it: it is one of them.
+    loop {
+        let holders: Vec<String> = public
+            .iter()
+            .filter(|(name, _, body)| {
+                !dropping.contains(name)
+                    && body
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .any(|word| dropping.iter().any(|held| held == word))
+            })
+            .map(|(name, _, _)| name.clone())
+            .collect();
+        if holders.is_empty() {
+            break;
+        }
+        dropping.extend(holders);
+    }
+    let checked: Vec<&str> = public
+        .iter()
+        .filter(|(name, _, _)| dropping.contains(name))
+        .map(|(name, _, _)| name.as_str())
+        .collect();
+    for guard in [
+        "LockGuard",
+        "OwnedLockGuard",
+        "MultiLockGuard",
+        "Leadership",
+    ] {
+        assert!(checked.contains(&guard), "{guard} not found in {checked:?}");
+    }
+    let missing: Vec<&str> = public
+        .iter()
+        .filter(|(name, significant, _)| {
+            dropping.contains(name)
+                && !significant
+                && !INSIGNIFICANT_DROPS.iter().any(|(exempt, _)| exempt == name)
+        })
+        .map(|(name, _, _)| name.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "public types whose drop releases over the network without #[clippy::has_significant_drop]: {missing:?}"
+    );
 }

@@ -185,13 +185,10 @@ impl<K: Kind> Lock<K> {
     ///
     /// Returns at once on a reentry. Errors are Redis errors (the server is
     /// unreachable, the key is not a lock hash) and bad arguments; they end the
-    /// wait.
+    /// wait. The wait itself has no time limit: an [`Error::Timeout`] is a
+    /// reply that did not come within the response timeout.
     pub fn lock(&self) -> Result<LockGuard<K>> {
-        // Without a deadline, `acquire` returns a guard or an error, never `None`.
-        self.acquire(None, None)?.ok_or(Error::Timeout {
-            operation: "lock",
-            after: Duration::MAX,
-        })
+        crate::cancel::without_deadline(|| self.acquire(None, None))
     }
 
     /// Takes the lock if it is free or already held by this thread: one

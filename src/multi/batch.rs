@@ -165,7 +165,11 @@ impl<K: Kind> Leftovers<K> {
         if self.guards.is_empty() && self.orphans.is_empty() {
             return;
         }
-        let guard_keys: Vec<String> = self.guards.iter().map(|g| member_key(g.lock())).collect();
+        let guard_keys: Vec<String> = self
+            .guards
+            .iter()
+            .map(|g| member_key(LockGuard::lock_of(g)))
+            .collect();
         let orphan_keys: Vec<String> = self.orphans.iter().map(|o| member_key(o.lock())).collect();
         let cleanup = Cleanup::default();
         {

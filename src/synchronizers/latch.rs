@@ -183,7 +183,7 @@ impl CountDownLatch {
     /// An error (Redis unreachable, the subscription not confirmed within
     /// the subscription timeout) ends the wait.
     pub fn wait(&self) -> Result<()> {
-        self.wait_until(None).map(|_| ())
+        crate::cancel::without_deadline(|| self.wait_until(None))
     }
 
     /// [`wait`](Self::wait) for at most `timeout`: `true` when the count

@@ -311,12 +311,7 @@ impl PermitExpirableSemaphore {
     /// `n`). `n == 0` is [`Error::InvalidArgument`] (Redisson's
     /// `acquire(0)` never returns). See [`acquire`](Self::acquire).
     pub fn acquire_n(&self, n: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
-        match self.acquire_until(n, lease, false, None)? {
-            Some(permits) => Ok(permits),
-            None => Err(Error::UnexpectedReply(
-                "an acquire without a deadline gave up".to_owned(),
-            )),
-        }
+        crate::cancel::without_deadline(|| self.acquire_until(n, lease, false, None))
     }
 
     /// One attempt at one permit (Redisson's `tryAcquire()` /

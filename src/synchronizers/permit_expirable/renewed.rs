@@ -52,12 +52,7 @@ impl PermitExpirableSemaphore {
     /// [`acquire_n`](Self::acquire_n).
     pub fn acquire_renewed(&self, n: u32) -> Result<ExpirablePermits> {
         let lease = self.engine.config.watchdog_timeout;
-        match self.acquire_until(n, Some(lease), true, None)? {
-            Some(permits) => Ok(permits),
-            None => Err(Error::UnexpectedReply(
-                "an acquire without a deadline gave up".to_owned(),
-            )),
-        }
+        crate::cancel::without_deadline(|| self.acquire_until(n, Some(lease), true, None))
     }
 
     /// `n` renewed permits at once, waiting at most `wait` (as
