@@ -46,7 +46,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::events::{Event, Events, LockEvent};
 use super::observe::{self, HoldObserver};
 use crate::error::{Error, LostReason};
-use crate::locks::Renewal;
+use crate::protocol::Renewal;
 use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use crate::sync::{Condvar, Mutex, channel, now};
 
