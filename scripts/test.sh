@@ -116,7 +116,10 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 # The command-line tool (cli/): its unit tests, its runs against throwaway
-# redis-server processes and beside Redisson (about 45 s).
+# redis-server processes and beside Redisson (about 45 s). With the CLI's
+# default feature, tls-rustls: watch_topologies's TLS test (a TLS-only
+# server, Redisson 4.7.0 with a keytool truststore of the test's CA) is
+# compiled only with it.
 echo "==> cargo test -p redisson-lock-cli"
 cargo test -p redisson-lock-cli
 cargo test --doc
