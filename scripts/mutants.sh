@@ -9,7 +9,7 @@
 #   ./scripts/mutants.sh holds resp      # some groups
 #   ./scripts/mutants.sh --in-diff REV   # only mutants in lines changed since
 #                                        # REV, in the core's files, at most
-#                                        # MUTANTS_MAX of them per group (CI)
+#                                        # MUTANTS_MAX of them in all (CI)
 #   MUTANTS_UNIT_ONLY=1 ...              # the library's unit tests only (CI:
 #                                        # one test binary to relink per
 #                                        # mutant instead of six)
@@ -97,8 +97,10 @@ if [ "${1:-}" = --in-diff ]; then
     ensure_mutants
     n=$(cargo mutants --list --in-diff "$diff" $(for f in $(group_files "$group"); do echo --file "$f"; done) | wc -l)
     [ "$n" -gt 0 ] || continue
-    # Over the budget: one shard of about MUTANTS_MAX, chosen by the
-    # revision so that successive changes sample different ones.
+    # Over the budget (what is left of MUTANTS_MAX for the whole run): one
+    # shard of about that many, chosen by the revision so that successive
+    # changes sample different ones.
+    [ "$max" -gt 0 ] || break
     shard=()
     if [ "$n" -gt "$max" ]; then
       shards=$(((n + max - 1) / max))
@@ -106,6 +108,8 @@ if [ "${1:-}" = --in-diff ]; then
       shard=(--shard "$pick/$shards")
     fi
     run_group "$group" --in-diff "$diff" "${shard[@]}"
+    tested=$(cat target/mutants/"$group"/mutants.out/{caught,missed,timeout,unviable}.txt | wc -l)
+    max=$((max - tested))
     if [ -s "target/mutants/$group/mutants.out/missed.txt" ]; then failed=1; fi
   done
   # A survivor in a changed line is reported, with whether RELIABILITY.md

@@ -137,7 +137,7 @@ else
   echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
 fi
 # Mutation testing of the lock's core (RELIABILITY.md, "Mutation score"):
-# the mutants in the core's lines that the last commit changed, at most 3 per
+# the mutants in the core's lines that the last commit changed, at most 3 in
 # group, against the library's unit tests (scripts/mutants.sh runs whole
 # groups against their integration tests too). Survivors are reported, not
 # failed on. Costs nothing when the commit touches none of those files.
