@@ -137,8 +137,8 @@ else
   echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
 fi
 # Mutation testing of the lock's core (RELIABILITY.md, "Mutation score"):
-# the mutants in the core's lines that the last commit changed, at most 3 in
-# group, against the library's unit tests (scripts/mutants.sh runs whole
+# the mutants in the core's lines that the last commit changed, at most 3 in all,
+# against the library's unit tests (scripts/mutants.sh runs whole
 # groups against their integration tests too). Survivors are reported, not
 # failed on. Costs nothing when the commit touches none of those files.
 if git rev-parse --verify --quiet HEAD~1 >/dev/null; then
