@@ -93,11 +93,11 @@ struct Timers {
 #[derive(Default)]
 struct TimerState {
     next: u64,
-    pending: Vec<Pending>,
+    pending: Vec<TimedWait>,
     done: bool,
 }
 
-struct Pending {
+struct TimedWait {
     id: u64,
     at: Instant,
     wake: Arc<CondvarInner>,
@@ -108,7 +108,7 @@ impl Timers {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.next += 1;
         let id = state.next;
-        state.pending.push(Pending {
+        state.pending.push(TimedWait {
             id,
             at,
             wake: Arc::clone(wake),
@@ -315,20 +315,20 @@ impl Condvar {
 pub(crate) mod channel {
     use super::*;
 
-    struct Shared<T> {
-        state: Mutex<State<T>>,
+    struct ChannelShared<T> {
+        state: Mutex<ChannelState<T>>,
         ready: Condvar,
     }
 
-    struct State<T> {
+    struct ChannelState<T> {
         queue: VecDeque<T>,
         capacity: usize,
         senders: usize,
         receiver: bool,
     }
 
-    pub(crate) struct Sender<T>(Arc<Shared<T>>);
-    pub(crate) struct Receiver<T>(Arc<Shared<T>>);
+    pub(crate) struct Sender<T>(Arc<ChannelShared<T>>);
+    pub(crate) struct Receiver<T>(Arc<ChannelShared<T>>);
 
     #[derive(Debug)]
     pub(crate) struct TrySendError<T>(pub T);
@@ -347,8 +347,8 @@ pub(crate) mod channel {
     }
 
     pub(crate) fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
+        let shared = Arc::new(ChannelShared {
+            state: Mutex::new(ChannelState {
                 queue: VecDeque::new(),
                 capacity,
                 senders: 1,
@@ -531,13 +531,13 @@ pub(crate) mod pipe {
 
     use super::*;
 
-    struct Shared {
-        state: Mutex<State>,
+    struct PipeShared {
+        state: Mutex<PipeState>,
         readable: Condvar,
     }
 
     #[derive(Default)]
-    struct State {
+    struct PipeState {
         /// What each end has to read.
         bytes: [VecDeque<u8>; 2],
         read_timeout: [Option<Duration>; 2],
@@ -546,14 +546,14 @@ pub(crate) mod pipe {
 
     /// One end (a clone shares it, as a socket's `try_clone`).
     pub(crate) struct Pipe {
-        shared: Arc<Shared>,
+        shared: Arc<PipeShared>,
         side: usize,
     }
 
     /// A connected pair of ends: the client's, the server's.
     pub(crate) fn pipe() -> (Pipe, Pipe) {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
+        let shared = Arc::new(PipeShared {
+            state: Mutex::new(PipeState::default()),
             readable: Condvar::new(),
         });
         (

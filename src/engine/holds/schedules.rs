@@ -100,7 +100,7 @@ fn the_deadline_thread_wakes_at_a_deadline_moved_earlier() {
 }
 
 /// The key's expiry as a model server keeps it.
-struct Server {
+struct ExpiryServer {
     expires: Instant,
 }
 
@@ -120,10 +120,10 @@ fn the_deadline_is_never_later_than_the_keys_expiry() {
     check(explore::iterations(3000), 0.2, || {
         let start = now();
         let hold = hold(LONG);
-        let server = Arc::new(Mutex::new(Server {
+        let server = Arc::new(Mutex::new(ExpiryServer {
             expires: start + LONG,
         }));
-        let holds_the_bound = |hold: &Hold, server: &Server, when: &str| {
+        let holds_the_bound = |hold: &Hold, server: &ExpiryServer, when: &str| {
             let lost = hold.lost.load(Ordering::Acquire) != 0;
             assert!(
                 lost || hold.valid_until() <= server.expires,

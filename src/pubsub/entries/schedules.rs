@@ -17,7 +17,7 @@ const WAITERS: usize = 3;
 
 /// What wakes the waiters of one entry.
 #[derive(Clone, Copy, Debug)]
-enum Wake {
+enum WakeBy {
     /// One unlock message (`0`) per waiter: a permit each.
     Permits,
     /// One `all` message (`1`): every waiter.
@@ -43,11 +43,11 @@ enum Wake {
 fn every_waiter_is_woken_by_what_is_delivered_to_its_entry() {
     check(explore::iterations(2500), 0.0, || {
         let wake = match pick(5) {
-            0 => Wake::Permits,
-            1 => Wake::All,
-            2 => Wake::ConnectionLost,
-            3 => Wake::Moved,
-            _ => Wake::Refused,
+            0 => WakeBy::Permits,
+            1 => WakeBy::All,
+            2 => WakeBy::ConnectionLost,
+            3 => WakeBy::Moved,
+            _ => WakeBy::Refused,
         };
         let lot = Arc::new(Mutex::new(Lot::default()));
         // A fourth waiter that never parks keeps the entry (and the
@@ -75,7 +75,7 @@ fn every_waiter_is_woken_by_what_is_delivered_to_its_entry() {
         lot.lock().activate(CHANNEL);
         let joined = || joined.load(crate::sync::atomic::Ordering::SeqCst);
         match wake {
-            Wake::Permits => {
+            WakeBy::Permits => {
                 // One message per waiter, each when that many waiters
                 // joined (a message before the entry exists reaches nobody,
                 // as on the server, where the waiter would see the lock
@@ -93,13 +93,13 @@ fn every_waiter_is_woken_by_what_is_delivered_to_its_entry() {
                 }
                 let mut lot = lot.lock();
                 match wake {
-                    Wake::All => lot.deliver(CHANNEL, true),
-                    Wake::ConnectionLost => {
+                    WakeBy::All => lot.deliver(CHANNEL, true),
+                    WakeBy::ConnectionLost => {
                         lot.connection_lost(true);
                         // The reconnected subscriber's confirmation.
                         lot.activate(CHANNEL);
                     }
-                    Wake::Moved => {
+                    WakeBy::Moved => {
                         lot.moved(CHANNEL);
                     }
                     _ => {
@@ -112,7 +112,7 @@ fn every_waiter_is_woken_by_what_is_delivered_to_its_entry() {
         for waiter in waiters {
             let (woken, at) = waiter.join().expect("a waiter");
             match wake {
-                Wake::Refused => assert!(woken.is_err(), "a waiter missed the refusal"),
+                WakeBy::Refused => assert!(woken.is_err(), "a waiter missed the refusal"),
                 _ => assert!(
                     matches!(woken, Ok(true)),
                     "a waiter was not woken by {wake:?}: {woken:?} after {:?}",
