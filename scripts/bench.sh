@@ -15,14 +15,31 @@
 #                              and the contended semaphore, with Redisson's
 #                              synchronizers beside them;
 #                              8: the paired measurements on a 3-master Redis Cluster;
+#                              9: the paired rows at a 0.5 ms round trip, every client
+#                              through the bench's delay proxy (rlock-bench proxy),
+#                              with the proxy's own overhead (PING direct vs through it
+#                              at delay 0);
+#                              10: a thousand threads: the paired measurement with the
+#                              default client at 1, 4, 16, 64, 256 and 1024 threads;
 #                              with --quick, to check one
 #                              scenario: the report then holds that scenario only)
+#
+# Issue 36 (scale) also adds to scenario 4 the watchdog curve: the crate alone
+# holding 10k, 100k and 1M locks with a 30 s lease for five ticks (first
+# repetition only; --quick: 10k with a 6 s lease).
 #
 # Environment: BENCH_REPS (repetitions), BENCH_NOTE (free text for the report,
 # e.g. what else was running), BENCH_SERVER_CPU / BENCH_CLIENT_CPU (default 0
 # and 1), REDISSON_VERSION (default: the interop pom's), BENCH_SKIP_JAVA=1,
 # BENCH_FEATURES (bench crate features, e.g. `observe`: the library's tracing
 # and metrics compiled in, nothing installed).
+# Issue 36: BENCH_S4_SIZES (scenario 4's watchdog curve, e.g. "10000 100000
+# 1000000"; empty: none), BENCH_S4_SCALE_LEASE_MS (its lease, default 30000),
+# BENCH_PROXY_DELAY_US (scenario 9's one-way delay, default 250),
+# BENCH_PROXY_CPU (the proxy's CPU, default the server's; "none": unpinned),
+# BENCH_PROXY_SPIN_US (the proxy spins the last N µs before each deadline
+# instead of sleeping: closer to the delay, at a CPU cost; default 0),
+# BENCH_S10_THREADS (scenario 10's thread counts, default "1 4 16 64 256 1024").
 #
 # The server runs pinned to one vCPU and every client process to the other,
 # the same for every contender. Every scenario runs for every contender in each
@@ -40,8 +57,8 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
     --only) only=${2:-}; shift
-      case "$only" in [1-8]) ;; *) echo "--only takes a scenario number, 1 to 8 (7: the paired measurements, 8: on a cluster)" >&2; exit 2 ;; esac ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+      case "$only" in [1-9]|10) ;; *) echo "--only takes a scenario number, 1 to 10 (7: the paired measurements, 8: on a cluster, 9: through the delay proxy, 10: to 1024 threads)" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only] [--only N]" >&2; exit 2 ;;
   esac
   shift
@@ -66,6 +83,8 @@ if [ "$quick" = 1 ]; then
   pair_rounds=6; pair_block_ms=150
   s6_ms=1000; s6_warmup=300
   soak_cycles=100000
+  s4_sizes=${BENCH_S4_SIZES-10000}
+  s4_scale_lease_ms=${BENCH_S4_SCALE_LEASE_MS:-6000}
   out_md=$out/BENCHMARKS.md
   out_svg=$out/benchmarks.svg
   svg_link=benchmarks.svg
@@ -82,6 +101,8 @@ else
   pair_rounds=20; pair_block_ms=200   # 12 paired measurements (+2 on the cluster) x 8 s a repetition
   s6_ms=2000; s6_warmup=1000   # per side (RedLock, single), alternating: ~15 s a repetition
   soak_cycles=1000000
+  s4_sizes=${BENCH_S4_SIZES-10000 100000 1000000}   # ~5 min, first repetition only
+  s4_scale_lease_ms=${BENCH_S4_SCALE_LEASE_MS:-30000}
   out_md=BENCHMARKS.md
   out_svg=docs/benchmarks.svg
   svg_link=docs/benchmarks.svg
@@ -114,6 +135,18 @@ s12_rounds=3  # per repetition, alternating: scenario 1 and 2 runs of the floor,
 # Scenario 6: RedLock over this many redis-servers (the main one and more,
 # all on the server CPU), for the floor, the crate, rslock and Redisson.
 s6_masters=5
+# Scenario 4's watchdog curve (issue 36): each size held for 5.5 renewal
+# periods (five whole ticks), taken on s4_acquire_threads threads.
+s4_scale_window_permille=5500
+# Scenario 9: every client through the delay proxy, this one-way delay (a
+# round trip of twice it on top of loopback's); the paired rows at these
+# thread counts, the contended hand-off (1 process of 4 threads) beside them.
+proxy_delay_us=${BENCH_PROXY_DELAY_US:-250}
+s9_threads="1 16 64"
+proxy_ping_samples=2000
+# Scenario 10: the paired measurement, default client, at these thread counts
+# (warm-up 1,000 pairs per thread and side up to 64 threads, 50 beyond).
+s10_threads=${BENCH_S10_THREADS:-1 4 16 64 256 1024}
 # Scenario 8: the paired measurement on a Redis Cluster of this many masters
 # (no replicas: the lock commands go to masters only), all on the server CPU.
 cluster_masters=3
@@ -192,11 +225,12 @@ port=$("$B" free-port)
 url=redis://127.0.0.1:$port
 server_dir=$(mktemp -d "${TMPDIR:-/tmp}/rlock-bench.XXXXXX")
 redis_pid=
+proxy_pid=
 master_pids=()
 cluster_pids=()
 cleanup() {
   local pid
-  for pid in $redis_pid "${master_pids[@]}" "${cluster_pids[@]}"; do
+  for pid in $proxy_pid $redis_pid "${master_pids[@]}" "${cluster_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -220,6 +254,27 @@ if wanted 6; then
     "$B" cmd --url "redis://127.0.0.1:$p" --wait-s 10 PING >/dev/null
     master_urls="$master_urls,redis://127.0.0.1:$p"
   done
+fi
+
+# Scenario 9's delay proxy (bench/src/proxy.rs): one process, two listeners
+# on free loopback ports, one forwarding with no delay (for its own overhead),
+# one with proxy_delay_us each way; killed by pid at the end.
+proxy_url=
+proxy_port0=
+proxy_port_delay=
+case "${BENCH_PROXY_CPU:-}" in
+  none) on_proxy=(env) ;;
+  "") on_proxy=("${on_server[@]}") ;;
+  *) on_proxy=(taskset -c "$BENCH_PROXY_CPU") ;;
+esac
+if wanted 9; then
+  "${on_proxy[@]}" "$B" proxy --upstream "$url" --delays-us "0,$proxy_delay_us" --spin-us "${BENCH_PROXY_SPIN_US:-0}" \
+    >"$server_dir/proxy.ports" 2>>"$log" &
+  proxy_pid=$!
+  for ((i = 0; i < 200; i++)); do [ -s "$server_dir/proxy.ports" ] && break; sleep 0.05; done
+  read -r proxy_port0 proxy_port_delay <"$server_dir/proxy.ports"
+  proxy_url=redis://127.0.0.1:$proxy_port_delay
+  "$B" cmd --url "$proxy_url" --wait-s 10 PING >/dev/null
 fi
 
 # Scenario 8's cluster: cluster-enabled nodes started like the main server
@@ -319,6 +374,11 @@ machine=$out/machine.txt
   printf 'pair_rounds\t%s\npair_block_ms\t%s\n' "$pair_rounds" "$pair_block_ms"
   printf 's6_duration_ms\t%s\ns6_warmup\t%s\ns6_masters\t%s\n' "$s6_ms" "$s6_warmup" "$s6_masters"
   printf 'cluster_masters\t%s\n' "$cluster_masters"
+  printf 's4_sizes\t%s\ns4_scale_lease_ms\t%s\ns4_scale_window_permille\t%s\n' \
+    "$s4_sizes" "$s4_scale_lease_ms" "$s4_scale_window_permille"
+  printf 'proxy_delay_us\t%s\ns9_threads\t%s\ns10_threads\t%s\n' \
+    "$proxy_delay_us" "$s9_threads" "$s10_threads"
+  printf 'proxy_pinning\t%s\n' "${on_proxy[*]}"
   [ -n "$only" ] && printf 'only\t%s\n' "$only"
   printf 'floor\ttrue\n'   # "floor" is the true floor (report: older runs called the crate's scripts that)
 } > "$machine"
@@ -331,7 +391,11 @@ note="CPU busy in the second before the run: ${busy}% of both vCPUs${busy_procs:
 failures=0
 failed_list=""
 rep=0
-run_id() { echo "r$rep-$1-$2-$$"; }
+# Scenario 9 sets client_url (the delay proxy's) and prefix (proxied_): every
+# client then connects through the proxy and its records' scenario is renamed.
+client_url=
+prefix=
+run_id() { echo "r$rep-$prefix$1-$2-$$"; }
 flush() { "$B" cmd --url "$url" FLUSHALL >/dev/null; }
 flush_masters() {
   local u
@@ -340,12 +404,23 @@ flush_masters() {
 
 # run_one CONTENDER ARGS...: one process of one contender, JSON line to $raw.
 run_one() {
-  local c=$1; shift
-  if [ "$c" = redisson ]; then
-    "${on_client[@]}" java -cp "$jar" dev.redissonlock.Bench --url "$url" --rep "$rep" "$@" >>"$raw" 2>>"$log"
-  else
-    "${on_client[@]}" "$B" run --contender "$c" --url "$url" --rep "$rep" "$@" >>"$raw" 2>>"$log"
+  local c=$1 u=${client_url:-$url} rc=0 lines; shift
+  if [ -z "$prefix" ]; then
+    if [ "$c" = redisson ]; then
+      "${on_client[@]}" java -cp "$jar" dev.redissonlock.Bench --url "$u" --rep "$rep" "$@" >>"$raw" 2>>"$log"
+    else
+      "${on_client[@]}" "$B" run --contender "$c" --url "$u" --rep "$rep" "$@" >>"$raw" 2>>"$log"
+    fi
+    return
   fi
+  if [ "$c" = redisson ]; then
+    lines=$("${on_client[@]}" java -cp "$jar" dev.redissonlock.Bench --url "$u" --rep "$rep" "$@" 2>>"$log") || rc=$?
+  else
+    lines=$("${on_client[@]}" "$B" run --contender "$c" --url "$u" --rep "$rep" "$@" 2>>"$log") || rc=$?
+  fi
+  [ -z "$lines" ] ||
+    printf '%s\n' "$lines" | sed "s/\"scenario\": *\"\([a-z_0-9]*\)\"/\"scenario\":\"$prefix\1\"/" >>"$raw"
+  return "$rc"
 }
 
 failed() {
@@ -383,9 +458,11 @@ simple() {  # simple CONTENDER SCENARIO ARGS...
 }
 
 contended() {  # contended CONTENDER PROCS [LOCK_TYPE [ROUND]]: LOCK_TYPE makes it scenario 5's
-  local c=$1 procs=$2 id i ok=1 typed=()
+  local c=$1 procs=$2 id i ok=1 typed=() named=()
   id=$(run_id "contended$procs${3:+-$3}${4:+-$4}" "$c")
   [ -n "${3:-}" ] && typed=(--lock-type "$3")
+  if [ -n "${3:-}" ]; then named=(--scenario family_contended)
+  elif [ -n "$prefix" ]; then named=(--scenario "${prefix}contended"); fi
   flush
   local pids=() files=()
   for ((i = 0; i < procs; i++)); do
@@ -397,7 +474,7 @@ contended() {  # contended CONTENDER PROCS [LOCK_TYPE [ROUND]]: LOCK_TYPE makes 
   done
   for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
   if [ "$ok" = 1 ] && "$B" analyze --contender "$c" --rep "$rep" --run-id "$id" --threads 4 \
-      --procs "$procs" --expected $((procs * 4 * s3_iter)) ${3:+--scenario family_contended} \
+      --procs "$procs" --expected $((procs * 4 * s3_iter)) "${named[@]}" \
       "${typed[@]}" "${files[@]}" >>"$raw" 2>>"$log"; then
     :
   else
@@ -483,6 +560,44 @@ cluster_paired() {
     failed "rep $rep cluster paired $1 threads"
 }
 
+# paired_default SCENARIO THREADS WARMUP: the paired measurement of RLock
+# with the crate's default client (scenario 9 through the proxy, scenario 10).
+paired_default() {
+  local id; id=$(run_id "$1$2" crate)
+  flush
+  run_one crate --scenario "$1" --threads "$2" --lock-type lock --rounds "$pair_rounds" \
+    --block-ms "$pair_block_ms" --warmup "$3" --run-id "$id" \
+    --delay-us "$([ -n "$prefix" ] && echo "$proxy_delay_us" || echo 0)" ||
+    failed "rep $rep $1 $2 threads"
+}
+
+# proxy_ping: the delay proxy's own cost (PING round trips direct, through it
+# at delay 0 and at its delay, interleaved), one record per repetition.
+proxy_ping() {
+  "${on_client[@]}" "$B" proxy-ping --url "$url" --via-ports "$proxy_port0,$proxy_port_delay" \
+    --delays-us "0,$proxy_delay_us" --samples "$proxy_ping_samples" --rep "$rep" >>"$raw" 2>>"$log" ||
+    failed "rep $rep proxy ping"
+}
+
+# watchdog_scale LOCKS: scenario 4's curve (issue 36), the crate alone.
+watchdog_scale() {
+  local n=$1 id obs
+  id=$(run_id "watchdog$n" crate)
+  flush
+  "${on_server[@]}" "$B" observe --url "$url" --run-id "$id" --contender crate --rep "$rep" \
+    --scenario watchdog_scale --timeout-s 900 >>"$raw" 2>>"$log" &
+  obs=$!
+  if run_one crate --scenario watchdog_scale --locks "$n" --watchdog-ms "$s4_scale_lease_ms" \
+      --window-permille "$s4_scale_window_permille" --run-id "$id" \
+      --acquire-threads "$s4_acquire_threads"; then
+    wait "$obs" || failed "rep $rep watchdog observer, $n locks"
+  else
+    kill "$obs" 2>/dev/null || true
+    wait "$obs" 2>/dev/null || true
+    failed "rep $rep watchdog $n locks"
+  fi
+}
+
 watchdog() {  # watchdog CONTENDER
   local c=$1 id obs locks=$s4_locks extra=()
   case "$c" in
@@ -566,6 +681,9 @@ for ((rep = 1; rep <= reps; rep++)); do
       case "$c" in floor|raw) continue ;; esac   # no watchdog to measure
       watchdog "$c"
     done
+    if [ "$rep" = 1 ]; then
+      for n in $s4_sizes; do watchdog_scale "$n"; done
+    fi
   fi
   if wanted 5; then
     for t in $s5_types; do family 1 "$t"; done
@@ -578,6 +696,23 @@ for ((rep = 1; rep <= reps; rep++)); do
   fi
   if wanted 6; then
     for c in $redlock_contenders; do redlock "$c"; done
+  fi
+  if wanted 9; then
+    proxy_ping
+    client_url=$proxy_url; prefix=proxied_
+    for t in $s9_threads; do paired_default paired "$t" 1000; done
+    if [ $((rep % 2)) = 1 ]; then contended floor 1; contended crate 1
+    else contended crate 1; contended floor 1; fi
+    if [ "$java_ok" = 1 ]; then
+      for t in $s9_threads; do
+        simple redisson scaled --threads "$t" --duration-ms "$s2_ms" --warmup "$s2_warmup"
+      done
+      contended redisson 1
+    fi
+    client_url=; prefix=
+  fi
+  if wanted 10; then
+    for t in $s10_threads; do paired_default paired_many "$t" $((t > 64 ? 50 : 1000)); done
   fi
   if wanted 8; then
     if ! command -v redis-cli >/dev/null 2>&1; then

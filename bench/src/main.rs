@@ -10,6 +10,8 @@
 //! rlock-bench server-cost --url U --contender C [--rep N --run-id ID]   (INFO commandstats since the last reset)
 //! rlock-bench report --raw RAW.jsonl --json OUT.json --md OUT.md --svg OUT.svg [--machine M.json]
 //! rlock-bench cmd --url U [--wait-s N] WORDS...   (one command, e.g. PING or FLUSHALL)
+//! rlock-bench proxy --upstream U [--delays-us 0,250 --spin-us 0]   (delay proxy; prints its ports; runs until killed)
+//! rlock-bench proxy-ping --url U --via-ports P0,P1 [--delays-us 0,250 --samples N]   (the proxy's own cost)
 //! rlock-bench free-port
 //! ```
 
@@ -21,6 +23,7 @@ mod family;
 mod lock_types;
 mod observe;
 mod paired;
+mod proxy;
 mod redlock;
 mod report;
 mod scenarios;
@@ -41,12 +44,19 @@ fn main() {
             Some("server-cost") => observe::server_cost(&args),
             Some("report") => report::run(&args),
             Some("cmd") => redis_cmd(&args),
+            Some("proxy") => proxy::run(&args),
+            Some("proxy-ping") => {
+                let mut out = proxy::ping(&args)?;
+                out["rep"] = serde_json::json!(args.num_or("rep", 0)?);
+                println!("{out}");
+                Ok(())
+            }
             Some("free-port") => {
                 println!("{}", common::free_port()?);
                 Ok(())
             }
             _ => Err(anyhow::anyhow!(
-                "usage: rlock-bench run|analyze|observe|server-cost|report|cmd|free-port [--key value ...]"
+                "usage: rlock-bench run|analyze|observe|server-cost|report|cmd|proxy|proxy-ping|free-port [--key value ...]"
             )),
         }
     });

@@ -174,7 +174,8 @@ pub fn run(args: &Args) -> Result<()> {
     let window_s = last.at.saturating_sub(first.at) as f64 / 1e9;
     let out = json!({
         "kind": "observer",
-        "scenario": "watchdog",
+        // `watchdog`, or `watchdog_scale` for issue 36's sizes.
+        "scenario": args.str_or("scenario", "watchdog"),
         "contender": args.str("contender")?,
         "rep": args.num_or("rep", 0)?,
         "run_id": run_id,

@@ -20,11 +20,15 @@ use crate::session::{counted_pairs, timed_pairs, warm_up};
 
 pub fn run(args: &Args) -> Result<()> {
     let paired = args.str("scenario")?;
-    if paired == "paired" || paired == "cluster_paired" {
+    // `paired_many` (issue 36: the thread curve to 1,024) is the paired
+    // measurement under its own name; `--delay-us` records the delay proxy's
+    // one-way delay when the connections go through it (scenario 9).
+    if matches!(paired, "paired" | "paired_many" | "cluster_paired") {
         let mut out = match paired {
-            "paired" => crate::paired::run(args)?,
-            _ => crate::cluster::run(args)?,
+            "cluster_paired" => crate::cluster::run(args)?,
+            _ => crate::paired::run(args)?,
         };
+        out["delay_us"] = json!(args.num_or("delay-us", 0)?);
         out["scenario"] = json!(paired);
         out["contender"] = json!(args.str("contender")?);
         out["lock_type"] = json!(args.str_or("lock-type", "lock"));
@@ -55,7 +59,9 @@ pub fn run(args: &Args) -> Result<()> {
             out
         }
         "contended" => contended(&Factory::new(kind, url, watchdog)?, args)?,
-        "watchdog" if kind == Contender::Crate => crate_watchdog(url, args)?,
+        // `watchdog_scale`: scenario 4 for the crate at one size of issue
+        // 36's curve (10k, 100k, 1M locks, 30 s lease), under its own name.
+        "watchdog" | "watchdog_scale" if kind == Contender::Crate => crate_watchdog(url, args)?,
         "watchdog" if kind == Contender::Rslock => rslock_watchdog(url, args)?,
         "soak" if kind == Contender::Crate => crate::soak::run(url, args)?,
         "sync_contended" if matches!(kind, Contender::Floor | Contender::Crate) => {
@@ -234,6 +240,15 @@ fn mark(con: &mut redis::Connection, run_id: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Redis's `used_memory` (INFO memory), in bytes.
+fn used_memory(con: &mut redis::Connection) -> Result<u64> {
+    let info: String = redis::cmd("INFO").arg("memory").query(con)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("INFO memory has no used_memory")
+}
+
 fn count_existing(con: &mut redis::Connection, names: &[String]) -> Result<u64> {
     let mut existing = 0;
     for chunk in names.chunks(1000) {
@@ -277,6 +292,7 @@ fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
         Ok(())
     })?;
     let rss0 = rss_bytes();
+    let redis0 = used_memory(&mut con)?;
     // From here on the allocator counts what Rust code holds: the guards,
     // the client's registry and whatever a renewal tick allocates.
     count_live_bytes();
@@ -314,6 +330,7 @@ fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
         let acquire_s = t_acquire.elapsed().as_secs_f64();
         let rss1 = rss_bytes();
         let heap1 = live_bytes();
+        let redis1 = used_memory(&mut con);
         let cpu1 = cpu_ns();
         let window_result = (|| -> Result<(i64, i64)> {
             mark(&mut con, run_id, "holding")?;
@@ -364,6 +381,9 @@ fn crate_watchdog(url: &str, args: &Args) -> Result<Value> {
                 "bytes_per_lock": (rss1.saturating_sub(rss0)) as f64 / n as f64,
                 "heap_bytes_per_lock": heap_min.max(0) as f64 / n as f64,
                 "heap_tick_peak_mb": (heap_max - heap_min) as f64 / 1048576.0,
+                // Redis's own memory per held lock (INFO memory used_memory
+                // growth while the locks were taken ÷ locks).
+                "redis_bytes_per_lock": redis1?.saturating_sub(redis0) as f64 / n as f64,
                 "keys_alive": existing?,
                 "registered_while_holding": registered,
             }),

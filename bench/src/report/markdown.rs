@@ -217,6 +217,7 @@ pub fn markdown(
     family::section(w, d);
     super::paired::section(w, d);
     super::redlock::section(w, d);
+    super::scale::section(w, d);
 
     // Soak
     if let Some(s) = soak {

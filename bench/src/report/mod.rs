@@ -8,13 +8,14 @@
 //!
 //! Modules: `stats` (medians, ratios, number formatting), `targets` (the
 //! targets table), `watchdog` (scenario 4: joins holder and observer
-//! records), `family` (scenario 5: the lock family), `redlock` (scenario 6), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
+//! records), `family` (scenario 5: the lock family), `redlock` (scenario 6), `scale` (issue 36: scenarios 9, 10 and the watchdog curve), `markdown` (`BENCHMARKS.md`) and `chart` (the SVG).
 
 mod chart;
 mod family;
 mod markdown;
 mod paired;
 mod redlock;
+mod scale;
 mod stats;
 mod targets;
 mod watchdog;
@@ -145,6 +146,7 @@ pub fn run(args: &Args) -> Result<()> {
         "machine": data.machine,
         "summary": summary,
         "watchdog": watchdog,
+        "watchdog_scale": watchdog::runs_of(&data, "watchdog_scale"),
         "soak": soak,
         "targets": targets,
         "raw": data.records,

@@ -10,16 +10,20 @@ use super::{Data, label, present};
 
 /// Holder and observer records of scenario 4, joined per run.
 pub fn runs(d: &Data) -> Vec<Value> {
+    runs_of(d, "watchdog")
+}
+
+/// [`runs`] of the records named `scenario` (`watchdog_scale`: issue 36's
+/// sizes).
+pub fn runs_of(d: &Data, scenario: &str) -> Vec<Value> {
     let mut runs = Vec::new();
     for holder in d
         .records
         .iter()
-        .filter(|r| r["scenario"] == "watchdog" && r["kind"] == "holder")
+        .filter(|r| r["scenario"] == scenario && r["kind"] == "holder")
     {
         let Some(obs) = d.records.iter().find(|r| {
-            r["scenario"] == "watchdog"
-                && r["kind"] == "observer"
-                && r["run_id"] == holder["run_id"]
+            r["scenario"] == scenario && r["kind"] == "observer" && r["run_id"] == holder["run_id"]
         }) else {
             continue;
         };
@@ -64,6 +68,7 @@ pub fn runs(d: &Data) -> Vec<Value> {
             "bytes_per_lock": holder["bytes_per_lock"],
             "heap_bytes_per_lock": holder["heap_bytes_per_lock"],
             "heap_tick_peak_mb": holder["heap_tick_peak_mb"],
+            "redis_bytes_per_lock": holder["redis_bytes_per_lock"],
             "keys_alive": holder["keys_alive"],
             "lost_flagged": holder["lost_flagged"],
             "leases_lost": lost(holder),
