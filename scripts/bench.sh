@@ -145,7 +145,8 @@ proxy_delay_us=${BENCH_PROXY_DELAY_US:-250}
 s9_threads="1 16 64"
 proxy_ping_samples=2000
 # Scenario 10: the paired measurement, default client, at these thread counts
-# (warm-up 1,000 pairs per thread and side up to 64 threads, 50 beyond).
+# (warm-up 1,000 pairs per thread and side up to 64 threads, 50 beyond; blocks
+# of pair_block_ms x threads/64 beyond 64 threads).
 s10_threads=${BENCH_S10_THREADS:-1 4 16 64 256 1024}
 # Scenario 8: the paired measurement on a Redis Cluster of this many masters
 # (no replicas: the lock commands go to masters only), all on the server CPU.
@@ -560,13 +561,14 @@ cluster_paired() {
     failed "rep $rep cluster paired $1 threads"
 }
 
-# paired_default SCENARIO THREADS WARMUP: the paired measurement of RLock
-# with the crate's default client (scenario 9 through the proxy, scenario 10).
+# paired_default SCENARIO THREADS WARMUP [BLOCK_MS]: the paired measurement
+# of RLock with the crate's default client (scenario 9 through the proxy,
+# scenario 10).
 paired_default() {
   local id; id=$(run_id "$1$2" crate)
   flush
   run_one crate --scenario "$1" --threads "$2" --lock-type lock --rounds "$pair_rounds" \
-    --block-ms "$pair_block_ms" --warmup "$3" --run-id "$id" \
+    --block-ms "${4:-$pair_block_ms}" --warmup "$3" --run-id "$id" \
     --delay-us "$([ -n "$prefix" ] && echo "$proxy_delay_us" || echo 0)" ||
     failed "rep $rep $1 $2 threads"
 }
@@ -712,7 +714,11 @@ for ((rep = 1; rep <= reps; rep++)); do
     client_url=; prefix=
   fi
   if wanted 10; then
-    for t in $s10_threads; do paired_default paired_many "$t" $((t > 64 ? 50 : 1000)); done
+    # Beyond 64 threads each block is longer in proportion (3.2 s at 1024 in
+    # the full run), so that every thread still completes tens of pairs in it.
+    for t in $s10_threads; do
+      paired_default paired_many "$t" $((t > 64 ? 50 : 1000)) $((pair_block_ms * (t > 64 ? t / 64 : 1)))
+    done
   fi
   if wanted 8; then
     if ! command -v redis-cli >/dev/null 2>&1; then

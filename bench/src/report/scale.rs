@@ -73,10 +73,13 @@ pub fn section(w: &mut String, d: &Data) {
         w,
         "## Scale (issue 36)\n\n\
          Scenario 9 runs the paired rows with every client connected through the bench's own \
-         delay proxy (`rlock-bench proxy`, bench/src/proxy.rs: a reader and a writer thread per \
-         connection and direction, each chunk written {} µs after it was read, order kept), \
-         scenario 10 the paired measurement with the default client up to 1,024 threads, and \
-         scenario 4 its watchdog curve.\n",
+         delay proxy (`rlock-bench proxy`, bench/src/proxy.rs: one thread per connection and \
+         direction, each chunk written {} µs after the kernel received it, order kept), \
+         scenario 10 the paired measurement with the default client up to 1,024 threads (blocks \
+         longer in proportion beyond 64 threads), and scenario 4 its watchdog curve. The proxy \
+         runs on the server's vCPU unless `BENCH_PROXY_CPU` says otherwise: with one \
+         connection per thread, the floor's side costs it more proxy CPU than the crate's \
+         shared sockets do.\n",
         d.m("proxy_delay_us"),
     );
     proxy(w, d);
