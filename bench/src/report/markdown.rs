@@ -282,12 +282,28 @@ pub fn markdown(
          It needs `redis-server`, a Rust toolchain, and for Redisson a JDK 17+ and Maven \
          (installed with apt-get when run as root; Redisson is skipped with a note otherwise). \
          Raw per-process records: `target/bench/raw.jsonl`; everything summarised: \
-         `target/bench/results.json`.",
+         `target/bench/results.json`.\n\n{SCALE_HOWTO}",
         d.m("full_reps"),
         d.m("full_minutes"),
     );
     md
 }
+
+/// How to run issue 36's scenarios on their own (the end of *Reproduce*).
+const SCALE_HOWTO: &str = "Issue 36 (scale) adds, each runnable alone with `--only N` \
+(add `--quick` for a short check):\n\n\
+- `scripts/bench.sh --only 9`: the paired rows (1, 16, 64 threads), the contended hand-off \
+and Redisson's same rows with every client connected through the bench's delay proxy \
+(`rlock-bench proxy`, 250 µs each way: a 0.5 ms round trip; `BENCH_PROXY_DELAY_US`, \
+`BENCH_PROXY_CPU`, `BENCH_PROXY_SPIN_US`), after the proxy's own cost (`rlock-bench \
+proxy-ping`: PING direct, through it at delay 0 and at its delay).\n\
+- `scripts/bench.sh --only 10`: the paired measurement with the default client at 1, 4, 16, \
+64, 256 and 1,024 threads (`BENCH_S10_THREADS`), with the connections each side used.\n\
+- Scenario 4 (`--only 4`) also holds 10k, 100k and 1M locks with a 30 s lease for five ticks \
+(`BENCH_S4_SIZES`, `BENCH_S4_SCALE_LEASE_MS`; `--quick`: 10k with a 6 s lease): tick wall \
+time against Redis's own, calls per tick, leases lost, client RSS and heap per lock against \
+Redis's `used_memory` per lock.\n\n\
+Their tables are in *Scale (issue 36)* when the run included them.";
 
 /// What the floor (and the raw reference) of this run were.
 fn floor_text(d: &Data) -> &'static str {
