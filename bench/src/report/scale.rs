@@ -315,3 +315,189 @@ fn watchdog_curve(w: &mut String, d: &Data, runs: &[Value]) {
     }
     let _ = writeln!(w);
 }
+
+/// Issue 36's rows of the targets table, for what the run measured.
+pub fn targets(d: &Data, push: &mut impl FnMut(String, &str, String, Option<bool>)) {
+    let paired: Vec<&Value> = records(d, "proxied_paired").collect();
+    let delay = d.m("proxy_delay_us");
+    for t in thread_counts(paired.iter().copied()) {
+        let r = of(
+            paired
+                .iter()
+                .copied()
+                .filter(|r| r["threads"].as_u64() == Some(t)),
+            "ratio_median",
+        );
+        push(
+            format!(
+                "Scenario 9 ({t} thread{}, {delay} µs each way): pairs/s vs the true floor",
+                if t == 1 { "" } else { "s" }
+            ),
+            &format!("≥ {PROXIED_UNCONTENDED_GOAL:.2}×"),
+            super::stats::ratio_text(r, 2),
+            r.map(|s| s.median >= PROXIED_UNCONTENDED_GOAL),
+        );
+    }
+    let hp99 = d.series(|r| r["scenario"] == "proxied_contended", "handoff_p99_us");
+    if hp99.contains_key("crate") {
+        let r = ratio(&hp99, "crate", "floor");
+        push(
+            format!(
+                "Scenario 9 (4 threads, {delay} µs each way): hand-off p99 vs the true floor's"
+            ),
+            &format!("≤ {PROXIED_HANDOFF_P99_GOAL}×"),
+            super::stats::ratio_text(r, 2),
+            r.map(|s| s.median <= PROXIED_HANDOFF_P99_GOAL),
+        );
+    }
+    let many: Vec<&Value> = records(d, "paired_many").collect();
+    // The issue's goal is at 1,024 threads: no row for a run that stopped short.
+    if let Some(&t) = thread_counts(many.iter().copied()).last()
+        && t >= 1024
+    {
+        let at: Vec<&Value> = many
+            .iter()
+            .copied()
+            .filter(|r| r["threads"].as_u64() == Some(t))
+            .collect();
+        let r = of(at.iter().copied(), "ratio_median");
+        let conns = of(at.iter().copied(), "connections");
+        push(
+            format!("Scenario 10 ({t} threads): pairs/s vs the true floor, connections"),
+            &format!("≥ {MANY_RATIO_GOAL}×, ≤ {MANY_CONNECTIONS_GOAL} connections"),
+            format!(
+                "{}, {} connections",
+                super::stats::ratio_text(r, 2),
+                conns.map_or("–".into(), |c| fmt(c.max))
+            ),
+            match (r, conns) {
+                (Some(r), Some(c)) => {
+                    Some(r.median >= MANY_RATIO_GOAL && c.max <= MANY_CONNECTIONS_GOAL)
+                }
+                _ => None,
+            },
+        );
+    }
+    let curve = watchdog::runs_of(d, "watchdog_scale");
+    let mut sizes: Vec<u64> = curve.iter().filter_map(|r| r["locks"].as_u64()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for n in sizes {
+        let at: Vec<&Value> = curve
+            .iter()
+            .filter(|r| r["locks"].as_u64() == Some(n))
+            .collect();
+        let ratio = of(at.iter().copied(), "tick_wall_per_server_median");
+        let calls = at
+            .iter()
+            .filter_map(|r| r["calls_per_tick_max"].as_f64())
+            .fold(f64::NAN, f64::max);
+        let lost: u64 = at.iter().filter_map(|r| r["leases_lost"].as_u64()).sum();
+        let beyond = Stat::of(at.iter().filter_map(|r| {
+            Some(r["heap_bytes_per_lock"].as_f64()? - r["redis_bytes_per_lock"].as_f64()?)
+        }));
+        push(
+            format!(
+                "Scenario 4 curve ({} locks): tick wall ÷ Redis, calls per tick (worst), leases lost",
+                fmt(n as f64)
+            ),
+            &format!("≤ {TICK_RATIO_GOAL}×, ≤ {CALLS_PER_TICK_GOAL}, 0"),
+            format!(
+                "{}, {}, {lost}",
+                super::stats::ratio_text(ratio, 2),
+                if calls.is_nan() {
+                    "–".into()
+                } else {
+                    fmt(calls)
+                }
+            ),
+            ratio.map(|r| r.median <= TICK_RATIO_GOAL && calls <= CALLS_PER_TICK_GOAL && lost == 0),
+        );
+        push(
+            format!(
+                "Scenario 4 curve ({} locks): client heap per lock beyond Redis's own",
+                fmt(n as f64)
+            ),
+            &format!("≤ {BYTES_BEYOND_REDIS_GOAL} bytes"),
+            beyond.map_or("–".into(), |b| format!("{} bytes", fmt(b.median))),
+            beyond.map(|b| b.median <= BYTES_BEYOND_REDIS_GOAL),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn data(records: Vec<Value>) -> Data {
+        Data {
+            records,
+            machine: BTreeMap::from([
+                ("floor".to_owned(), "true".to_owned()),
+                ("proxy_delay_us".to_owned(), "250".to_owned()),
+            ]),
+        }
+    }
+
+    fn targets_of(d: &Data) -> Vec<(String, String, Option<bool>)> {
+        let mut out = Vec::new();
+        targets(d, &mut |name, _goal: &str, measured, met| {
+            out.push((name, measured, met))
+        });
+        out
+    }
+
+    #[test]
+    fn proxied_rows_and_the_thread_curve_meet_or_miss_their_goals() {
+        let mut records = vec![json!({"scenario": "proxy_ping", "kind": "proxy_ping",
+            "rep": 1, "samples": 10, "direct_p50_us": 50.0, "direct_p99_us": 90.0,
+            "via": [{"delay_us": 0, "rtt_p50_us": 70.0, "rtt_p99_us": 120.0,
+                     "overhead_p50_us": 20.0, "overhead_p99_us": 30.0}]})];
+        for (rep, r1, p99) in [(1, 0.99, 1000.0), (2, 0.95, 1200.0), (3, 0.98, 1050.0)] {
+            records.push(
+                json!({"scenario": "proxied_paired", "threads": 1, "rep": rep,
+                "contender": "crate", "ratio_median": r1, "pairs_per_s": 600.0,
+                "floor_pairs_per_s": 610.0, "connections": 1}),
+            );
+            for (c, v) in [("floor", 1000.0), ("crate", p99)] {
+                records.push(json!({"scenario": "proxied_contended", "contender": c,
+                    "rep": rep, "handoff_p50_us": v / 2.0, "handoff_p99_us": v,
+                    "total_ms": 900.0}));
+            }
+            records.push(
+                json!({"scenario": "paired_many", "threads": 1024, "rep": rep,
+                "contender": "crate", "ratio_median": 1.6, "connections": 4,
+                "floor_connections": 1024}),
+            );
+        }
+        let d = data(records);
+        let t = targets_of(&d);
+        // Median of 0.99, 0.95, 0.98 is 0.98: met; the p99 ratios 1.0, 1.2,
+        // 1.05: median 1.05, met; 1.6x on 4 connections: met.
+        assert_eq!(t.len(), 3, "{t:?}");
+        assert!(t[0].0.starts_with("Scenario 9 (1 thread, 250 µs"), "{t:?}");
+        assert_eq!(t.iter().map(|r| r.2).collect::<Vec<_>>(), [Some(true); 3]);
+        assert!(t[2].1.ends_with("4 connections"), "{t:?}");
+        let mut md = String::new();
+        section(&mut md, &d);
+        assert!(md.contains("### The delay proxy's own cost"), "{md}");
+        assert!(
+            md.contains("| through the proxy, 0 µs each way | 70 | 120 | 20 | 30 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1024 |"), "{md}");
+    }
+
+    #[test]
+    fn nothing_measured_renders_nothing() {
+        let d = data(vec![json!({"scenario": "paired", "threads": 1, "rep": 1})]);
+        let mut md = String::new();
+        section(&mut md, &d);
+        assert!(md.is_empty());
+        assert!(targets_of(&d).is_empty());
+    }
+}
