@@ -179,7 +179,7 @@ ensure_cargo
 ensure_redis_server
 java_ok=1
 java_needed=1
-case "$only" in 8) java_needed=0 ;; esac   # the cluster's paired scenario has no Redisson side
+case "$only" in 8|10) java_needed=0 ;; esac   # the cluster's paired scenario and the thread curve have no Redisson side
 if [ "$java_needed" = 0 ] || [ "${BENCH_SKIP_JAVA:-0}" = 1 ] || ! ( ensure_java_maven ) >>"$log" 2>&1; then
   java_ok=0
 fi
