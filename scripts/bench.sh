@@ -572,7 +572,8 @@ paired_default() {
   flush
   run_one crate --scenario "$1" --threads "$2" --lock-type lock --rounds "${5:-$pair_rounds}" \
     --block-ms "${4:-$pair_block_ms}" --warmup "$3" --run-id "$id" \
-    --delay-us "$([ -n "$prefix" ] && echo "$proxy_delay_us" || echo 0)" ||
+    --delay-us "$([ -n "$prefix" ] && echo "$proxy_delay_us" || echo 0)" \
+    ${prefix:+--proxy-pid "$proxy_pid"} ||
     failed "rep $rep $1 $2 threads"
 }
 

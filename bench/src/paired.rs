@@ -5,6 +5,7 @@
 //! a few hundred milliseconds apart see nearly the same one, so the ratio of
 //! each round's two rates is what the contender's own code costs.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -68,6 +69,20 @@ pub fn measure(
     let rounds = args.num_or("rounds", 20)?.max(1) as usize;
     let block = Duration::from_millis(args.num_or("block-ms", 250)?);
     let warmup = args.num_or("warmup", 1_000)?;
+    // `--proxy-pid P` (scenario 9): the delay proxy's CPU clock, sampled by
+    // thread 0 as each block starts (all threads start it together) and once
+    // after the last, so that each block's share of the proxy's CPU is known.
+    let proxy = match args.num_or("proxy-pid", 0)? {
+        0 => None,
+        pid => Some(ProcessClock::of(pid as libc::pid_t)?),
+    };
+    let samples: Mutex<Vec<(usize, u64)>> = Mutex::new(Vec::new());
+    let sample = |side: usize| {
+        if let Some(clock) = &proxy {
+            let now = clock.ns();
+            samples.lock().expect("samples lock").push((side, now));
+        }
+    };
     let per_thread: Vec<Result<Vec<Round>>> = together(
         threads,
         |t| {
@@ -79,11 +94,14 @@ pub fn measure(
         },
         |mut sessions, barrier| {
             let mut out = Vec::with_capacity(rounds);
+            // Only one thread samples; `barrier.wait()` elects one leader.
             for round in 0..rounds {
                 let mut pair = [(0, 0.0, 0); 2];
                 let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                 for side in order {
-                    barrier.wait();
+                    if barrier.wait().is_leader() {
+                        sample(side);
+                    }
                     pair[side] = block_of_pairs(sessions[side].as_mut(), block)?;
                 }
                 out.push(pair);
@@ -91,6 +109,14 @@ pub fn measure(
             Ok(out)
         },
     );
+    sample(usize::MAX);
+    // The proxy's CPU ns during each side's blocks.
+    let mut proxy_ns = [0u64; 2];
+    for w in samples.lock().expect("samples lock").windows(2) {
+        if let Some(ns) = proxy_ns.get_mut(w[0].0) {
+            *ns += w[1].1.saturating_sub(w[0].1);
+        }
+    }
     let mut rates = vec![[0.0f64; 2]; rounds];
     // Per side, over every thread and round: pairs and thread CPU ns.
     let mut totals = [(0u64, 0u64); 2];
@@ -111,7 +137,15 @@ pub fn measure(
         .collect();
     ratios.sort_unstable();
     let mean = |side: usize| rates.iter().map(|r| r[side]).sum::<f64>() / rounds as f64;
+    let proxy_us_per_pair = |side: usize| match proxy {
+        Some(_) => json!(proxy_ns[side] as f64 / 1e3 / totals[side].0.max(1) as f64),
+        None => Value::Null,
+    };
     Ok(json!({
+        // The delay proxy's CPU per pair during each side's blocks
+        // (`--proxy-pid`; null without).
+        "floor_proxy_cpu_us_per_pair": proxy_us_per_pair(0),
+        "proxy_cpu_us_per_pair": proxy_us_per_pair(1),
         "threads": threads,
         "rounds": rounds,
         "block_ms": block.as_millis() as u64,
@@ -152,4 +186,32 @@ fn block_of_pairs(session: &mut dyn Session, block: Duration) -> Result<(u64, f6
     let pairs = counted_pairs(session, start + block)?;
     let secs = start.elapsed().as_secs_f64();
     Ok((pairs, secs, thread_cpu_ns().saturating_sub(cpu)))
+}
+
+/// Another process's CPU clock (user + system, all its threads).
+struct ProcessClock(libc::clockid_t);
+
+impl ProcessClock {
+    fn of(pid: libc::pid_t) -> Result<ProcessClock> {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: `clock` is a valid, writable clockid_t.
+        let rc = unsafe { libc::clock_getcpuclockid(pid, &mut clock) };
+        if rc != 0 {
+            anyhow::bail!("no CPU clock for process {pid} (error {rc})");
+        }
+        Ok(ProcessClock(clock))
+    }
+
+    /// CPU ns so far (0 once the process is gone).
+    fn ns(&self) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        match unsafe { libc::clock_gettime(self.0, &mut ts) } {
+            0 => ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            _ => 0,
+        }
+    }
 }

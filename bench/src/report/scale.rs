@@ -147,10 +147,13 @@ fn proxied(w: &mut String, d: &Data) {
              The paired measurement (floor and crate alternating in one process, each thread on \
              its own name), both sides through the proxy. Redisson's row is scenario 2's run \
              through the proxy, in its own JVM (not paired: its ratio is to the floor's mean \
-             rate of the same repetitions). Goal: the crate ≥ {PROXIED_UNCONTENDED_GOAL}× the \
+             rate of the same repetitions). *Proxy CPU per pair* is the proxy process's CPU \
+             time during each side's blocks ÷ that side's pairs: the proxy shares the machine's \
+             two vCPUs, and a side that sends more, smaller chunks (the floor: one connection \
+             per thread) costs it more. Goal: the crate ≥ {PROXIED_UNCONTENDED_GOAL}× the \
              floor.\n\n\
-             | threads | floor (pairs/s) | redisson-lock (pairs/s) | crate ÷ floor | goal | crate connections | Redisson (pairs/s) | Redisson ÷ floor |\n\
-             |---|---|---|---|---|---|---|---|",
+             | threads | floor (pairs/s) | redisson-lock (pairs/s) | crate ÷ floor | goal | crate connections | proxy CPU per pair, floor / crate (µs) | Redisson (pairs/s) | Redisson ÷ floor |\n\
+             |---|---|---|---|---|---|---|---|---|",
             d.m("proxy_delay_us"),
         );
         for t in thread_counts(paired.iter().copied()) {
@@ -168,12 +171,14 @@ fn proxied(w: &mut String, d: &Data) {
             );
             let _ = writeln!(
                 w,
-                "| {t} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {t} | {} | {} | {} | {} | {} | {} / {} | {} | {} |",
                 cell(floor),
                 cell(of(at.iter().copied(), "pairs_per_s")),
                 ratio_of(ratio),
                 verdict(ratio.map(|r| r.median >= PROXIED_UNCONTENDED_GOAL)),
                 cell(of(at.iter().copied(), "connections")),
+                cell(of(at.iter().copied(), "floor_proxy_cpu_us_per_pair")),
+                cell(of(at.iter().copied(), "proxy_cpu_us_per_pair")),
                 cell(theirs),
                 match (theirs, floor) {
                     (Some(a), Some(b)) if b.median > 0.0 => format!("{:.2}×", a.median / b.median),
