@@ -5,7 +5,8 @@
 # BENCHMARKS.md).
 #
 #   scripts/bench.sh           full run (5 repetitions); writes BENCHMARKS.md,
-#                              docs/benchmarks.svg and target/bench/results.json
+#                              docs/benchmarks.svg (and docs/benchmarks-scale.svg, issue
+#                              36's curves) and target/bench/results.json
 #   scripts/bench.sh --quick   reduced run (~260 s once built before issue 36, measured on a busy machine, which
 #                              added ~3 min: scenarios 9, 10, the watchdog curve; scenario 6 alone ~30 s); writes
 #                              everything under target/bench/quick/ (BENCHMARKS.md,
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
     --only) only=${2:-}; shift
       case "$only" in [1-9]|10) ;; *) echo "--only takes a scenario number, 1 to 10 (7: the paired measurements, 8: on a cluster, 9: through the delay proxy, 10: to 1024 threads)" >&2; exit 2 ;; esac ;;
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only] [--only N]" >&2; exit 2 ;;
   esac
   shift

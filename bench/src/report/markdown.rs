@@ -217,7 +217,7 @@ pub fn markdown(
     family::section(w, d);
     super::paired::section(w, d);
     super::redlock::section(w, d);
-    super::scale::section(w, d);
+    super::scale::section(w, d, svg_link);
 
     // Soak
     if let Some(s) = soak {

@@ -16,6 +16,8 @@ mod markdown;
 mod paired;
 mod redlock;
 mod scale;
+mod scale_chart;
+mod scale_targets;
 mod stats;
 mod targets;
 mod watchdog;
@@ -156,6 +158,14 @@ pub fn run(args: &Args) -> Result<()> {
 
     let svg = chart::chart(&data, &watchdog);
     std::fs::write(args.str("svg")?, svg)?;
+    // Issue 36's curves beside it, when the run measured them.
+    let curves = scale_chart::path_beside(args.str("svg")?);
+    match scale_chart::chart(&data) {
+        Some(svg) => std::fs::write(&curves, svg)?,
+        None => {
+            let _ = std::fs::remove_file(&curves);
+        }
+    }
     let md = markdown::markdown(
         &data,
         &watchdog,

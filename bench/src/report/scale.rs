@@ -11,20 +11,20 @@ use super::stats::{Stat, cell, fmt, ratio, ratio_cell, stat};
 use super::{Data, label, present, watchdog};
 
 /// The issue's goals.
-const PROXIED_UNCONTENDED_GOAL: f64 = 0.97;
-const PROXIED_HANDOFF_P99_GOAL: f64 = 1.1;
-const MANY_RATIO_GOAL: f64 = 1.5;
-const MANY_CONNECTIONS_GOAL: f64 = 6.0;
-const TICK_RATIO_GOAL: f64 = 1.25;
-const CALLS_PER_TICK_GOAL: f64 = 1_000.0;
-const BYTES_BEYOND_REDIS_GOAL: f64 = 300.0;
+pub(super) const PROXIED_UNCONTENDED_GOAL: f64 = 0.97;
+pub(super) const PROXIED_HANDOFF_P99_GOAL: f64 = 1.1;
+pub(super) const MANY_RATIO_GOAL: f64 = 1.5;
+pub(super) const MANY_CONNECTIONS_GOAL: f64 = 6.0;
+pub(super) const TICK_RATIO_GOAL: f64 = 1.25;
+pub(super) const CALLS_PER_TICK_GOAL: f64 = 1_000.0;
+pub(super) const BYTES_BEYOND_REDIS_GOAL: f64 = 300.0;
 
-fn records<'a>(d: &'a Data, scenario: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+pub(super) fn records<'a>(d: &'a Data, scenario: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
     d.records.iter().filter(move |r| r["scenario"] == scenario)
 }
 
 /// A statistic of `key` over `rs`.
-fn of<'a>(rs: impl IntoIterator<Item = &'a Value>, key: &str) -> Option<Stat> {
+pub(super) fn of<'a>(rs: impl IntoIterator<Item = &'a Value>, key: &str) -> Option<Stat> {
     Stat::of(rs.into_iter().filter_map(|r| r[key].as_f64()))
 }
 
@@ -45,7 +45,7 @@ fn verdict(met: Option<bool>) -> &'static str {
 }
 
 /// The thread counts of `rs`, ascending.
-fn thread_counts<'a>(rs: impl IntoIterator<Item = &'a Value>) -> Vec<u64> {
+pub(super) fn thread_counts<'a>(rs: impl IntoIterator<Item = &'a Value>) -> Vec<u64> {
     let mut t: Vec<u64> = rs
         .into_iter()
         .filter_map(|r| r["threads"].as_u64())
@@ -55,8 +55,9 @@ fn thread_counts<'a>(rs: impl IntoIterator<Item = &'a Value>) -> Vec<u64> {
     t
 }
 
-/// The section of `BENCHMARKS.md`, when the run measured any of it.
-pub fn section(w: &mut String, d: &Data) {
+/// The section of `BENCHMARKS.md`, when the run measured any of it;
+/// `svg_link` is the summary chart's link (the curves' sits beside it).
+pub fn section(w: &mut String, d: &Data, svg_link: &str) {
     let curve = watchdog::runs_of(d, "watchdog_scale");
     let any = [
         "proxy_ping",
@@ -82,6 +83,13 @@ pub fn section(w: &mut String, d: &Data) {
          shared sockets do.\n",
         d.m("proxy_delay_us"),
     );
+    if super::scale_chart::chart(d).is_some() {
+        let _ = writeln!(
+            w,
+            "![Cost against size]({})\n",
+            super::scale_chart::path_beside(svg_link)
+        );
+    }
     proxy(w, d);
     proxied(w, d);
     many(w, d);
@@ -321,115 +329,6 @@ fn watchdog_curve(w: &mut String, d: &Data, runs: &[Value]) {
     let _ = writeln!(w);
 }
 
-/// Issue 36's rows of the targets table, for what the run measured.
-pub fn targets(d: &Data, push: &mut impl FnMut(String, &str, String, Option<bool>)) {
-    let paired: Vec<&Value> = records(d, "proxied_paired").collect();
-    let delay = d.m("proxy_delay_us");
-    for t in thread_counts(paired.iter().copied()) {
-        let r = of(
-            paired
-                .iter()
-                .copied()
-                .filter(|r| r["threads"].as_u64() == Some(t)),
-            "ratio_median",
-        );
-        push(
-            format!(
-                "Scenario 9 ({t} thread{}, {delay} µs each way): pairs/s vs the true floor",
-                if t == 1 { "" } else { "s" }
-            ),
-            &format!("≥ {PROXIED_UNCONTENDED_GOAL:.2}×"),
-            super::stats::ratio_text(r, 2),
-            r.map(|s| s.median >= PROXIED_UNCONTENDED_GOAL),
-        );
-    }
-    let hp99 = d.series(|r| r["scenario"] == "proxied_contended", "handoff_p99_us");
-    if hp99.contains_key("crate") {
-        let r = ratio(&hp99, "crate", "floor");
-        push(
-            format!(
-                "Scenario 9 (4 threads, {delay} µs each way): hand-off p99 vs the true floor's"
-            ),
-            &format!("≤ {PROXIED_HANDOFF_P99_GOAL}×"),
-            super::stats::ratio_text(r, 2),
-            r.map(|s| s.median <= PROXIED_HANDOFF_P99_GOAL),
-        );
-    }
-    let many: Vec<&Value> = records(d, "paired_many").collect();
-    // The issue's goal is at 1,024 threads: no row for a run that stopped short.
-    if let Some(&t) = thread_counts(many.iter().copied()).last()
-        && t >= 1024
-    {
-        let at: Vec<&Value> = many
-            .iter()
-            .copied()
-            .filter(|r| r["threads"].as_u64() == Some(t))
-            .collect();
-        let r = of(at.iter().copied(), "ratio_median");
-        let conns = of(at.iter().copied(), "connections");
-        push(
-            format!("Scenario 10 ({t} threads): pairs/s vs the true floor, connections"),
-            &format!("≥ {MANY_RATIO_GOAL}×, ≤ {MANY_CONNECTIONS_GOAL} connections"),
-            format!(
-                "{}, {} connections",
-                super::stats::ratio_text(r, 2),
-                conns.map_or("–".into(), |c| fmt(c.max))
-            ),
-            match (r, conns) {
-                (Some(r), Some(c)) => {
-                    Some(r.median >= MANY_RATIO_GOAL && c.max <= MANY_CONNECTIONS_GOAL)
-                }
-                _ => None,
-            },
-        );
-    }
-    let curve = watchdog::runs_of(d, "watchdog_scale");
-    let mut sizes: Vec<u64> = curve.iter().filter_map(|r| r["locks"].as_u64()).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    for n in sizes {
-        let at: Vec<&Value> = curve
-            .iter()
-            .filter(|r| r["locks"].as_u64() == Some(n))
-            .collect();
-        let ratio = of(at.iter().copied(), "tick_wall_per_server_median");
-        let calls = at
-            .iter()
-            .filter_map(|r| r["calls_per_tick_max"].as_f64())
-            .fold(f64::NAN, f64::max);
-        let lost: u64 = at.iter().filter_map(|r| r["leases_lost"].as_u64()).sum();
-        let beyond = Stat::of(at.iter().filter_map(|r| {
-            Some(r["heap_bytes_per_lock"].as_f64()? - r["redis_bytes_per_lock"].as_f64()?)
-        }));
-        push(
-            format!(
-                "Scenario 4 curve ({} locks): tick wall ÷ Redis, calls per tick (worst), leases lost",
-                fmt(n as f64)
-            ),
-            &format!("≤ {TICK_RATIO_GOAL}×, ≤ {CALLS_PER_TICK_GOAL}, 0"),
-            format!(
-                "{}, {}, {lost}",
-                super::stats::ratio_text(ratio, 2),
-                if calls.is_nan() {
-                    "–".into()
-                } else {
-                    fmt(calls)
-                }
-            ),
-            ratio.map(|r| r.median <= TICK_RATIO_GOAL && calls <= CALLS_PER_TICK_GOAL && lost == 0),
-        );
-        push(
-            format!(
-                "Scenario 4 curve ({} locks): client heap per lock beyond Redis's own",
-                fmt(n as f64)
-            ),
-            &format!("≤ {BYTES_BEYOND_REDIS_GOAL} bytes"),
-            beyond.map_or("–".into(), |b| format!("{} bytes", fmt(b.median))),
-            beyond.map(|b| b.median <= BYTES_BEYOND_REDIS_GOAL),
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -450,7 +349,7 @@ mod tests {
 
     fn targets_of(d: &Data) -> Vec<(String, String, Option<bool>)> {
         let mut out = Vec::new();
-        targets(d, &mut |name, _goal: &str, measured, met| {
+        crate::report::scale_targets::targets(d, &mut |name, _goal: &str, measured, met| {
             out.push((name, measured, met))
         });
         out
@@ -488,7 +387,7 @@ mod tests {
         assert_eq!(t.iter().map(|r| r.2).collect::<Vec<_>>(), [Some(true); 3]);
         assert!(t[2].1.ends_with("4 connections"), "{t:?}");
         let mut md = String::new();
-        section(&mut md, &d);
+        section(&mut md, &d, "b.svg");
         assert!(md.contains("### The delay proxy's own cost"), "{md}");
         assert!(
             md.contains("| through the proxy, 0 µs each way | 70 | 120 | 20 | 30 |"),
@@ -501,7 +400,7 @@ mod tests {
     fn nothing_measured_renders_nothing() {
         let d = data(vec![json!({"scenario": "paired", "threads": 1, "rep": 1})]);
         let mut md = String::new();
-        section(&mut md, &d);
+        section(&mut md, &d, "b.svg");
         assert!(md.is_empty());
         assert!(targets_of(&d).is_empty());
     }

@@ -76,7 +76,7 @@ pub fn targets(d: &Data, wd: &[Value], soak: Option<&Value>) -> Vec<Value> {
     watchdog::targets(wd, &mut push);
     family::targets(d, &mut push);
     super::redlock::targets(d, &mut push);
-    super::scale::targets(d, &mut push);
+    super::scale_targets::targets(d, &mut push);
     if let Some(s) = soak {
         let samples = s["samples"].as_array().cloned().unwrap_or_default();
         let rss = |x: &Value| x["rss_mb"].as_f64().unwrap_or(f64::NAN);
