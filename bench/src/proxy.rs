@@ -104,8 +104,8 @@ fn connect(client: TcpStream, upstream: &str, delay: Duration, spin: Duration) -
 }
 
 /// One direction, one thread: each chunk read is written at the instant the
-/// kernel received it plus `delay`. At the end (or an error) both sockets
-/// are shut down, which ends the other direction too.
+/// kernel received it plus `delay`. Its end is passed on as a half-close; an
+/// error shuts both sockets down, which ends the other direction too.
 fn forward(
     from: TcpStream,
     mut to: TcpStream,
@@ -119,10 +119,12 @@ fn forward(
             precise_timers();
             let mut buf = vec![0u8; CHUNK];
             let delay_ns = delay.as_nanos() as i128;
-            while let Ok((n, stamp)) = read_stamped(&from, &mut buf) {
-                if n == 0 {
-                    break;
-                }
+            let failed = loop {
+                let (n, stamp) = match read_stamped(&from, &mut buf) {
+                    Ok((0, _)) => break false,
+                    Ok(read) => read,
+                    Err(_) => break true,
+                };
                 if delay_ns > 0 {
                     let now = realtime_ns();
                     let left = stamp.unwrap_or(now) + delay_ns - now;
@@ -131,11 +133,18 @@ fn forward(
                     }
                 }
                 if to.write_all(&buf[..n]).is_err() {
-                    break;
+                    break true;
                 }
+            };
+            if failed {
+                // Either side broke: end both directions.
+                let _ = from.shutdown(Shutdown::Both);
+                let _ = to.shutdown(Shutdown::Both);
+            } else {
+                // An orderly end: pass it on (a half-close), leaving the other
+                // direction to finish what it carries.
+                let _ = to.shutdown(Shutdown::Write);
             }
-            let _ = from.shutdown(Shutdown::Both);
-            let _ = to.shutdown(Shutdown::Both);
         })?;
     Ok(())
 }
@@ -383,5 +392,12 @@ mod tests {
         c.read_exact(&mut got).expect("read");
         assert!(start.elapsed() >= 2 * delay);
         assert_eq!(got, sent);
+        // A half-close travels through: the echo server sees the end, closes,
+        // and that end comes back.
+        c.write_all(b"last").expect("write");
+        c.shutdown(Shutdown::Write).expect("half-close");
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).expect("read to the end");
+        assert_eq!(rest, b"last");
     }
 }
