@@ -239,6 +239,25 @@ mod tests {
     }
 
     #[test]
+    fn a_curve_needs_two_sizes() {
+        let row = |t: u64| {
+            serde_json::json!({"scenario": "paired_many", "threads": t, "rep": 1,
+                "floor_pairs_per_s": 1000.0 * t as f64, "pairs_per_s": 1500.0 * t as f64})
+        };
+        let data = |records| Data {
+            records,
+            machine: BTreeMap::new(),
+        };
+        assert!(chart(&data(vec![row(64)])).is_none());
+        let svg = chart(&data(vec![row(1), row(64), row(1024)])).expect("a chart");
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert!(
+            svg.contains("Pairs/s against threads (scenario 10)"),
+            "{svg}"
+        );
+    }
+
+    #[test]
     fn log_ticks_are_1_2_5_per_decade() {
         assert_eq!(log_ticks(0.8, 30.0), vec![1.0, 2.0, 5.0, 10.0, 20.0]);
     }
