@@ -10,7 +10,6 @@ use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
 use crate::locks::latch;
 use crate::names::latch_channel;
-use crate::topology::cluster::slot::key_slot;
 
 /// A handle on one distributed count-down latch, byte-for-byte Redisson's
 /// `RCountDownLatch` (`redisson.getCountDownLatch(name)`): a Java service
@@ -247,17 +246,14 @@ impl CountDownLatch {
     /// channel share a slot (the scripts take both as KEYS).
     fn check_scripted(&self) -> Result<()> {
         self.check()?;
-        if self.engine.topology.cluster().is_some() {
-            let channel = latch_channel(&self.name);
-            let (key, chan) = (key_slot(self.name.as_bytes()), key_slot(channel.as_bytes()));
-            if key != chan {
-                return Err(Error::invalid(format!(
-                    "latch `{}`: in a cluster its key (slot {key}) and its channel `{channel}` \
-                     (slot {chan}) differ, so Redis would refuse it with CROSSSLOT, as it does \
-                     Redisson's; use a name without `}}`",
-                    self.name
-                )));
-            }
+        let channel = latch_channel(&self.name);
+        if let Some((key, chan)) = self.engine.topology.slots_apart(&self.name, &channel) {
+            return Err(Error::invalid(format!(
+                "latch `{}`: in a cluster its key (slot {key}) and its channel `{channel}` \
+                 (slot {chan}) differ, so Redis would refuse it with CROSSSLOT, as it does \
+                 Redisson's; use a name without `}}`",
+                self.name
+            )));
         }
         Ok(())
     }

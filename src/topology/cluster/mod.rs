@@ -282,11 +282,11 @@ impl Cluster {
     /// master: its items are left out and the table is read again.
     pub fn group_by_master<T>(
         &self,
-        items: impl IntoIterator<Item = (T, bool)>,
+        items: impl IntoIterator<Item = (T, usize)>,
         key: impl Fn(&T) -> &str,
         chunk: usize,
     ) -> (HashMap<Arc<str>, Vec<Vec<T>>>, bool) {
-        let mut by_slot: HashMap<(u16, bool), Vec<T>> = HashMap::new();
+        let mut by_slot: HashMap<(u16, usize), Vec<T>> = HashMap::new();
         for (item, class) in items {
             let slot = slot::key_slot(key(&item).as_bytes());
             by_slot.entry((slot, class)).or_default().push(item);
