@@ -1,6 +1,10 @@
 //! The crate's one error type.
 
+mod verdict;
+
 use std::time::Duration;
+
+pub(crate) use verdict::Verdict;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -208,10 +212,7 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || matches!(
-                        e.code(),
-                        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN")
-                    )
+                    || Verdict::of_redis(e).is_transient()
             }
             _ => false,
         }

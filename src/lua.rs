@@ -13,8 +13,9 @@
 
 use std::io;
 
-use redis::{ConnectionLike, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ToRedisArgs};
+use redis::{ConnectionLike, FromRedisValue, RedisResult, RedisWrite, ToRedisArgs};
 
+use crate::error::Verdict;
 use crate::names::Decimal;
 
 /// A Lua script and its SHA-1, as `redis::Script` has them.
@@ -110,7 +111,7 @@ impl Invocation<'_> {
             Err(e) => Err(e),
         };
         let reply = match reply {
-            Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if Verdict::of_redis(&e) == Verdict::NoScript => {
                 lua.load(con)?;
                 con.req_packed_command(request)?.extract_error()
             }

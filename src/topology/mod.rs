@@ -22,7 +22,7 @@ use std::time::Instant;
 use redis::ConnectionInfo;
 
 use crate::config::{Config, ShardedSubscription};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::net::connection::Connector;
 use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
 use crate::net::scatter::InFlight;
@@ -224,9 +224,9 @@ impl Topology {
             other => other,
         };
         match result {
+            // A former master (only a Sentinel's endpoint is watched).
             Err(e)
-                if e.code() == Some("READONLY")
-                    && matches!(self, Topology::Sentinel { .. })
+                if endpoint.is_former_master(Verdict::of(&e))
                     && endpoint.await_move(generation, config.connect_timeout) =>
             {
                 match pool.get_within(RECONNECT_GRACE) {

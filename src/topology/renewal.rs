@@ -183,14 +183,9 @@ impl Renewals {
             };
             let result = match con {
                 Some(mut con) => {
+                    // A former master, or a lost one, has the connection
+                    // ask Sentinel to look again.
                     let result = command(&mut con, attempt > 0);
-                    if result
-                        .as_ref()
-                        .is_err_and(|e| e.code() == Some("READONLY") || e.is_connection_dropped())
-                    {
-                        // A former master, or a lost one: look again.
-                        pool.connector().endpoint().suspect();
-                    }
                     if !result.as_ref().is_err_and(Error::is_transient) {
                         *self.own.lock() = Some(con);
                     }
@@ -287,17 +282,10 @@ impl Route<'_> {
                     if resend {
                         resending();
                     }
-                    let replies = renew(con, endpoint, chunks)?;
-                    // A chunk's error comes inside the reply: one from a
-                    // former master sends Sentinel looking now, as an
-                    // outer error does.
-                    if replies
-                        .iter()
-                        .any(|reply| reply.as_ref().is_err_and(|e| e.code() == Some("READONLY")))
-                    {
-                        endpoint.suspect();
-                    }
-                    Ok(replies)
+                    // A chunk's error from a former master sends Sentinel
+                    // looking, as an outer error does (the connection's
+                    // rule, which reads a pipeline's replies too).
+                    renew(con, endpoint, chunks)
                 })
             }
             Route::Master(cluster, addr) => {

@@ -16,7 +16,7 @@ use redis::RedisError;
 
 use super::slot::key_slot;
 use super::{Cluster, redirect};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::net::pool::Checkout;
 
 /// Retries after a reply that proves non-execution (or a node that
@@ -189,19 +189,15 @@ fn next_step(e: &Error, replied: &str) -> Next {
 /// `replied`: the node that sent `e`, whose host a redirect with an empty
 /// one means.
 fn redis_next_step(e: &RedisError, replied: &str) -> Next {
-    match e.code() {
-        Some("MOVED" | "ASK") => {
-            let Some((to, slot)) = redirect(e, replied) else {
-                return Next::Stop;
-            };
-            if e.code() == Some("MOVED") {
-                Next::Moved(slot, to)
-            } else {
-                Next::Ask(to)
-            }
-        }
-        Some("TRYAGAIN" | "LOADING" | "BUSY") => Next::Retry { refresh: false },
-        Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN") => Next::Retry { refresh: true },
+    match Verdict::of_redis(e) {
+        verdict @ (Verdict::Moved | Verdict::Ask) => match redirect(e, replied) {
+            Some((to, slot)) if verdict == Verdict::Moved => Next::Moved(slot, to),
+            Some((to, _)) => Next::Ask(to),
+            None => Next::Stop,
+        },
+        verdict if verdict.passes() => Next::Retry {
+            refresh: verdict.topology_changed(),
+        },
         _ => Next::Stop,
     }
 }

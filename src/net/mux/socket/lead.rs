@@ -16,6 +16,7 @@ use parking_lot::MutexGuard;
 use redis::Value;
 
 use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
+use crate::error::Verdict;
 use crate::net::mux::Replies;
 use crate::net::stream::Stream;
 
@@ -262,11 +263,9 @@ impl Socket {
     /// replica (Sentinel): the socket takes no new request, and the
     /// endpoint is looked up again.
     fn note_readonly(&self, replies: &[Value]) {
-        let readonly =
-            |reply: &Value| matches!(reply, Value::ServerError(e) if e.code() == "READONLY");
-        if replies.iter().any(readonly) && self.endpoint.is_watched() {
+        let former = |reply: &Value| self.endpoint.is_former_master(Verdict::of_reply(reply));
+        if replies.iter().any(former) {
             self.retire();
-            self.endpoint.suspect();
         }
     }
 
