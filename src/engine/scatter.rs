@@ -7,6 +7,7 @@ use redis::ConnectionLike;
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::net::pool::RECONNECT_GRACE;
+use crate::net::resend::once_more;
 use crate::net::scatter::{InFlight, Prefetched};
 #[cfg(doc)]
 use crate::topology::Topology;
@@ -36,21 +37,13 @@ impl Engine {
     pub(crate) fn with_prefetched<T>(
         &self,
         operation: &'static str,
-        mut first: Prefetched<'_>,
+        first: Prefetched<'_>,
         mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<T> {
         let timed_out_after = first.bound();
-        let result = match command(&mut first, false) {
-            Err(e) if e.is_connection_dropped() => {
-                let pool = first.home_pool();
-                drop(first); // discarded by the pool
-                match pool.get_within(RECONNECT_GRACE) {
-                    Ok(mut con) => command(&mut con, true),
-                    Err(_) => Err(e),
-                }
-            }
-            other => other,
-        };
+        let pool = first.home_pool();
+        let fresh = || pool.get_within(RECONNECT_GRACE).map(Prefetched::from);
+        let result = once_more(first, false, fresh, |con, resend| command(con, resend)).result();
         result.map_err(|e| match e {
             Error::Redis(e) if e.is_timeout() => Error::Timeout {
                 operation,

@@ -127,6 +127,18 @@ impl<'a> Prefetched<'a> {
     }
 }
 
+impl<'a> From<Checkout<'a>> for Prefetched<'a> {
+    /// A connection with no reply read ahead: every command goes to the
+    /// server.
+    fn from(con: Checkout<'a>) -> Self {
+        Prefetched {
+            con,
+            pending: None,
+            bound: Duration::ZERO,
+        }
+    }
+}
+
 impl ConnectionLike for Prefetched<'_> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         // The protocol code sends the command it was recorded sending (a

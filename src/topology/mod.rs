@@ -25,6 +25,7 @@ use crate::config::{Config, ShardedSubscription};
 use crate::error::{Error, Result, Verdict};
 use crate::net::connection::Connector;
 use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
+use crate::net::resend::once_more;
 use crate::net::scatter::InFlight;
 use crate::net::tls::EndpointSettings;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
@@ -210,19 +211,8 @@ impl Topology {
         };
         let endpoint = pool.connector().endpoint();
         let generation = endpoint.generation();
-        let mut con = pool.get_within(RECONNECT_GRACE)?;
-        let result = match command(&mut con, false) {
-            Err(e) if e.is_connection_dropped() => {
-                drop(con); // discarded by the pool
-                // No connection for the resend: the caller must still learn
-                // that the first one may have run.
-                match pool.get_within(RECONNECT_GRACE) {
-                    Ok(mut con) => command(&mut con, true),
-                    Err(_) => Err(e),
-                }
-            }
-            other => other,
-        };
+        let fresh = || pool.get_within(RECONNECT_GRACE);
+        let result = once_more(fresh()?, false, fresh, &mut command).result();
         match result {
             // A former master (only a Sentinel's endpoint is watched).
             Err(e)

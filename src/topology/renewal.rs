@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use redis::ConnectionLike;
 
 use super::Topology;
@@ -30,6 +30,7 @@ use crate::locks::lease::{self, RenewChunk, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Checkout, Pool};
+use crate::net::resend::once_more;
 
 /// How often the watchdog looks whether the master moved (Sentinel only).
 const MOVE_CHECK: Duration = Duration::from_millis(100);
@@ -47,7 +48,7 @@ pub(crate) struct Renewals {
     topology: Arc<Topology>,
     /// The watchdog's own connection (one server, Sentinel). Behind a mutex
     /// only so that a cluster run can share the renewals with its
-    /// per-master threads; taken once per round, never contended.
+    /// per-master threads; locked once per round, never contended.
     own: Mutex<Option<PooledConnection>>,
     /// The endpoint generation `own` was opened at: after a Sentinel
     /// failover the connection is reopened to the new master.
@@ -156,58 +157,70 @@ impl Renewals {
         }
     }
 
-    /// Runs `command` on the watchdog's connection, reopened if it was
-    /// dropped; if it cannot be reopened (the server refuses new clients),
-    /// on an idle pooled connection. A connection that dropped before the
-    /// command reached the server gets the command once more, flagged
-    /// (`command`'s second argument).
+    /// The watchdog's connection, reopened if it was dropped or the master
+    /// moved; if it cannot be reopened (the server refuses new clients), an
+    /// idle pooled connection.
+    fn line<'a>(&'a self, pool: &'a Pool) -> Result<Line<'a>> {
+        let now = pool.connector().endpoint().generation();
+        let mut own = self.own.lock();
+        if self.generation.swap(now, Ordering::AcqRel) != now {
+            *own = None;
+        }
+        if own.is_none() {
+            match pool.connector().open_pooled() {
+                Ok(con) => *own = Some(con),
+                Err(e) => log::debug!("redisson-lock: watchdog cannot reconnect: {e}"),
+            }
+        }
+        if own.is_some() {
+            return Ok(Line::Own(own));
+        }
+        drop(own);
+        match pool.try_get_idle() {
+            Some(pooled) => Ok(Line::Idle(pooled)),
+            None => Err(Error::Unavailable {
+                reason: "the watchdog cannot connect and no pooled connection is idle".into(),
+            }),
+        }
+    }
+
+    /// Runs `command` on the watchdog's connection ([`Renewals::line`]),
+    /// kept unless the command failed in a way that may pass (a former
+    /// master, or a lost one, has the connection ask Sentinel to look
+    /// again). A connection that dropped gets the command once more,
+    /// flagged (`command`'s second argument), by the one resend rule.
     fn with_connection<T>(
         &self,
         pool: &Pool,
         mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<T> {
-        for attempt in 0..2 {
-            let now = pool.connector().endpoint().generation();
-            if self.generation.swap(now, Ordering::AcqRel) != now {
-                *self.own.lock() = None;
-            }
-            let con = match self.own.lock().take() {
-                Some(con) => Some(con),
-                None => match pool.connector().open_pooled() {
-                    Ok(con) => Some(con),
-                    Err(e) => {
-                        log::debug!("redisson-lock: watchdog cannot reconnect: {e}");
-                        None
-                    }
-                },
-            };
-            let result = match con {
-                Some(mut con) => {
-                    // A former master, or a lost one, has the connection
-                    // ask Sentinel to look again.
-                    let result = command(&mut con, attempt > 0);
-                    if !result.as_ref().is_err_and(Error::is_transient) {
-                        *self.own.lock() = Some(con);
-                    }
-                    result
-                }
-                None => match pool.try_get_idle() {
-                    Some(mut pooled) => command(&mut pooled, attempt > 0),
+        let run = |line: &mut Line<'_>, resend| match line {
+            Line::Own(own) => {
+                let result = match own.as_mut() {
+                    Some(con) => command(con, resend),
                     None => Err(Error::Unavailable {
-                        reason: "the watchdog cannot connect and no pooled connection is idle"
-                            .into(),
+                        reason: "the watchdog's connection is gone".into(),
                     }),
-                },
-            };
-            match result {
-                Err(e) if attempt == 0 && e.is_connection_dropped() => continue,
-                other => return other,
+                };
+                if result.as_ref().is_err_and(Error::is_transient) {
+                    **own = None;
+                }
+                result
             }
-        }
-        Err(Error::Unavailable {
-            reason: "the watchdog's connection keeps dropping".into(),
-        })
+            Line::Idle(pooled) => command(pooled, resend),
+        };
+        once_more(self.line(pool)?, false, || self.line(pool), run).result()
     }
+}
+
+/// What a renewal round goes out on: the watchdog's own connection,
+/// locked for the round (never contended: only the watchdog renews on it),
+/// or an idle pooled one. One per round, on the stack: a checkout's size
+/// (larger with TLS) costs nothing there, a box would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Line<'a> {
+    Own(MutexGuard<'a, Option<PooledConnection>>),
+    Idle(Checkout<'a>),
 }
 
 /// `renew` of each master's share, the first on this thread and each other

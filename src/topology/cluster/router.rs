@@ -18,6 +18,7 @@ use super::slot::key_slot;
 use super::{Cluster, redirect};
 use crate::error::{Error, Result, Verdict};
 use crate::net::pool::Checkout;
+use crate::net::resend::{Sent, once_more};
 
 /// Retries after a reply that proves non-execution (or a node that
 /// refuses connections), not counting redirects. With [`RETRY_DELAY`]
@@ -87,35 +88,32 @@ impl Cluster {
                 },
             };
             let pool = self.pool(&addr)?;
-            let result = (|| {
+            let connect = || {
                 let mut con = pool.get_within(reconnect_grace)?;
                 if asking {
                     con.asking()?;
                 }
-                match command(&mut con, resend) {
-                    Err(e) if e.is_connection_dropped() => {
-                        drop(con); // discarded by the pool
-                        self.schedule_refresh();
-                        resend = true;
-                        let mut con = match pool.get_within(reconnect_grace) {
-                            Ok(con) => con,
-                            Err(unavailable) => {
-                                // The node is gone (a failover may follow):
-                                // retried, flagged as a resend, at the
-                                // slot's master; if that fails too, the
-                                // caller still learns the first may have run.
-                                maybe_ran = Some(e);
-                                return Err(unavailable);
-                            }
-                        };
-                        if asking {
-                            con.asking()?;
-                        }
-                        command(&mut con, true)
+                Ok(con)
+            };
+            let result = connect().and_then(|con| {
+                let first_resend = resend;
+                let fresh = || {
+                    self.schedule_refresh();
+                    resend = true;
+                    connect()
+                };
+                match once_more(con, first_resend, fresh, &mut command) {
+                    Sent::Done(result) => result,
+                    Sent::NoFresh { dropped, fresh } => {
+                        // The node is gone (a failover may follow): retried,
+                        // flagged as a resend, at the slot's master; if that
+                        // fails too, the caller still learns the first may
+                        // have run.
+                        maybe_ran = Some(dropped);
+                        Err(fresh)
                     }
-                    other => other,
                 }
-            })();
+            });
             let next = match &result {
                 Ok(_) => return result,
                 Err(e) => next_step(e, &addr),
