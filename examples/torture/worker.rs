@@ -469,7 +469,7 @@ fn critical_section<K: Kind>(
     }
     if rng.percent(10) {
         // Re-entry: a second hold on the same lock, released at once.
-        match guard.lock().try_lock() {
+        match LockGuard::lock_of(&guard).try_lock() {
             Ok(Some(inner)) => {
                 if let Err(e) = inner.unlock() {
                     report_error(ctx, "reentrant_unlock", &e);

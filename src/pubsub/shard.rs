@@ -5,9 +5,9 @@
 use std::sync::atomic::Ordering;
 
 use super::conn::{Conn, Pending};
-use super::{Flavour, Shared};
+use super::{Flavour, SubscriberState};
 
-impl Shared {
+impl SubscriberState {
     /// Whether an `sunsubscribe` for `channel` answers the command at the
     /// front of the record (ours), rather than being Redis's unsolicited
     /// notice that the node no longer serves the channel's slot.

@@ -26,11 +26,11 @@ use redis::ConnectionLike;
 use super::Topology;
 use super::cluster::Cluster;
 use crate::error::{Error, Result};
-use crate::locks::lease::{self, RenewChunk, Renewed};
 use crate::net::connection::PooledConnection;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Checkout, Pool};
 use crate::net::resend::once_more;
+use crate::protocol::lease::{self, RenewChunk, Renewed};
 
 /// How often the watchdog looks whether the master moved (Sentinel only).
 const MOVE_CHECK: Duration = Duration::from_millis(100);
