@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 
 /// What [`once_more`] got.
-pub(crate) enum Sent<T> {
+pub(crate) enum Resent<T> {
     /// The command's result, on the first connection or the fresh one.
     Done(Result<T>),
     /// The first connection dropped (`dropped`: its error; the command may
@@ -15,14 +15,14 @@ pub(crate) enum Sent<T> {
     NoFresh { dropped: Error, fresh: Error },
 }
 
-impl<T> Sent<T> {
+impl<T> Resent<T> {
     /// The result; when no fresh connection could be had, the first
     /// connection's error: the caller must still learn that the command
     /// may have run.
     pub fn result(self) -> Result<T> {
         match self {
-            Sent::Done(result) => result,
-            Sent::NoFresh { dropped, .. } => Err(dropped),
+            Resent::Done(result) => result,
+            Resent::NoFresh { dropped, .. } => Err(dropped),
         }
     }
 }
@@ -36,15 +36,15 @@ pub(crate) fn once_more<C, T>(
     resend: bool,
     fresh: impl FnOnce() -> Result<C>,
     mut command: impl FnMut(&mut C, bool) -> Result<T>,
-) -> Sent<T> {
+) -> Resent<T> {
     match command(&mut first, resend) {
         Err(dropped) if dropped.is_connection_dropped() => {
             drop(first); // discarded by the pool
             match fresh() {
-                Ok(mut con) => Sent::Done(command(&mut con, true)),
-                Err(fresh) => Sent::NoFresh { dropped, fresh },
+                Ok(mut con) => Resent::Done(command(&mut con, true)),
+                Err(fresh) => Resent::NoFresh { dropped, fresh },
             }
         }
-        other => Sent::Done(other),
+        other => Resent::Done(other),
     }
 }

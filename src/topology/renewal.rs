@@ -37,7 +37,7 @@ const MOVE_CHECK: Duration = Duration::from_millis(100);
 
 /// What one round trip of renewal chunks got: its error, or one reply per
 /// chunk (each a state per lock, or the chunk's own error).
-pub(crate) type Replies = Result<Vec<Result<Vec<Renewed>>>>;
+pub(crate) type RenewReplies = Result<Vec<Result<Vec<Renewed>>>>;
 
 /// Run on a round's connection right after its renewals (the replica
 /// sync's `WAIT`), with the server the connection goes to.
@@ -281,7 +281,7 @@ impl Route<'_> {
         lease_ms: u64,
         after: After<'_>,
         resending: &mut dyn FnMut(),
-    ) -> Replies {
+    ) -> RenewReplies {
         let renew =
             |con: &mut dyn ConnectionLike, endpoint: &Endpoint, chunks: &[RenewChunk<'_>]| {
                 let replies = lease::renew_chunks(con, chunks, lease_ms)?;
@@ -332,7 +332,7 @@ fn ask_again(
     addr: &Arc<str>,
     reply: &mut Result<Vec<Renewed>>,
     chunk: &RenewChunk<'_>,
-    renew: impl Fn(&mut Checkout<'_>, &[RenewChunk<'_>]) -> Replies,
+    renew: impl Fn(&mut Checkout<'_>, &[RenewChunk<'_>]) -> RenewReplies,
 ) {
     let target = match reply {
         Err(e) => Cluster::ask_target(e, addr),

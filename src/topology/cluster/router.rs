@@ -18,7 +18,7 @@ use super::slot::key_slot;
 use super::{Cluster, redirect};
 use crate::error::{Error, Result, Verdict};
 use crate::net::pool::Checkout;
-use crate::net::resend::{Sent, once_more};
+use crate::net::resend::{Resent, once_more};
 
 /// Retries after a reply that proves non-execution (or a node that
 /// refuses connections), not counting redirects. With [`RETRY_DELAY`]
@@ -103,8 +103,8 @@ impl Cluster {
                     connect()
                 };
                 match once_more(con, first_resend, fresh, &mut command) {
-                    Sent::Done(result) => result,
-                    Sent::NoFresh { dropped, fresh } => {
+                    Resent::Done(result) => result,
+                    Resent::NoFresh { dropped, fresh } => {
                         // The node is gone (a failover may follow): retried,
                         // flagged as a resend, at the slot's master; if that
                         // fails too, the caller still learns the first may
