@@ -6,6 +6,11 @@
 //! - `renewal-before-send`: an unlock between the watchdog's collection of
 //!   the holds to renew and its send (a renewal in flight when the guard
 //!   is released): the released hold must never read as lost.
+//! - `renewal-before-send` with `release-after-reply`: a renewal sent
+//!   before the unlock and run by Redis after it, whose reply the watchdog
+//!   reads before the releasing thread reads the unlock's: the renewal finds
+//!   the field gone, and the released hold must still never read as lost
+//!   (the torture's histories caught its lost signal firing there).
 //! - `waiter-before-park`: the subscriber's connection killed, and the lock
 //!   released (its message published to nobody), after a waiter's failed
 //!   attempt and before it parks: the waiter must still get the lock
@@ -70,6 +75,75 @@ fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
     assert_eq!(signal.wait_timeout(Duration::ZERO), None);
     let exists: i64 = server.cmd(&["EXISTS", "raced"]);
     assert_eq!(exists, 0, "the renewal brought the lock back");
+    scenario.teardown();
+}
+
+#[test]
+fn a_renewal_answered_between_the_unlock_and_its_reply_is_never_read_as_lost() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client");
+    let guard = client.lock("crossed").lock_owned().expect("lock");
+    let signal = guard.lost_signal();
+    // The watchdog stops at its next round, with the hold taken for renewal.
+    let (renewal_stopped_tx, renewal_stopped) = mpsc::channel::<()>();
+    let (renewal_go_tx, renewal_go) = mpsc::channel::<()>();
+    let renewal_go = Mutex::new(renewal_go);
+    let once = Mutex::new(Some(renewal_stopped_tx));
+    fail::cfg_callback("renewal-before-send", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = renewal_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    renewal_stopped
+        .recv_timeout(watchdog * 3)
+        .expect("the watchdog reached its fail point");
+    // The release runs in Redis, then stops before reading its reply.
+    let (release_stopped_tx, release_stopped) = mpsc::channel::<()>();
+    let (release_go_tx, release_go) = mpsc::channel::<()>();
+    let release_go = Mutex::new(release_go);
+    let once = Mutex::new(Some(release_stopped_tx));
+    fail::cfg_callback("release-after-reply", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = release_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    let releasing = thread::spawn(move || guard.unlock());
+    release_stopped
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the release reached its fail point");
+    let exists: i64 = server.cmd(&["EXISTS", "crossed"]);
+    assert_eq!(exists, 0, "the unlock ran");
+    // The renewal goes out now, after the unlock ran, and its answer (the
+    // field is gone) is read while the release has not read its own.
+    renewal_go_tx.send(()).expect("go");
+    let lost_meanwhile = signal.wait_timeout(watchdog / 2);
+    release_go_tx.send(()).expect("go");
+    let released = releasing.join().expect("the releasing thread");
+    fail::remove("renewal-before-send");
+    fail::remove("release-after-reply");
+    released.expect("the release succeeded");
+    assert_eq!(
+        lost_meanwhile, None,
+        "the lost signal fired for a hold whose release succeeded"
+    );
+    assert!(!signal.is_lost(), "reads as lost: {:?}", signal.reason());
+    assert_eq!(signal.reason(), None);
     scenario.teardown();
 }
 

@@ -240,11 +240,11 @@ impl Worker {
             }
             Renewed::Gone => {
                 hold.end_lease(ticket, LeaseOutcome::Untouched);
-                self.registry.lose(hold, LostReason::KeyGone);
+                self.registry.lose_held(hold, LostReason::KeyGone);
             }
             Renewed::WrongType => {
                 hold.end_lease(ticket, LeaseOutcome::Untouched);
-                self.registry.lose(hold, LostReason::Overwritten);
+                self.registry.lose_held(hold, LostReason::Overwritten);
             }
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::engine::observe::{ReleaseOutcome, Releasing};
-use crate::error::{LostReason, Result};
+use crate::error::{LostReason, Result, Verdict};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
 use crate::lock::unlock::{ReplicaCheck, Unlock};
@@ -287,6 +287,9 @@ fn finish_release<K: Kind>(
         first,
         check,
     );
+    // tests/failpoints.rs: the unlock ran and its reply is in, not yet
+    // read; a renewal sent before it may answer meanwhile.
+    crate::failpoint::failpoint!("release-after-reply");
     if let Some(ticket) = ticket {
         match (&result, kept_ttl_ms.get()) {
             (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
@@ -333,7 +336,7 @@ fn finish_release<K: Kind>(
             registry.lose(hold, LostReason::KeyGone);
             Err(lock.not_held())
         }
-        Err(e) if e.code() == Some("WRONGTYPE") => {
+        Err(e) if Verdict::of(&e) == Verdict::WrongType => {
             registry.lose(hold, LostReason::Overwritten);
             Err(lock.lost(LostReason::Overwritten))
         }
