@@ -223,14 +223,6 @@ impl Error {
         matches!(self, Error::Redis(e) if e.is_connection_dropped())
     }
 
-    /// The server's error code, e.g. `WRONGTYPE`.
-    pub(crate) fn code(&self) -> Option<&str> {
-        match self {
-            Error::Redis(e) => e.code(),
-            _ => None,
-        }
-    }
-
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
     }

@@ -9,7 +9,8 @@ use redis::{RedisError, Value};
 use super::Error;
 
 /// What a server's error reply says (see the module docs). Every verdict
-/// but [`Verdict::Other`] proves that the command did not run.
+/// but [`Verdict::WrongType`] and [`Verdict::Other`] proves that the
+/// command did not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// `MOVED`: the key's slot is served by another master now, which the
@@ -40,8 +41,11 @@ pub(crate) enum Verdict {
     Unauthenticated,
     /// `NOPERM`: the ACL user may not run this command or touch this key.
     Forbidden,
-    /// Anything else: the command's own failure (`WRONGTYPE`, a script's
-    /// error, ...), or no server error at all.
+    /// `WRONGTYPE`: a key holds a value of another type than the command
+    /// (or script) reads; for a lock's key, it was overwritten.
+    WrongType,
+    /// Anything else: the command's own failure (a script's error, ...),
+    /// or no server error at all.
     Other,
 }
 
@@ -59,6 +63,7 @@ impl Verdict {
             "NOSCRIPT" => Verdict::NoScript,
             "WRONGPASS" | "NOAUTH" => Verdict::Unauthenticated,
             "NOPERM" => Verdict::Forbidden,
+            "WRONGTYPE" => Verdict::WrongType,
             _ => Verdict::Other,
         }
     }
@@ -204,7 +209,8 @@ mod tests {
             which(Verdict::refuses_client),
             ["WRONGPASS", "NOAUTH", "NOPERM"]
         );
-        assert_eq!(which(|v| v == Verdict::Other), ["WRONGTYPE", "ERR"]);
+        assert_eq!(which(|v| v == Verdict::WrongType), ["WRONGTYPE"]);
+        assert_eq!(which(|v| v == Verdict::Other), ["ERR"]);
     }
 
     #[test]
