@@ -9,7 +9,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, HoldToken, OwnedLockGuard};
+use redisson_lock::{HoldToken, OwnedLockGuard};
 use support::java::{JavaDriver, Redisson, for_each_redisson_version, start};
 
 for_each_redisson_version!(
@@ -20,10 +20,7 @@ for_each_redisson_version!(
 fn an_owned_hold_excludes_java_until_another_thread_releases_it(redisson: Redisson) {
     let (server, java) = start(redisson);
     let watchdog = Duration::from_millis(900);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let guard = client.lock("owned").lock_owned().expect("lock_owned");
     let field = guard.owner_field().to_owned();
     assert!(!java.flag("j", "tryLockNow owned"), "Java took a held lock");
@@ -69,10 +66,7 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
         "Java took a handed lock"
     );
 
-    let worker = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("worker client");
+    let worker = server.watchdog_client(watchdog);
     let lock = worker.lock("handed");
     let guard = lock.adopt(&token).expect("adopt");
     assert_eq!(guard.owner_field(), token.owner_field());
