@@ -21,9 +21,9 @@ mod support;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redisson_lock::{Client, OwnedLockGuard};
+use redisson_lock::OwnedLockGuard;
 use support::RedisServer;
 
 /// The fail points are process-wide: one test at a time.
@@ -39,10 +39,7 @@ fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let guard = client.lock("raced").lock_owned().expect("lock");
     let signal = guard.lost_signal();
     // The watchdog stops at its next round, after it took the hold.
@@ -151,9 +148,7 @@ fn a_renewal_answered_between_the_unlock_and_its_reply_is_never_read_as_lost() {
 fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
     let _serial = serial();
     let scenario = fail::FailScenario::setup();
-    let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder");
-    let waiter = Client::open(server.url()).expect("waiter");
+    let (server, holder, waiter) = RedisServer::start_with_two_clients();
     let lock = waiter.lock("parked");
     let held: Arc<Mutex<Option<OwnedLockGuard>>> = Arc::new(Mutex::new(Some(
         holder.lock("parked").lock_owned().expect("hold"),
@@ -176,12 +171,10 @@ fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
         }
     })
     .expect("fail point");
-    let started = Instant::now();
-    let guard = lock
-        .try_lock_for(Duration::from_secs(20))
+    let (guard, took) = support::timed(|| lock.try_lock_for(Duration::from_secs(20)));
+    let guard = guard
         .expect("try_lock_for")
         .expect("the lock, once released");
-    let took = started.elapsed();
     fail::remove("waiter-before-park");
     assert!(
         held.lock().expect("held").is_none(),

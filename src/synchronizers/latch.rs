@@ -1,6 +1,5 @@
 //! [`CountDownLatch`], Redisson's `RCountDownLatch` (docs/synchronizers.md).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,13 +55,7 @@ pub struct CountDownLatch {
     cancel: Option<CancelToken>,
 }
 
-impl fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_handle!(CountDownLatch, name);
 
 impl CountDownLatch {
     pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {

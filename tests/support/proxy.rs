@@ -102,6 +102,14 @@ impl Proxy {
         (server, proxy)
     }
 
+    /// [`with_server`](Self::with_server), and a client through the proxy
+    /// ([`client`](Self::client)).
+    pub fn with_client() -> (super::RedisServer, Proxy, redisson_lock::Client) {
+        let (server, proxy) = Proxy::with_server();
+        let client = proxy.client();
+        (server, proxy, client)
+    }
+
     /// `redis://127.0.0.1:<proxy port>/`
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)

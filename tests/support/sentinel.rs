@@ -184,10 +184,7 @@ impl SentinelSetup {
 
     /// `redis://127.0.0.1:<port>` of each sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
-        self.sentinel_ports
-            .iter()
-            .map(|port| format!("redis://127.0.0.1:{port}/"))
-            .collect()
+        super::local_urls("redis", &self.sentinel_ports)
     }
 
     /// The master's port as sentinel `i` sees it.
