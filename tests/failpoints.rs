@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use redisson_lock::OwnedLockGuard;
+use redisson_lock::{Client, OwnedLockGuard};
 use support::RedisServer;
 
 /// The fail points are process-wide: one test at a time.
