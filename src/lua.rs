@@ -106,6 +106,8 @@ impl Invocation<'_> {
     pub fn invoke<T: FromRedisValue>(&mut self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
         let lua = self.lua;
         let request = self.request();
+        // tests/failpoints.rs `a_script_cache_flushed_before_evalsha_*`: NOSCRIPT.
+        crate::failpoint::failpoint!("script-before-send");
         let reply = match con.req_packed_command(request) {
             Ok(reply) => reply.extract_error(),
             Err(e) => Err(e),

@@ -187,3 +187,122 @@ fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
     drop(guard);
     scenario.teardown();
 }
+
+/// A client of `server` on pooled connections and one multiplexed on one
+/// socket, whatever the environment: `reply-lost` is in both readers.
+fn both_modes(server: &RedisServer) -> [(&'static str, Client); 2] {
+    let build = |builder: redisson_lock::ClientBuilder| builder.build().expect("client");
+    [
+        ("pooled", build(Client::builder(server.url()).pool_size(2))),
+        (
+            "multiplexed",
+            build(Client::builder(server.url()).multiplexed(1)),
+        ),
+    ]
+}
+
+/// The counts of the lock hash `name`'s fields, as Redis has them.
+fn counts(server: &RedisServer, name: &str) -> Vec<String> {
+    server.cmd(&["HVALS", name])
+}
+
+/// Runs `call` with `reply-lost` armed for one pass: the command it sends
+/// is written (Redis runs it), and its reply read as a connection reset.
+/// Asserts that the command was run twice: once, then resent once (its
+/// script must be in the server's cache already: a `NOSCRIPT` runs nothing).
+fn losing_the_reply<T>(server: &RedisServer, call: impl FnOnce() -> T) -> T {
+    let sent = server.command_calls("evalsha");
+    fail::cfg("reply-lost", "1*return").expect("fail point");
+    let result = call();
+    fail::remove("reply-lost");
+    assert_eq!(
+        server.command_calls("evalsha") - sent,
+        2,
+        "the command ran once, lost its reply, and was resent once (evalsha calls from {sent})"
+    );
+    result
+}
+
+#[test]
+fn an_acquire_whose_reply_is_lost_is_resent_and_counted_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-acquire-{mode}");
+        // A lease: no watchdog thread on the connections.
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        lock.lock().expect("warm-up").unlock().expect("warm-up");
+        let guard = losing_the_reply(&server, || lock.lock())
+            .expect("the lock, once its lost reply is resent");
+        assert_eq!(counts(&server, &name), ["1"], "{mode}: counted twice");
+        guard.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: one unlock left the lock held");
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn a_reentry_whose_reply_is_lost_after_the_hold_was_lost_is_not_a_reentry() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-retake-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        let first = lock.lock().expect("lock");
+        // The hold is lost behind the client's back (expired, deleted).
+        let _: i64 = server.cmd(&["DEL", &name]);
+        // The reentry takes the lock afresh (`-3`, its marker left
+        // behind), and its reply is lost: the flagged resend must find the
+        // marker and answer `-3` again, not count the fresh hold as a
+        // reentry.
+        let second = losing_the_reply(&server, || lock.lock()).expect("the lock, taken afresh");
+        assert_eq!(
+            counts(&server, &name),
+            ["1"],
+            "{mode}: the resend counted the fresh hold as a reentry"
+        );
+        assert!(
+            first.is_lost(),
+            "{mode}: the first hold does not read as lost"
+        );
+        drop(first);
+        second.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(
+            exists, 0,
+            "{mode}: the fresh hold's unlock left the lock held"
+        );
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn a_release_whose_reply_is_lost_releases_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-release-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        lock.lock().expect("warm-up").unlock().expect("warm-up");
+        let outer = lock.lock().expect("lock");
+        let inner = lock.lock().expect("reentry");
+        assert_eq!(counts(&server, &name), ["2"]);
+        // A partial release: run, reply lost, resent; one hold released.
+        losing_the_reply(&server, || inner.unlock()).expect("the partial release, resent");
+        assert_eq!(
+            counts(&server, &name),
+            ["1"],
+            "{mode}: the resent release released a second hold"
+        );
+        // The last release: run (the key deleted), reply lost, resent (the
+        // field found gone): released, once.
+        losing_the_reply(&server, || outer.unlock()).expect("the last release, resent");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: the lock is still held");
+    }
+    scenario.teardown();
+}

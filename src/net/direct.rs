@@ -239,6 +239,8 @@ impl Direct {
     /// timeout. An error reply is a value, as in redis-rs.
     pub fn request(&mut self, packed: &[u8]) -> RedisResult<Value> {
         self.send(packed)?;
+        // tests/failpoints.rs, the tests of `reply-lost`: the command ran, its reply is lost.
+        crate::failpoint::failpoint!("reply-lost", reset);
         self.recv_until(Instant::now() + self.usual)
     }
 

@@ -76,6 +76,8 @@ impl Read for Feed<'_> {
                 // stream. Its buffer and partial reply survive an error.
                 return Err(io::Error::other("the leader stopped reading"));
             }
+            // tests/failpoints.rs, the tests of `reply-lost`: the reply read as a reset.
+            crate::failpoint::failpoint!("reply-lost", reset);
             match self.stream.read_once(buf) {
                 // A signal (`EINTR`, see `Stream`'s `Read`): read again, the
                 // deadline looked at first. Never a failed socket.
