@@ -306,3 +306,63 @@ fn a_release_whose_reply_is_lost_releases_once() {
     }
     scenario.teardown();
 }
+
+/// Arms `script-before-send` for one pass: the server's script cache is
+/// flushed (`SCRIPT FLUSH`, as on a master that a failover just promoted)
+/// between the client's choice of `EVALSHA` and its send. Returns whether
+/// it ran.
+fn flushing_the_scripts_once(server: &RedisServer) -> Arc<Mutex<bool>> {
+    let flushed = Arc::new(Mutex::new(false));
+    let port = server.port();
+    let done = Arc::clone(&flushed);
+    fail::cfg_callback("script-before-send", move || {
+        let mut done = done.lock().expect("flushed");
+        if !*done {
+            let mut admin = support::sentinel::con(port);
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query(&mut admin)
+                .expect("SCRIPT FLUSH");
+            *done = true;
+        }
+    })
+    .expect("fail point");
+    flushed
+}
+
+#[test]
+fn a_script_cache_flushed_before_evalsha_runs_the_command_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        // A reentry: the count set once, the caller told it holds the lock.
+        let name = format!("flushed-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        let outer = lock.lock().expect("lock");
+        let sent = server.command_calls("evalsha");
+        let flushed = flushing_the_scripts_once(&server);
+        let inner = lock.lock().expect("the reentry, after NOSCRIPT");
+        fail::remove("script-before-send");
+        assert!(*flushed.lock().expect("flushed"), "{mode}: never flushed");
+        assert_eq!(
+            server.command_calls("evalsha") - sent,
+            2,
+            "{mode}: NOSCRIPT, then the reentry once"
+        );
+        assert_eq!(counts(&server, &name), ["2"], "{mode}: reentry counted");
+        inner.unlock().expect("unlock");
+        outer.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: still held");
+        // A count-down (not idempotent): one decrement, and `Ok`.
+        let latch = client.count_down_latch(format!("flushed-latch-{mode}"));
+        assert!(latch.try_set_count(3).expect("try_set_count"));
+        let flushed = flushing_the_scripts_once(&server);
+        latch.count_down().expect("the count-down, after NOSCRIPT");
+        fail::remove("script-before-send");
+        assert!(*flushed.lock().expect("flushed"), "{mode}: never flushed");
+        assert_eq!(latch.count().expect("count"), 2, "{mode}: counted down");
+    }
+    scenario.teardown();
+}
