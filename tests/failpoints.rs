@@ -23,8 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use redisson_lock::{Client, OwnedLockGuard};
+use redisson_lock::{Client, Error, OwnedLockGuard};
 use support::RedisServer;
+use support::proxy::{Fault, Proxy};
 
 /// The fail points are process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -365,4 +366,68 @@ fn a_script_cache_flushed_before_evalsha_runs_the_command_once() {
         assert_eq!(latch.count().expect("count"), 2, "{mode}: counted down");
     }
     scenario.teardown();
+}
+
+#[test]
+fn a_reply_cut_by_the_response_timeout_is_not_resent_and_its_tail_never_read() {
+    let _serial = serial();
+    let (server, proxy) = Proxy::with_server();
+    // Held by another client: an acquire's reply is its TTL (`:29…`).
+    let holder = server.client();
+    let _held = holder.lock("cut").lock().expect("hold");
+    let response_timeout = Duration::from_millis(300);
+    for (mode, builder) in [
+        ("pooled", Client::builder(proxy.url()).pool_size(1)),
+        ("multiplexed", Client::builder(proxy.url()).multiplexed(1)),
+    ] {
+        let client = builder
+            .response_timeout(response_timeout)
+            .build()
+            .expect("client");
+        let free_name = format!("free-{mode}");
+        let free = client.lock(&free_name).with_lease(Duration::from_secs(30));
+        free.lock().expect("warm-up").unlock().expect("warm-up");
+        let cut = client.lock("cut").with_lease(Duration::from_secs(30));
+        let marker = "\r\ncut\r\n";
+        let sent = proxy.requests_containing(marker);
+        let injected = proxy.injected();
+        // Its reply's first 3 bytes come, then nothing: a timeout mid-reply.
+        proxy.arm(marker, Fault::SplitReply(3));
+        let (cut_short, took) = support::timed(|| cut.try_lock());
+        let Err(e) = cut_short else {
+            panic!("{mode}: no timeout: the command was sent again after it, {cut_short:?}");
+        };
+        assert!(
+            matches!(e, Error::Timeout { .. }),
+            "{mode}: expected a timeout (outcome unknown), got {e:?}"
+        );
+        assert!(
+            took < response_timeout * 3,
+            "{mode}: the timeout took {took:?}"
+        );
+        assert_eq!(proxy.injected(), injected + 1, "{mode}: never cut");
+        // The tail arrives late, on the connection the caller gave up on.
+        proxy.release_tail(Duration::from_secs(5));
+        thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            proxy.requests_containing(marker),
+            sent + 1,
+            "{mode}: the command was sent again after its timeout"
+        );
+        // The client's next command reads its own reply, not that tail (a
+        // TTL that would read as "held by someone").
+        let guard = free
+            .try_lock()
+            .expect("the next command")
+            .unwrap_or_else(|| panic!("{mode}: the next command read the stale tail"));
+        assert_eq!(counts(&server, &free_name), ["1"], "{mode}");
+        guard.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &free_name]);
+        assert_eq!(exists, 0, "{mode}: the unlock read another reply");
+        assert_eq!(
+            proxy.requests_containing(marker),
+            sent + 1,
+            "{mode}: resent"
+        );
+    }
 }
