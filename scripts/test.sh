@@ -153,7 +153,8 @@ cargo test --features serde --test inspect
 # openssl in the test's directory.
 # The races users hit, stopped at named fail points (tikv's `fail`, only
 # with the `failpoints` feature): an unlock racing a renewal in flight, a
-# subscription lost before a waiter parks.
+# subscription lost before a waiter parks, a reply lost after its script
+# ran, NOSCRIPT after a failover, a reply cut by the response timeout.
 echo "==> cargo test --features failpoints --test failpoints"
 cargo test --features failpoints --test failpoints
 # Schedule exploration (shuttle's random scheduler, feature `shuttle`, on a

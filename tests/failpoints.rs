@@ -15,6 +15,27 @@
 //!   released (its message published to nobody), after a waiter's failed
 //!   attempt and before it parks: the waiter must still get the lock
 //!   promptly, not after the holder's lease.
+//! - `reply-lost` (in a pooled connection's request, after the write, and
+//!   in the multiplexed leader's read; configured `1*return`): the command
+//!   was written and runs in Redis, its reply is read as a connection
+//!   reset. The command must be sent once more, flagged as a resend, and
+//!   counted once: an acquire (hold count 1 in the hash, one unlock frees
+//!   it), a reentry that took a lost lock afresh (its resend finds the
+//!   marker: still a fresh hold, count 1, not a reentry), a partial and a
+//!   last release (one hold released each, never a second). Each pooled
+//!   and multiplexed.
+//! - `script-before-send` (between the choice of `EVALSHA` and its send):
+//!   `SCRIPT FLUSH` there, a failover's fresh master without the scripts.
+//!   The `NOSCRIPT` loads the script and the command runs once: a reentry
+//!   counts 2, a latch's count-down (not idempotent) counts down one, and
+//!   the callers get their normal results. Pooled and multiplexed.
+//!
+//! And one race with no fail point of its own: a reply cut mid-way by the
+//! response timeout (the test proxy's `Fault::SplitReply` forwards its
+//! first bytes and holds the rest until the caller timed out). The caller
+//! gets a timeout, the command is never sent again, and the next command
+//! on the client reads its own reply, not the late tail. Pooled (one
+//! connection) and multiplexed (one socket).
 
 mod support;
 
