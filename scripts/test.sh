@@ -158,7 +158,9 @@ fi
 # - inspect: LockInfo's JSON shape (docs/operating.md's "Lock info JSON",
 #   feature serde);
 # - failpoints: the races users hit, stopped at named fail points (tikv's
-#   `fail`, feature failpoints);
+#   `fail`, feature failpoints): an unlock racing a renewal in flight, a
+#   subscription lost before a waiter parks, a reply lost after its script
+#   ran, NOSCRIPT after a failover, a reply cut by the response timeout;
 # - tls: a TLS-only server with a CA made by openssl in the test's directory;
 #   tls_topologies: the same in a TLS-only Redis Cluster (3 masters, 3
 #   replicas) and Sentinel setup (master, replica, 3 sentinels), every lock

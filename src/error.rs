@@ -1,6 +1,10 @@
 //! The crate's one error type.
 
+mod verdict;
+
 use std::time::Duration;
+
+pub(crate) use verdict::Verdict;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -208,10 +212,7 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    || matches!(
-                        e.code(),
-                        Some("BUSY" | "LOADING" | "TRYAGAIN" | "MASTERDOWN")
-                    )
+                    || Verdict::of_redis(e).is_transient()
             }
             _ => false,
         }
@@ -220,14 +221,6 @@ impl Error {
     /// The connection the command went out on was closed or reset.
     pub(crate) fn is_connection_dropped(&self) -> bool {
         matches!(self, Error::Redis(e) if e.is_connection_dropped())
-    }
-
-    /// The server's error code, e.g. `WRONGTYPE`.
-    pub(crate) fn code(&self) -> Option<&str> {
-        match self {
-            Error::Redis(e) => e.code(),
-            _ => None,
-        }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {

@@ -13,8 +13,9 @@
 
 use std::io;
 
-use redis::{ConnectionLike, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ToRedisArgs};
+use redis::{ConnectionLike, FromRedisValue, RedisResult, RedisWrite, ToRedisArgs};
 
+use crate::error::Verdict;
 use crate::names::Decimal;
 
 /// A Lua script and its SHA-1, as `redis::Script` has them.
@@ -105,12 +106,14 @@ impl Invocation<'_> {
     pub fn invoke<T: FromRedisValue>(&mut self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
         let lua = self.lua;
         let request = self.request();
+        // tests/failpoints.rs `a_script_cache_flushed_before_evalsha_*`: NOSCRIPT.
+        crate::failpoint::failpoint!("script-before-send");
         let reply = match con.req_packed_command(request) {
             Ok(reply) => reply.extract_error(),
             Err(e) => Err(e),
         };
         let reply = match reply {
-            Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if Verdict::of_redis(&e) == Verdict::NoScript => {
                 lua.load(con)?;
                 con.req_packed_command(request)?.extract_error()
             }

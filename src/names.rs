@@ -226,12 +226,6 @@ mod tests {
     }
 
     #[test]
-    fn semaphore_channels_follow_prefix_name() {
-        assert_eq!(semaphore_channel("sem"), "redisson_sc:{sem}");
-        assert_eq!(semaphore_channel("{t}sem"), "redisson_sc:{t}sem");
-    }
-
-    #[test]
     fn rwlock_markers_follow_suffix_name() {
         assert_eq!(rwlock_channel("rw"), "redisson_rwlock:{rw}");
         assert_eq!(

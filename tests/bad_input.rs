@@ -204,12 +204,8 @@ fn try_lock_until_a_past_instant_makes_exactly_one_attempt() {
     thread::sleep(Duration::from_millis(5));
 
     let before = server.command_calls("evalsha");
-    let start = Instant::now();
-    let got = client
-        .lock("past")
-        .try_lock_until(past)
-        .expect("try_lock_until");
-    let elapsed = start.elapsed();
+    let (got, elapsed) = support::timed(|| client.lock("past").try_lock_until(past));
+    let got = got.expect("try_lock_until");
     let attempts = server.command_calls("evalsha") - before;
     assert!(got.is_none());
     assert_eq!(attempts, 1, "exactly one acquire attempt");

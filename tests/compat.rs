@@ -14,16 +14,6 @@ use std::time::Duration;
 use redisson_lock::{Client, ClientBuilder, Error, PermitId, PermitIdEncoding, RequestId};
 use support::RedisServer;
 
-fn now_ms() -> u64 {
-    u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms")
-}
-
 fn builder(server: &RedisServer) -> ClientBuilder {
     support::builder(server.url())
 }
@@ -76,7 +66,7 @@ fn bad_versions_fail_the_build_and_good_ones_build() {
 fn plant_hex_permits(server: &RedisServer, name: &str, available: u32, ids: &[PermitId]) {
     let timeout = format!("{{{name}}}:timeout");
     let _: () = server.cmd(&["SET", name, &available.to_string()]);
-    let expiry = (now_ms() + 60_000).to_string();
+    let expiry = (support::now_ms() + 60_000).to_string();
     for id in ids {
         let _: i64 = server.cmd(&["ZADD", &timeout, &expiry, &id.to_string()]);
     }

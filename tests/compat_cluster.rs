@@ -24,6 +24,14 @@ fn builder() -> ClientBuilder {
     Client::cluster_builder(CLUSTER.urls())
 }
 
+/// A client of the cluster with `ShardedSubscription::Both`.
+fn both_mode() -> Client {
+    builder()
+        .sharded_subscription(ShardedSubscription::Both)
+        .build()
+        .expect("client")
+}
+
 /// A classic and a sharded raw subscriber of `channel`, on its slot's
 /// master.
 fn both_flavours(channel: &str) -> (RawSubscriber, RawSubscriber) {
@@ -64,65 +72,80 @@ fn every_release_in_both_mode_reaches_classic_and_sharded_subscribers() {
     // Java 3.21 is the fleet's oldest: Both, chosen by the version.
     let client = builder().redisson_compat("3.21.3").build().expect("client");
 
-    let name = "both-rlock";
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let mut subs = both_flavours(&channel);
-    client
-        .lock(name)
-        .lock()
-        .expect("lock")
-        .unlock()
-        .expect("unlock");
-    both_hear(&mut subs, &channel, "0");
-    // The force unlock publishes too.
-    let _held = client.lock(name).lock().expect("lock");
-    assert!(client.lock(name).force_unlock().expect("force unlock"));
-    both_hear(&mut subs, &channel, "0");
-
-    let name = "both-rw";
-    let channel = format!("redisson_rwlock:{{{name}}}");
-    let mut subs = both_flavours(&channel);
-    let rw = client.read_write_lock(name);
-    rw.write_lock()
-        .lock()
-        .expect("write")
-        .unlock()
-        .expect("unlock");
-    both_hear(&mut subs, &channel, "1");
-    rw.read_lock()
-        .lock()
-        .expect("read")
-        .unlock()
-        .expect("unlock");
-    both_hear(&mut subs, &channel, "0");
-
-    let name = "both-sem";
-    let channel = format!("redisson_sc:{{{name}}}");
-    let mut subs = both_flavours(&channel);
-    let semaphore = client.semaphore(name);
-    semaphore.release(3).expect("release");
-    both_hear(&mut subs, &channel, "3");
-
-    let name = "both-pes";
-    let channel = format!("redisson_sc:{{{name}}}");
-    let mut subs = both_flavours(&channel);
-    let pes = client.permit_expirable_semaphore(name);
-    assert!(pes.try_set_permits(1).expect("try_set_permits"));
-    both_hear(&mut subs, &channel, "1");
-    pes.acquire(None)
-        .expect("acquire")
-        .release()
-        .expect("release");
-    both_hear(&mut subs, &channel, "1");
-
-    let name = "both-latch";
-    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
-    let mut subs = both_flavours(&channel);
-    let latch = client.count_down_latch(name);
-    assert!(latch.try_set_count(1).expect("try_set_count"));
-    both_hear(&mut subs, &channel, "1");
-    latch.count_down().expect("count down");
-    both_hear(&mut subs, &channel, "0");
+    // Each case: its channel, what is done (every write that publishes),
+    // and the messages both flavours must hear, in order.
+    type Writes = fn(&Client, &str);
+    let cases: [(&str, &str, Writes, &[&str]); 5] = [
+        (
+            "both-rlock",
+            "redisson_lock__channel:",
+            |client, name| {
+                let lock = client.lock(name);
+                lock.lock().expect("lock").unlock().expect("unlock");
+                // The force unlock publishes too.
+                let _held = lock.lock().expect("lock");
+                assert!(lock.force_unlock().expect("force unlock"));
+            },
+            &["0", "0"],
+        ),
+        (
+            "both-rw",
+            "redisson_rwlock:",
+            |client, name| {
+                let rw = client.read_write_lock(name);
+                rw.write_lock()
+                    .lock()
+                    .expect("write")
+                    .unlock()
+                    .expect("unlock");
+                rw.read_lock()
+                    .lock()
+                    .expect("read")
+                    .unlock()
+                    .expect("unlock");
+            },
+            &["1", "0"],
+        ),
+        (
+            "both-sem",
+            "redisson_sc:",
+            |client, name| {
+                client.semaphore(name).release(3).expect("release");
+            },
+            &["3"],
+        ),
+        (
+            "both-pes",
+            "redisson_sc:",
+            |client, name| {
+                let pes = client.permit_expirable_semaphore(name);
+                assert!(pes.try_set_permits(1).expect("try_set_permits"));
+                pes.acquire(None)
+                    .expect("acquire")
+                    .release()
+                    .expect("release");
+            },
+            &["1", "1"],
+        ),
+        (
+            "both-latch",
+            "redisson_countdownlatch__channel__",
+            |client, name| {
+                let latch = client.count_down_latch(name);
+                assert!(latch.try_set_count(1).expect("try_set_count"));
+                latch.count_down().expect("count down");
+            },
+            &["1", "0"],
+        ),
+    ];
+    for (name, prefix, writes, heard) in cases {
+        let channel = format!("{prefix}{{{name}}}");
+        let mut subs = both_flavours(&channel);
+        writes(&client, name);
+        for payload in heard {
+            both_hear(&mut subs, &channel, payload);
+        }
+    }
 }
 
 /// Subscribers of `channel` on `node`: `PUBSUB SHARDNUMSUB` when
@@ -139,10 +162,7 @@ fn subscribers(node: &Node, channel: &str, sharded: bool) -> i64 {
 /// `publish` sends the unlock message; the waiter must get the lock within
 /// 2 s, where without the message it would sleep out the 30 s lease.
 fn woken_by(publish: &str, name: &str) {
-    let client = builder()
-        .sharded_subscription(ShardedSubscription::Both)
-        .build()
-        .expect("client");
+    let client = both_mode();
     let owner = CLUSTER.owner(name);
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let _: () = owner.cmd(&["DEL", name]);
@@ -172,13 +192,7 @@ fn a_both_mode_waiter_wakes_on_a_raw_publish_and_on_a_raw_spublish() {
 
 #[test]
 fn a_both_mode_fair_waiter_is_woken_by_the_crate_unlock() {
-    let build = || {
-        builder()
-            .sharded_subscription(ShardedSubscription::Both)
-            .build()
-            .expect("client")
-    };
-    let (a, b) = (build(), build());
+    let (a, b) = (both_mode(), both_mode());
     let name = "both-fair";
     let held = a.fair_lock(name).lock().expect("lock");
     let waiter = Waiter::try_lock_for(b.fair_lock(name), Duration::from_secs(20));
@@ -227,13 +241,7 @@ fn an_explicit_sharded_mode_wins_over_redisson_compat_in_either_order() {
 
 #[test]
 fn a_both_mode_waiter_follows_its_slot_to_the_new_master() {
-    let build = || {
-        builder()
-            .sharded_subscription(ShardedSubscription::Both)
-            .build()
-            .expect("client")
-    };
-    let (a, b) = (build(), build());
+    let (a, b) = (both_mode(), both_mode());
     let name = "both-moved-waiter";
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let held = a.lock(name).lock().expect("lock");

@@ -183,8 +183,7 @@ pub fn force_unlock_marks_the_holder_lost<K: Kind>(spec: Spec<K>) {
 /// An acquire whose reply is lost with its connection is sent again and
 /// counts once: the last unlock frees the lock.
 pub fn a_lost_acquire_reply_counts_once<K: Kind>(spec: Spec<K>) {
-    let (_server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (_server, proxy, client) = Proxy::with_client();
     let lock = (spec.make)(&client, "lost-reply");
     // Load the scripts first, so that the dropped reply is the acquire's.
     lock.lock()

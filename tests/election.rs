@@ -179,10 +179,7 @@ fn rust_processes_and_a_java_service_elect_one_leader_at_a_time_with_rising_term
 #[test]
 fn a_campaign_with_a_limit_gives_up_and_a_resignation_frees_the_seat() {
     let server = support::RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(WATCHDOG);
     let election = client.leader_election("seat");
     let first = election.campaign().expect("elected");
     assert!(!first.is_lost());

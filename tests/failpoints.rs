@@ -6,20 +6,47 @@
 //! - `renewal-before-send`: an unlock between the watchdog's collection of
 //!   the holds to renew and its send (a renewal in flight when the guard
 //!   is released): the released hold must never read as lost.
+//! - `renewal-before-send` with `release-after-reply`: a renewal sent
+//!   before the unlock and run by Redis after it, whose reply the watchdog
+//!   reads before the releasing thread reads the unlock's: the renewal finds
+//!   the field gone, and the released hold must still never read as lost
+//!   (the torture's histories caught its lost signal firing there).
 //! - `waiter-before-park`: the subscriber's connection killed, and the lock
 //!   released (its message published to nobody), after a waiter's failed
 //!   attempt and before it parks: the waiter must still get the lock
 //!   promptly, not after the holder's lease.
+//! - `reply-lost` (in a pooled connection's request, after the write, and
+//!   in the multiplexed leader's read; configured `1*return`): the command
+//!   was written and runs in Redis, its reply is read as a connection
+//!   reset. The command must be sent once more, flagged as a resend, and
+//!   counted once: an acquire (hold count 1 in the hash, one unlock frees
+//!   it), a reentry that took a lost lock afresh (its resend finds the
+//!   marker: still a fresh hold, count 1, not a reentry), a partial and a
+//!   last release (one hold released each, never a second). Each pooled
+//!   and multiplexed.
+//! - `script-before-send` (between the choice of `EVALSHA` and its send):
+//!   `SCRIPT FLUSH` there, a failover's fresh master without the scripts.
+//!   The `NOSCRIPT` loads the script and the command runs once: a reentry
+//!   counts 2, a latch's count-down (not idempotent) counts down one, and
+//!   the callers get their normal results. Pooled and multiplexed.
+//!
+//! And one race with no fail point of its own: a reply cut mid-way by the
+//! response timeout (the test proxy's `Fault::SplitReply` forwards its
+//! first bytes and holds the rest until the caller timed out). The caller
+//! gets a timeout, the command is never sent again, and the next command
+//! on the client reads its own reply, not the late tail. Pooled (one
+//! connection) and multiplexed (one socket).
 
 mod support;
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redisson_lock::{Client, OwnedLockGuard};
+use redisson_lock::{Client, Error, OwnedLockGuard};
 use support::RedisServer;
+use support::proxy::{Fault, Proxy};
 
 /// The fail points are process-wide: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -34,10 +61,7 @@ fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(600);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let guard = client.lock("raced").lock_owned().expect("lock");
     let signal = guard.lost_signal();
     // The watchdog stops at its next round, after it took the hold.
@@ -74,12 +98,79 @@ fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
 }
 
 #[test]
-fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
+fn a_renewal_answered_between_the_unlock_and_its_reply_is_never_read_as_lost() {
     let _serial = serial();
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder");
-    let waiter = Client::open(server.url()).expect("waiter");
+    let watchdog = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client");
+    let guard = client.lock("crossed").lock_owned().expect("lock");
+    let signal = guard.lost_signal();
+    // The watchdog stops at its next round, with the hold taken for renewal.
+    let (renewal_stopped_tx, renewal_stopped) = mpsc::channel::<()>();
+    let (renewal_go_tx, renewal_go) = mpsc::channel::<()>();
+    let renewal_go = Mutex::new(renewal_go);
+    let once = Mutex::new(Some(renewal_stopped_tx));
+    fail::cfg_callback("renewal-before-send", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = renewal_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    renewal_stopped
+        .recv_timeout(watchdog * 3)
+        .expect("the watchdog reached its fail point");
+    // The release runs in Redis, then stops before reading its reply.
+    let (release_stopped_tx, release_stopped) = mpsc::channel::<()>();
+    let (release_go_tx, release_go) = mpsc::channel::<()>();
+    let release_go = Mutex::new(release_go);
+    let once = Mutex::new(Some(release_stopped_tx));
+    fail::cfg_callback("release-after-reply", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = release_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    let releasing = thread::spawn(move || guard.unlock());
+    release_stopped
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the release reached its fail point");
+    let exists: i64 = server.cmd(&["EXISTS", "crossed"]);
+    assert_eq!(exists, 0, "the unlock ran");
+    // The renewal goes out now, after the unlock ran, and its answer (the
+    // field is gone) is read while the release has not read its own.
+    renewal_go_tx.send(()).expect("go");
+    let lost_meanwhile = signal.wait_timeout(watchdog / 2);
+    release_go_tx.send(()).expect("go");
+    let released = releasing.join().expect("the releasing thread");
+    fail::remove("renewal-before-send");
+    fail::remove("release-after-reply");
+    released.expect("the release succeeded");
+    assert_eq!(
+        lost_meanwhile, None,
+        "the lost signal fired for a hold whose release succeeded"
+    );
+    assert!(!signal.is_lost(), "reads as lost: {:?}", signal.reason());
+    assert_eq!(signal.reason(), None);
+    scenario.teardown();
+}
+
+#[test]
+fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let (server, holder, waiter) = RedisServer::start_with_two_clients();
     let lock = waiter.lock("parked");
     let held: Arc<Mutex<Option<OwnedLockGuard>>> = Arc::new(Mutex::new(Some(
         holder.lock("parked").lock_owned().expect("hold"),
@@ -102,12 +193,10 @@ fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
         }
     })
     .expect("fail point");
-    let started = Instant::now();
-    let guard = lock
-        .try_lock_for(Duration::from_secs(20))
+    let (guard, took) = support::timed(|| lock.try_lock_for(Duration::from_secs(20)));
+    let guard = guard
         .expect("try_lock_for")
         .expect("the lock, once released");
-    let took = started.elapsed();
     fail::remove("waiter-before-park");
     assert!(
         held.lock().expect("held").is_none(),
@@ -119,4 +208,247 @@ fn a_subscription_lost_before_the_waiter_parks_does_not_cost_it_the_lease() {
     );
     drop(guard);
     scenario.teardown();
+}
+
+/// A client of `server` on pooled connections and one multiplexed on one
+/// socket, whatever the environment: `reply-lost` is in both readers.
+fn both_modes(server: &RedisServer) -> [(&'static str, Client); 2] {
+    let build = |builder: redisson_lock::ClientBuilder| builder.build().expect("client");
+    [
+        ("pooled", build(Client::builder(server.url()).pool_size(2))),
+        (
+            "multiplexed",
+            build(Client::builder(server.url()).multiplexed(1)),
+        ),
+    ]
+}
+
+/// The counts of the lock hash `name`'s fields, as Redis has them.
+fn counts(server: &RedisServer, name: &str) -> Vec<String> {
+    server.cmd(&["HVALS", name])
+}
+
+/// Runs `call` with `reply-lost` armed for one pass: the command it sends
+/// is written (Redis runs it), and its reply read as a connection reset.
+/// Asserts that the command was run twice: once, then resent once (its
+/// script must be in the server's cache already: a `NOSCRIPT` runs nothing).
+fn losing_the_reply<T>(server: &RedisServer, call: impl FnOnce() -> T) -> T {
+    let sent = server.command_calls("evalsha");
+    fail::cfg("reply-lost", "1*return").expect("fail point");
+    let result = call();
+    fail::remove("reply-lost");
+    assert_eq!(
+        server.command_calls("evalsha") - sent,
+        2,
+        "the command ran once, lost its reply, and was resent once (evalsha calls from {sent})"
+    );
+    result
+}
+
+#[test]
+fn an_acquire_whose_reply_is_lost_is_resent_and_counted_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-acquire-{mode}");
+        // A lease: no watchdog thread on the connections.
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        lock.lock().expect("warm-up").unlock().expect("warm-up");
+        let guard = losing_the_reply(&server, || lock.lock())
+            .expect("the lock, once its lost reply is resent");
+        assert_eq!(counts(&server, &name), ["1"], "{mode}: counted twice");
+        guard.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: one unlock left the lock held");
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn a_reentry_whose_reply_is_lost_after_the_hold_was_lost_is_not_a_reentry() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-retake-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        let first = lock.lock().expect("lock");
+        // The hold is lost behind the client's back (expired, deleted).
+        let _: i64 = server.cmd(&["DEL", &name]);
+        // The reentry takes the lock afresh (`-3`, its marker left
+        // behind), and its reply is lost: the flagged resend must find the
+        // marker and answer `-3` again, not count the fresh hold as a
+        // reentry.
+        let second = losing_the_reply(&server, || lock.lock()).expect("the lock, taken afresh");
+        assert_eq!(
+            counts(&server, &name),
+            ["1"],
+            "{mode}: the resend counted the fresh hold as a reentry"
+        );
+        assert!(
+            first.is_lost(),
+            "{mode}: the first hold does not read as lost"
+        );
+        drop(first);
+        second.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(
+            exists, 0,
+            "{mode}: the fresh hold's unlock left the lock held"
+        );
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn a_release_whose_reply_is_lost_releases_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        let name = format!("lost-release-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        lock.lock().expect("warm-up").unlock().expect("warm-up");
+        let outer = lock.lock().expect("lock");
+        let inner = lock.lock().expect("reentry");
+        assert_eq!(counts(&server, &name), ["2"]);
+        // A partial release: run, reply lost, resent; one hold released.
+        losing_the_reply(&server, || inner.unlock()).expect("the partial release, resent");
+        assert_eq!(
+            counts(&server, &name),
+            ["1"],
+            "{mode}: the resent release released a second hold"
+        );
+        // The last release: run (the key deleted), reply lost, resent (the
+        // field found gone): released, once.
+        losing_the_reply(&server, || outer.unlock()).expect("the last release, resent");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: the lock is still held");
+    }
+    scenario.teardown();
+}
+
+/// Arms `script-before-send` for one pass: the server's script cache is
+/// flushed (`SCRIPT FLUSH`, as on a master that a failover just promoted)
+/// between the client's choice of `EVALSHA` and its send. Returns whether
+/// it ran.
+fn flushing_the_scripts_once(server: &RedisServer) -> Arc<Mutex<bool>> {
+    let flushed = Arc::new(Mutex::new(false));
+    let port = server.port();
+    let done = Arc::clone(&flushed);
+    fail::cfg_callback("script-before-send", move || {
+        let mut done = done.lock().expect("flushed");
+        if !*done {
+            let mut admin = support::sentinel::con(port);
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query(&mut admin)
+                .expect("SCRIPT FLUSH");
+            *done = true;
+        }
+    })
+    .expect("fail point");
+    flushed
+}
+
+#[test]
+fn a_script_cache_flushed_before_evalsha_runs_the_command_once() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    for (mode, client) in both_modes(&server) {
+        // A reentry: the count set once, the caller told it holds the lock.
+        let name = format!("flushed-{mode}");
+        let lock = client.lock(&name).with_lease(Duration::from_secs(30));
+        let outer = lock.lock().expect("lock");
+        let sent = server.command_calls("evalsha");
+        let flushed = flushing_the_scripts_once(&server);
+        let inner = lock.lock().expect("the reentry, after NOSCRIPT");
+        fail::remove("script-before-send");
+        assert!(*flushed.lock().expect("flushed"), "{mode}: never flushed");
+        assert_eq!(
+            server.command_calls("evalsha") - sent,
+            2,
+            "{mode}: NOSCRIPT, then the reentry once"
+        );
+        assert_eq!(counts(&server, &name), ["2"], "{mode}: reentry counted");
+        inner.unlock().expect("unlock");
+        outer.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &name]);
+        assert_eq!(exists, 0, "{mode}: still held");
+        // A count-down (not idempotent): one decrement, and `Ok`.
+        let latch = client.count_down_latch(format!("flushed-latch-{mode}"));
+        assert!(latch.try_set_count(3).expect("try_set_count"));
+        let flushed = flushing_the_scripts_once(&server);
+        latch.count_down().expect("the count-down, after NOSCRIPT");
+        fail::remove("script-before-send");
+        assert!(*flushed.lock().expect("flushed"), "{mode}: never flushed");
+        assert_eq!(latch.count().expect("count"), 2, "{mode}: counted down");
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn a_reply_cut_by_the_response_timeout_is_not_resent_and_its_tail_never_read() {
+    let _serial = serial();
+    let (server, proxy) = Proxy::with_server();
+    // Held by another client: an acquire's reply is its TTL (`:29…`).
+    let holder = server.client();
+    let _held = holder.lock("cut").lock().expect("hold");
+    let response_timeout = Duration::from_millis(300);
+    for (mode, builder) in [
+        ("pooled", Client::builder(proxy.url()).pool_size(1)),
+        ("multiplexed", Client::builder(proxy.url()).multiplexed(1)),
+    ] {
+        let client = builder
+            .response_timeout(response_timeout)
+            .build()
+            .expect("client");
+        let free_name = format!("free-{mode}");
+        let free = client.lock(&free_name).with_lease(Duration::from_secs(30));
+        free.lock().expect("warm-up").unlock().expect("warm-up");
+        let cut = client.lock("cut").with_lease(Duration::from_secs(30));
+        let marker = "\r\ncut\r\n";
+        let sent = proxy.requests_containing(marker);
+        let injected = proxy.injected();
+        // Its reply's first 3 bytes come, then nothing: a timeout mid-reply.
+        proxy.arm(marker, Fault::SplitReply(3));
+        let (cut_short, took) = support::timed(|| cut.try_lock());
+        let Err(e) = cut_short else {
+            panic!("{mode}: no timeout: the command was sent again after it, {cut_short:?}");
+        };
+        assert!(
+            matches!(e, Error::Timeout { .. }),
+            "{mode}: expected a timeout (outcome unknown), got {e:?}"
+        );
+        assert!(
+            took < response_timeout * 3,
+            "{mode}: the timeout took {took:?}"
+        );
+        assert_eq!(proxy.injected(), injected + 1, "{mode}: never cut");
+        // The tail arrives late, on the connection the caller gave up on.
+        proxy.release_tail(Duration::from_secs(5));
+        thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            proxy.requests_containing(marker),
+            sent + 1,
+            "{mode}: the command was sent again after its timeout"
+        );
+        // The client's next command reads its own reply, not that tail (a
+        // TTL that would read as "held by someone").
+        let guard = free
+            .try_lock()
+            .expect("the next command")
+            .unwrap_or_else(|| panic!("{mode}: the next command read the stale tail"));
+        assert_eq!(counts(&server, &free_name), ["1"], "{mode}");
+        guard.unlock().expect("unlock");
+        let exists: i64 = server.cmd(&["EXISTS", &free_name]);
+        assert_eq!(exists, 0, "{mode}: the unlock read another reply");
+        assert_eq!(
+            proxy.requests_containing(marker),
+            sent + 1,
+            "{mode}: resent"
+        );
+    }
 }

@@ -206,12 +206,10 @@ fn a_stale_head_is_purged_and_does_not_block_the_next_waiter() {
     let soon = format!("{}", epoch_ms() as u64 + 500);
     let _: () = server.cmd(&["RPUSH", "redisson_lock_queue:{stale}", "dead:2"]);
     let _: () = server.cmd(&["ZADD", "redisson_lock_timeout:{stale}", &soon, "dead:2"]);
-    let started = Instant::now();
-    let guard = lock
-        .try_lock_for(Duration::from_secs(5))
+    let (guard, took) = support::timed(|| lock.try_lock_for(Duration::from_secs(5)));
+    let guard = guard
         .expect("try_lock_for")
         .expect("blocked by a dead head");
-    let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(400),
         "jumped a live head: {took:?}"
@@ -258,8 +256,7 @@ fn a_lost_reply_to_a_queueing_acquire_queues_the_thread_once() {
 
 #[test]
 fn a_lost_reply_to_a_reentry_after_the_hold_was_gone_reports_it_replaced() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (server, proxy, client) = Proxy::with_client();
     let lock = client.fair_lock("replaced");
     let first = lock.lock().expect("lock");
     lock.lock()
@@ -399,9 +396,7 @@ fn a_wait_that_ends_in_an_error_leaves_the_queue() {
     // A waiter whose lock() fails (here: the key becomes another type, so
     // its next attempt gets WRONGTYPE) must not keep its place: everyone
     // behind it would wait out its deadline (5 min by default).
-    let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder");
-    let waiter = Client::open(server.url()).expect("waiter");
+    let (server, holder, waiter) = RedisServer::start_with_two_clients();
     let guard = holder.fair_lock("errs").lock().expect("lock");
     let lock = waiter.fair_lock("errs");
     let waiting = std::thread::spawn(move || lock.lock().map(drop));

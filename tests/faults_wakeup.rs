@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::Client;
 use support::proxy::{Fault, Proxy};
-use support::state::numsub;
+use support::state::{command_calls, numsub};
 use support::{RedisServer, assert_waiting, eventually};
 
 const CHANNEL: &str = "redisson_lock__channel:{woken}";
@@ -315,14 +315,7 @@ fn subscriber_refused_by_the_server_backs_off_and_waiters_do_not_spin() {
 }
 
 fn evalsha_calls(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("calls"))
+    command_calls(con, &["evalsha"])
 }
 
 /// A lock held by a "Java" owner (a foreign field) with a 30 s TTL, released

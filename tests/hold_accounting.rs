@@ -85,8 +85,7 @@ fn explicit_lease_is_not_renewed_forever_after_a_watchdog_reentry_is_released() 
 /// for 30 s. (The code comment says "the lease then expires" it.)
 #[test]
 fn reentry_resent_after_a_dropped_connection_does_not_leave_the_lock_taken() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (server, proxy, client) = Proxy::with_client();
     let other = Client::open(server.url()).expect("other client");
     let lock = client.lock("review-dup-reentry");
 

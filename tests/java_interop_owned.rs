@@ -9,8 +9,8 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, HoldToken};
-use support::java::{Redisson, for_each_redisson_version, start};
+use redisson_lock::{HoldToken, OwnedLockGuard};
+use support::java::{JavaDriver, Redisson, for_each_redisson_version, start};
 
 for_each_redisson_version!(
     an_owned_hold_excludes_java_until_another_thread_releases_it,
@@ -20,10 +20,7 @@ for_each_redisson_version!(
 fn an_owned_hold_excludes_java_until_another_thread_releases_it(redisson: Redisson) {
     let (server, java) = start(redisson);
     let watchdog = Duration::from_millis(900);
-    let client = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("client");
+    let client = server.watchdog_client(watchdog);
     let guard = client.lock("owned").lock_owned().expect("lock_owned");
     let field = guard.owner_field().to_owned();
     assert!(!java.flag("j", "tryLockNow owned"), "Java took a held lock");
@@ -37,20 +34,7 @@ fn an_owned_hold_excludes_java_until_another_thread_releases_it(redisson: Rediss
         "Java took a renewed lock"
     );
 
-    java.send("j", "lock owned");
-    thread::sleep(Duration::from_millis(300));
-    let released = Instant::now();
-    thread::spawn(move || guard.unlock())
-        .join()
-        .expect("releasing thread")
-        .expect("unlock from another thread");
-    let reply = java.recv("j");
-    assert!(reply.exception().is_none(), "Java's lock: {reply:?}");
-    assert!(
-        released.elapsed() < Duration::from_secs(2),
-        "Java waited {:?} after the release",
-        released.elapsed()
-    );
+    java_waits_for_a_release_on_another_thread(&java, "owned", guard);
     let java_field = java.owner_field("j");
     let holders: Vec<String> = server.cmd(&["HKEYS", "owned"]);
     assert_eq!(holders, vec![java_field]);
@@ -82,10 +66,7 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
         "Java took a handed lock"
     );
 
-    let worker = Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("worker client");
+    let worker = server.watchdog_client(watchdog);
     let lock = worker.lock("handed");
     let guard = lock.adopt(&token).expect("adopt");
     assert_eq!(guard.owner_field(), token.owner_field());
@@ -99,20 +80,7 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
         "Java took an adopted lock"
     );
 
-    java.send("j", "lock handed");
-    thread::sleep(Duration::from_millis(300));
-    let released = Instant::now();
-    thread::spawn(move || guard.unlock())
-        .join()
-        .expect("releasing thread")
-        .expect("the worker's release");
-    let reply = java.recv("j");
-    assert!(reply.exception().is_none(), "Java's lock: {reply:?}");
-    assert!(
-        released.elapsed() < Duration::from_secs(2),
-        "Java waited {:?} after the release",
-        released.elapsed()
-    );
+    java_waits_for_a_release_on_another_thread(&java, "handed", guard);
     // The token is stale now: Java holds the lock.
     match lock.adopt(&token) {
         Err(redisson_lock::Error::NotHeld { name, .. }) => assert_eq!(name, "handed"),
@@ -124,4 +92,28 @@ fn a_hold_detached_in_one_process_and_adopted_in_another_keeps_java_out(redisson
         Err(redisson_lock::Error::InvalidArgument(_))
     ));
     java.ok("j", "unlock handed");
+}
+
+/// Java's actor `j` waits for the lock `name`, which `guard` holds; the
+/// guard is released on another thread, and Java must have the lock within
+/// 2 s of the release.
+fn java_waits_for_a_release_on_another_thread(
+    java: &JavaDriver,
+    name: &str,
+    guard: OwnedLockGuard,
+) {
+    java.send("j", &format!("lock {name}"));
+    thread::sleep(Duration::from_millis(300));
+    let released = Instant::now();
+    thread::spawn(move || guard.unlock())
+        .join()
+        .expect("releasing thread")
+        .expect("the release on another thread");
+    let reply = java.recv("j");
+    assert!(reply.exception().is_none(), "Java's lock: {reply:?}");
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "Java waited {:?} after the release",
+        released.elapsed()
+    );
 }

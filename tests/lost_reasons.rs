@@ -74,8 +74,7 @@ fn a_lease_that_runs_out_while_redis_is_frozen_is_logged_with_its_reason() {
 
 #[test]
 fn a_replaced_hold_is_reported_even_when_the_acquire_reply_is_lost() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (server, proxy, client) = Proxy::with_client();
     let lock = client.lock("replaced");
     let first = lock
         .with_lease(Duration::from_secs(30))

@@ -97,8 +97,7 @@ fn another_thread_of_the_same_client_waits_and_is_woken() {
 /// the lock afresh (count 1) instead of refusing the thread its own lock.
 #[test]
 fn a_lost_acquire_reply_is_not_refused_as_a_reentry() {
-    let (_server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (_server, proxy, client) = Proxy::with_client();
     let lock = client.non_reentrant_lock("phantom");
     lock.lock().expect("warm-up").unlock().expect("warm-up");
     let guard = proxy.losing_the_reply_to("phantom", || lock.lock().expect("the resent acquire"));

@@ -17,16 +17,6 @@ use support::sync::{assert_took_ms, spawn_reporting, woken_within};
 
 const SENTINEL: &str = "922337203685477";
 
-fn now_ms() -> i64 {
-    i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("ms")
-}
-
 /// The timeout ZSET as (raw member, score text) pairs.
 fn zset(server: &RedisServer, key: &str) -> Vec<(Vec<u8>, String)> {
     let mut con = server.con();
@@ -57,7 +47,7 @@ fn permits_ids_leases_and_counts_are_redissons() {
     assert!(!sem.try_set_permits(5).expect("set again"));
     assert_eq!(server.cmd::<String>(&["GET", "pes1"]), "3");
 
-    let before = now_ms();
+    let before = support::now_ms();
     let leased = sem
         .try_acquire(Some(Duration::from_secs(10)))
         .expect("try_acquire")
@@ -76,7 +66,7 @@ fn permits_ids_leases_and_counts_are_redissons() {
     };
     let expiry: i64 = score_of(leased_id).parse().expect("ms");
     assert!(
-        (before + 10_000..=now_ms() + 10_000).contains(&expiry),
+        (before + 10_000..=support::now_ms() + 10_000).contains(&expiry),
         "{expiry}"
     );
     assert_eq!(score_of(permanent_id), SENTINEL);

@@ -261,8 +261,7 @@ fn a_read_unlock_keeps_the_hash_while_another_readers_marker_lives() {
 
 #[test]
 fn a_lost_reentry_reply_counts_once_for_readers_and_writers() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (server, proxy, client) = Proxy::with_client();
     let rw = client.read_write_lock("lost-reply");
     let write = rw.write_lock().with_lease(Duration::from_secs(10));
     let first = write.lock().expect("write");

@@ -183,16 +183,7 @@ fn locker_url(server: &RedisServer) -> String {
 /// Stops at the first thing that does not work.
 fn exercise(url: &str, admin: &Admin, hold: Duration) -> Result<(), String> {
     let lease = Duration::from_millis(900);
-    let build = || {
-        Client::builder(url)
-            .watchdog_timeout(lease)
-            .connect_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
-            .subscription_timeout(Duration::from_secs(1))
-            .unlock_retries(0, Duration::from_millis(10))
-            .build()
-            .map_err(|e| format!("build: {e}"))
-    };
+    let build = || support::acl::tuned(Client::builder(url).watchdog_timeout(lease));
     let client = build()?;
     let rival = build()?;
     let lock = client.lock("app:orders");

@@ -92,14 +92,7 @@ fn info_number(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
 
 /// Successful `EVALSHA` calls so far.
 fn evalsha_calls(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
+    support::state::command_calls(con, &["evalsha"])
 }
 
 /// `threads` threads of `client` each take and release its own lock

@@ -156,8 +156,7 @@ fn the_backoff_is_configurable_and_bounds_the_polling() {
 /// A reentry whose reply is lost is sent again and counts once.
 #[test]
 fn a_lost_reentry_reply_counts_once() {
-    let (_server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (_server, proxy, client) = Proxy::with_client();
     let lock = client.spin_lock("lost-reentry");
     let outer = lock.lock().expect("lock");
     let inner = proxy.losing_the_reply_to("lost-reentry", || lock.lock().expect("reentry"));
@@ -171,8 +170,7 @@ fn a_lost_reentry_reply_counts_once() {
 /// release, frees the lock and still publishes nothing.
 #[test]
 fn a_lost_release_reply_is_resent_and_frees_the_lock() {
-    let (server, proxy) = Proxy::with_server();
-    let client = proxy.client();
+    let (server, proxy, client) = Proxy::with_client();
     let mut all = server.psubscriber(&["*"]);
     let lock = client.spin_lock("lost-release");
     let guard = lock.lock().expect("lock");

@@ -6,7 +6,7 @@
 //!   for this binary; the tests using it are serialized by its lock): a Rust
 //!   semaphore waiter and a Rust permit-expirable semaphore waiter, each
 //!   begun before `SENTINEL FAILOVER`, are woken by a release made on the
-//!   new master; a Rust latch waiter begun before the failover is woken by a
+//!   new master, and a Rust latch waiter by a count-down to 0 made there; a Rust latch waiter begun before the failover is woken by a
 //!   Java `countDown` and a Java `acquire()` by a Rust release, the Redisson
 //!   client connected through the same sentinels (`useSentinelServers`).
 //! * Redis 7 Cluster (3 masters + 3 replicas, started once for this binary;
@@ -62,6 +62,18 @@ fn sentinel_client(setup: &SentinelSetup) -> Client {
         .expect("build a Sentinel client")
 }
 
+/// The shared Sentinel setup, flushed, for this test alone while the guard
+/// lives, and two clients of it.
+fn sentinel_scenario() -> (&'static SentinelSetup, MutexGuard<'static, ()>, [Client; 2]) {
+    let (setup, serial) = SentinelSetup::shared();
+    setup.flush();
+    (
+        setup,
+        serial,
+        [sentinel_client(setup), sentinel_client(setup)],
+    )
+}
+
 fn sentinel_java(setup: &SentinelSetup, redisson: Redisson) -> JavaDriver {
     let target = format!("sentinel:{MASTER_NAME}:{}", setup.sentinel_urls().join(","));
     let java = JavaDriver::start(redisson, &target, Duration::from_secs(30));
@@ -112,23 +124,43 @@ fn failover_with_subscribers(setup: &SentinelSetup, channels: &[(&str, i64)]) ->
     new
 }
 
+/// With the state of the waiter's object written on the master: `wait`
+/// runs in a thread (see [`spawn_waiter`]) and subscribes to `channel`
+/// there; the master fails over, the subscription follows it, and the
+/// waiter must still be waiting. The waiter's receiver and the new
+/// master's port.
+fn waiting_across_a_failover(
+    setup: &SentinelSetup,
+    channel: &str,
+    wait: impl FnOnce() + Send + 'static,
+) -> (mpsc::Receiver<Instant>, u16) {
+    let old = setup.master_port();
+    replicated(old);
+    let woken = spawn_waiter(wait);
+    assert!(
+        eventually(Duration::from_secs(5), || subscribers(old, channel) == 1),
+        "the waiter subscribed on the master"
+    );
+    let new = failover_with_subscribers(setup, &[(channel, 1)]);
+    assert!(
+        woken.try_recv().is_err(),
+        "the waiter got through before the failover"
+    );
+    (woken, new)
+}
+
 /// A Rust semaphore waiter (`acquire(1)`, no timeout) begun on the old
 /// master is kept out across the failover (the zero count replicated) and
 /// woken by a release on the new master from another client.
 #[test]
 fn sentinel_rust_semaphore_waiter_is_woken_by_a_release_on_the_new_master() {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
-    let (waiting, releasing) = (sentinel_client(setup), sentinel_client(setup));
+    let (setup, _serial, [waiting, releasing]) = sentinel_scenario();
     let name = "st-sem";
     let channel = "redisson_sc:{st-sem}";
     let sem = waiting.semaphore(name);
     assert!(sem.try_set_permits(1).expect("try_set"));
     sem.acquire(1).expect("the only permit").forget();
-    let old = setup.master_port();
-    replicated(old);
-
-    let woken = spawn_waiter({
+    let (woken, new) = waiting_across_a_failover(setup, channel, {
         let sem = sem.clone();
         move || {
             sem.acquire(1)
@@ -136,12 +168,6 @@ fn sentinel_rust_semaphore_waiter_is_woken_by_a_release_on_the_new_master() {
                 .forget();
         }
     });
-    assert!(
-        eventually(Duration::from_secs(5), || subscribers(old, channel) == 1),
-        "the waiter subscribed on the master"
-    );
-    let new = failover_with_subscribers(setup, &[(channel, 1)]);
-    assert!(woken.try_recv().is_err(), "acquired from 0 permits");
     let count: Option<String> = redis::cmd("GET")
         .arg(name)
         .query(&mut con(new))
@@ -161,31 +187,20 @@ fn sentinel_rust_semaphore_waiter_is_woken_by_a_release_on_the_new_master() {
 /// whose id the old master handed out.
 #[test]
 fn sentinel_rust_expirable_waiter_is_woken_by_a_release_on_the_new_master() {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
-    let (waiting, releasing) = (sentinel_client(setup), sentinel_client(setup));
+    let (setup, _serial, [waiting, releasing]) = sentinel_scenario();
     let name = "st-pes";
     let channel = "redisson_sc:{st-pes}";
     let sem = waiting.permit_expirable_semaphore(name);
     assert!(sem.try_set_permits(1).expect("set"));
     let held: PermitId = sem.acquire(None).expect("the only permit").forget()[0];
-    let old = setup.master_port();
-    replicated(old);
-
     let (ids_tx, ids) = mpsc::channel();
-    let woken = spawn_waiter({
+    let (woken, new) = waiting_across_a_failover(setup, channel, {
         let sem = sem.clone();
         move || {
             let got = sem.acquire(None).expect("acquire across the failover");
             ids_tx.send(got.forget()).expect("send the ids");
         }
     });
-    assert!(
-        eventually(Duration::from_secs(5), || subscribers(old, channel) == 1),
-        "the waiter subscribed on the master"
-    );
-    let new = failover_with_subscribers(setup, &[(channel, 1)]);
-    assert!(woken.try_recv().is_err(), "acquired the held permit");
     let acquired: i64 = redis::cmd("ZCARD")
         .arg("{st-pes}:timeout")
         .query(&mut con(new))
@@ -208,15 +223,42 @@ fn sentinel_rust_expirable_waiter_is_woken_by_a_release_on_the_new_master() {
     assert_eq!(sem.available_permits().expect("available"), 1);
 }
 
+/// A Rust latch waiter (`wait()`) begun on the old master is woken, through
+/// its subscription moved to the new master, by a count-down to 0 made
+/// there by another client: by the message, well before its 3 s re-read.
+#[test]
+fn sentinel_rust_latch_waiter_is_woken_by_a_count_down_on_the_new_master() {
+    let (setup, _serial, [waiting, counting]) = sentinel_scenario();
+    let name = "st-latch";
+    let latch = waiting.count_down_latch(name);
+    assert!(latch.try_set_count(1).expect("set"));
+    let channel = "redisson_countdownlatch__channel__{st-latch}";
+    let (woken, new) = waiting_across_a_failover(setup, channel, {
+        let latch = latch.clone();
+        move || latch.wait().expect("wait across the failover")
+    });
+    let sent = Instant::now();
+    counting
+        .count_down_latch(name)
+        .count_down()
+        .expect("count down on the new master");
+    // By the message on the new master, not the 3 s re-poll.
+    let what = "count-down on the new master -> Rust latch";
+    woken_within_bound(&woken, sent, Duration::from_millis(500), what);
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(name)
+        .query(&mut con(new))
+        .expect("EXISTS");
+    assert!(!exists, "counted down to 0 on the new master");
+}
+
 /// A Rust latch waiter and a Java `sem.acquire` (no timeout), both begun
 /// on the old master, stay waiting across the failover; on the new master
 /// a Rust release wakes the Java acquire and a Java `countDown` wakes the
 /// Rust waiter.
 fn sentinel_java_and_rust_wake_each_other_after_a_failover(redisson: Redisson) {
-    let (setup, _serial) = SentinelSetup::shared();
-    setup.flush();
+    let (setup, _serial, [waiting, releasing]) = sentinel_scenario();
     let java = sentinel_java(setup, redisson);
-    let (waiting, releasing) = (sentinel_client(setup), sentinel_client(setup));
     let latch_name = format!("sj-latch-{}", redisson.version());
     let latch_channel = format!("redisson_countdownlatch__channel__{{{latch_name}}}");
     let sem_name = format!("sj-sem-{}", redisson.version());
@@ -497,12 +539,22 @@ fn spawn_waiter(wait: impl FnOnce() + Send + 'static) -> mpsc::Receiver<Instant>
 /// Waits for the Rust waiter reporting on `woken` and asserts it returned
 /// within [`WAKE_BOUND`] of `since`.
 fn woken_within(woken: &mpsc::Receiver<Instant>, since: Instant, what: &str) {
+    woken_within_bound(woken, since, WAKE_BOUND, what);
+}
+
+/// [`woken_within`] `bound` of `since`.
+fn woken_within_bound(
+    woken: &mpsc::Receiver<Instant>,
+    since: Instant,
+    bound: Duration,
+    what: &str,
+) {
     let at = woken
         .recv_timeout(Duration::from_secs(20))
         .unwrap_or_else(|_| panic!("{what}: the Rust waiter was never woken"));
     let took = at.saturating_duration_since(since);
     eprintln!("{what} {took:?}");
-    assert!(took < WAKE_BOUND, "{what}: woken {took:?} after");
+    assert!(took < bound, "{what}: woken {took:?} after");
 }
 
 /// `INFO commandstats` calls of some commands on one node.
@@ -517,21 +569,7 @@ impl Calls {
     }
 
     fn now(&mut self) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.con)
-            .expect("INFO commandstats");
-        self.commands
-            .iter()
-            .map(|command| {
-                let prefix = format!("cmdstat_{command}:calls=");
-                info.lines()
-                    .find_map(|line| line.strip_prefix(&prefix))
-                    .and_then(|rest| rest.split(',').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0)
-            })
-            .sum()
+        support::state::command_calls(&mut self.con, self.commands)
     }
 }
 

@@ -30,10 +30,20 @@ static SENTINELS: LazyLock<TlsSentinels> = LazyLock::new(TlsSentinels::start);
 /// The cluster, flushed, with the lock that serializes the tests using it.
 fn cluster() -> (&'static TlsCluster, MutexGuard<'static, ()>) {
     static SERIAL: Mutex<()> = Mutex::new(());
-    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = &*CLUSTER;
-    cluster.flush();
-    (cluster, serial)
+    flushed(&CLUSTER, &SERIAL, TlsCluster::flush)
+}
+
+/// `setup` (started on first use), flushed, once the tests using it before
+/// are done: `serial` held.
+fn flushed<T>(
+    setup: &'static LazyLock<T>,
+    serial: &'static Mutex<()>,
+    flush: fn(&T),
+) -> (&'static T, MutexGuard<'static, ()>) {
+    let serial = serial.lock().unwrap_or_else(|e| e.into_inner());
+    let setup = &**setup;
+    flush(setup);
+    (setup, serial)
 }
 
 /// The value of `field=` in a `CLIENT LIST` line.
@@ -109,10 +119,7 @@ fn check_served(
 /// using it.
 fn sentinels() -> (&'static TlsSentinels, MutexGuard<'static, ()>) {
     static SERIAL: Mutex<()> = Mutex::new(());
-    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let setup = &*SENTINELS;
-    setup.flush();
-    (setup, serial)
+    flushed(&SENTINELS, &SERIAL, TlsSentinels::flush)
 }
 
 fn cluster_client(cluster: &TlsCluster, mode: ShardedSubscription) -> Client {
@@ -122,6 +129,14 @@ fn cluster_client(cluster: &TlsCluster, mode: ShardedSubscription) -> Client {
         .connect_timeout(Duration::from_secs(5))
         .build()
         .expect("build a TLS cluster client")
+}
+
+fn sentinel_client(setup: &TlsSentinels) -> Client {
+    Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
+        .tls_root_ca_pem(setup.certs.pem("ca.crt"))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("build a Sentinel client over TLS")
 }
 
 /// Every type on a name served by each master, with two clients in `mode`.
@@ -138,8 +153,7 @@ fn every_kind_on_every_master(mode: ShardedSubscription, sharded: bool) {
             );
         }
     }
-    let masters = cluster.masters();
-    assert_eq!(masters.len(), 3, "three masters: {slots:?}");
+    assert_eq!(cluster.masters().len(), 3, "three masters: {slots:?}");
     let holder = cluster_client(cluster, mode);
     let waiter = cluster_client(cluster, mode);
     let prefix = if sharded {
@@ -147,34 +161,22 @@ fn every_kind_on_every_master(mode: ShardedSubscription, sharded: bool) {
     } else {
         "tls-classic"
     };
-    for master in masters {
-        let replica = slots
-            .iter()
-            .find(|r| r.2 == master)
-            .and_then(|r| r.3.first().copied());
-        let name_for = |kind: &str| {
-            (0..10_000)
-                .map(|i| format!("{prefix}-{kind}-{i}"))
-                .find(|name| cluster.owner(name) == master)
-                .expect("a name on every master")
-        };
-        let handoffs = every_kind(&holder, &waiter, &name_for, &|name, wake| {
+    on_every_master(cluster, prefix, |master, replica, name_for| {
+        let handoffs = every_kind(&holder, &waiter, name_for, &|name, wake| {
             check_served(&cluster.certs, master, replica, name, wake, sharded)
         });
         assert_eq!(handoffs.len(), support::every_kind::KINDS.len());
-    }
+    });
 }
 
-/// Every synchronizer on a name served by each master, with two clients
-/// in `mode`: the waiter's subscription on that master (`ssub` or `sub`),
-/// the semaphores' state on its replica too (their writes wait for it; the
-/// latch's, like Redisson's, do not).
-fn every_synchronizer_on_every_master(mode: ShardedSubscription, sharded: bool) {
-    let (cluster, _serial) = cluster();
+/// `run` for each master of `cluster`, with its first replica and the
+/// name, made from `prefix` and a kind, of a key that master serves.
+fn on_every_master(
+    cluster: &TlsCluster,
+    prefix: &str,
+    run: impl Fn(u16, Option<u16>, &dyn Fn(&str) -> String),
+) {
     let slots = cluster.slots();
-    let holder = cluster_client(cluster, mode);
-    let waiter = cluster_client(cluster, mode);
-    let prefix = if sharded { "tls-ssync" } else { "tls-csync" };
     for master in cluster.masters() {
         let replica = slots
             .iter()
@@ -186,10 +188,24 @@ fn every_synchronizer_on_every_master(mode: ShardedSubscription, sharded: bool) 
                 .find(|name| cluster.owner(name) == master)
                 .expect("a name on every master")
         };
+        run(master, replica, &name_for);
+    }
+}
+
+/// Every synchronizer on a name served by each master, with two clients
+/// in `mode`: the waiter's subscription on that master (`ssub` or `sub`),
+/// the semaphores' state on its replica too (their writes wait for it; the
+/// latch's, like Redisson's, do not).
+fn every_synchronizer_on_every_master(mode: ShardedSubscription, sharded: bool) {
+    let (cluster, _serial) = cluster();
+    let holder = cluster_client(cluster, mode);
+    let waiter = cluster_client(cluster, mode);
+    let prefix = if sharded { "tls-ssync" } else { "tls-csync" };
+    on_every_master(cluster, prefix, |master, replica, name_for| {
         let handoffs = every_synchronizer(&Sides {
             holder: &holder,
             waiter: &waiter,
-            name_for: &name_for,
+            name_for,
             con_for: &|name| tls_con(&cluster.certs, cluster.owner(name)).expect("TLS connection"),
             while_waiting: &|kind, name, _| {
                 let replica = replica.filter(|_| kind != "latch");
@@ -204,42 +220,27 @@ fn every_synchronizer_on_every_master(mode: ShardedSubscription, sharded: bool) 
             },
         });
         assert_eq!(handoffs.len(), SYNCHRONIZERS.len());
-    }
+    });
 }
 
 #[test]
-fn every_synchronizer_on_every_master_of_a_tls_cluster_with_sharded_pubsub() {
+fn every_synchronizer_on_every_master_of_a_tls_cluster_with_sharded_and_classic_pubsub() {
     every_synchronizer_on_every_master(ShardedSubscription::Auto, true);
-}
-
-#[test]
-fn every_synchronizer_on_every_master_of_a_tls_cluster_with_classic_pubsub() {
     every_synchronizer_on_every_master(ShardedSubscription::Off, false);
 }
 
 #[test]
-fn every_lock_type_on_every_master_of_a_tls_cluster_with_sharded_pubsub() {
+fn every_lock_type_on_every_master_of_a_tls_cluster_with_sharded_and_classic_pubsub() {
     // Redis 7: `Auto` probes `PUBSUB SHARDNUMSUB 0` (over TLS) and picks
     // sharded pub/sub; `check_served` sees the waiters' `SSUBSCRIBE`.
     every_kind_on_every_master(ShardedSubscription::Auto, true);
-}
-
-#[test]
-fn every_lock_type_on_every_master_of_a_tls_cluster_with_classic_pubsub() {
     every_kind_on_every_master(ShardedSubscription::Off, false);
 }
 
 #[test]
 fn every_lock_type_through_tls_sentinels() {
     let (setup, _serial) = sentinels();
-    let build = || {
-        Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
-            .tls_root_ca_pem(setup.certs.pem("ca.crt"))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("build a Sentinel client over TLS")
-    };
-    let (holder, waiter) = (build(), build());
+    let (holder, waiter) = (sentinel_client(setup), sentinel_client(setup));
     let (master, replica) = (setup.master(), setup.data_ports[1]);
     let name_for = |kind: &str| format!("tls-sentinel-{kind}");
     let handoffs = every_kind(&holder, &waiter, &name_for, &|name, wake| {
@@ -251,14 +252,7 @@ fn every_lock_type_through_tls_sentinels() {
 #[test]
 fn every_synchronizer_through_tls_sentinels() {
     let (setup, _serial) = sentinels();
-    let build = || {
-        Client::sentinel_builder(MASTER_NAME, setup.sentinel_urls())
-            .tls_root_ca_pem(setup.certs.pem("ca.crt"))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("build a Sentinel client over TLS")
-    };
-    let (holder, waiter) = (build(), build());
+    let (holder, waiter) = (sentinel_client(setup), sentinel_client(setup));
     let (master, replica) = (setup.master(), setup.data_ports[1]);
     let handoffs = every_synchronizer(&Sides {
         holder: &holder,

@@ -9,7 +9,6 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Client;
 use support::state::{numsub, pttl};
 use support::waiter::Waiter;
 use support::{RedisServer, eventually};
@@ -75,18 +74,12 @@ fn try_lock_for_gives_up_after_its_wait_while_a_java_style_holder_keeps_the_lock
 
 #[test]
 fn try_lock_for_gives_up_after_its_wait_while_another_client_holds_the_lock() {
-    let server = RedisServer::start();
-    let holder = Client::open(server.url()).expect("holder");
-    let waiter = Client::open(server.url()).expect("waiter");
+    let (_server, holder, waiter) = RedisServer::start_with_two_clients();
     let _held = holder.lock("contended").lock().expect("lock");
     for wait_ms in [50, 500] {
         let wait = Duration::from_millis(wait_ms);
-        let start = Instant::now();
-        let got = waiter
-            .lock("contended")
-            .try_lock_for(wait)
-            .expect("try_lock_for");
-        let waited = start.elapsed();
+        let (got, waited) = support::timed(|| waiter.lock("contended").try_lock_for(wait));
+        let got = got.expect("try_lock_for");
         assert!(got.is_none(), "wait {wait:?}");
         assert!(
             waited >= wait && waited < wait + Duration::from_secs(1),

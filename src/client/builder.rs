@@ -305,7 +305,15 @@ impl ClientBuilder {
 
 impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Which topology it builds a client for (the addresses stay out:
+        // they may carry passwords).
+        let topology = match (&self.sentinel, &self.seeds) {
+            (Some(_), _) => "sentinel",
+            (None, Some(_)) => "cluster",
+            (None, None) => "single",
+        };
         f.debug_struct("ClientBuilder")
+            .field("topology", &topology)
             .field("config", &self.config)
             .field("pool_size", &self.pool_size)
             .field("multiplexed", &self.multiplexed)

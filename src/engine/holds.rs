@@ -593,6 +593,13 @@ mod tests {
         Duration::from_nanos(hold.deadline.load(Ordering::Acquire).saturating_sub(now))
     }
 
+    /// A command setting `lease` sent and answered with `outcome`, nothing
+    /// else in flight meanwhile.
+    fn answered(hold: &Hold, lease: Duration, outcome: LeaseOutcome) {
+        let ticket = hold.begin_lease(lease);
+        hold.end_lease(ticket, outcome);
+    }
+
     const LONG: Duration = Duration::from_secs(3);
     const SHORT: Duration = Duration::from_millis(500);
 
@@ -600,8 +607,7 @@ mod tests {
     fn a_renewal_answered_after_a_shorter_reentry_does_not_extend_the_deadline() {
         let hold = hold(LONG);
         let renewal = hold.begin_lease(LONG);
-        let reentry = hold.begin_lease(SHORT);
-        hold.end_lease(reentry, LeaseOutcome::Set);
+        answered(&hold, SHORT, LeaseOutcome::Set);
         hold.end_lease(renewal, LeaseOutcome::Set);
         // Either may have run last: the short lease bounds the deadline.
         assert!(deadline_in(&hold) <= SHORT);
@@ -610,8 +616,7 @@ mod tests {
     #[test]
     fn a_command_sent_after_a_reply_supersedes_it() {
         let hold = hold(SHORT);
-        let renewal = hold.begin_lease(LONG);
-        hold.end_lease(renewal, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
         assert!(
             deadline_in(&hold) > SHORT,
             "the renewal ran after the acquire"
@@ -622,8 +627,7 @@ mod tests {
             "in flight, it may already have run"
         );
         hold.end_lease(reentry, LeaseOutcome::Set);
-        let renewal = hold.begin_lease(LONG);
-        hold.end_lease(renewal, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
         assert!(deadline_in(&hold) > SHORT);
         assert_eq!(hold.ledger.lock().entries.len(), 1);
     }
@@ -631,11 +635,9 @@ mod tests {
     #[test]
     fn a_command_without_a_reply_counts_but_supersedes_nothing() {
         let hold = hold(SHORT);
-        let renewal = hold.begin_lease(LONG);
-        hold.end_lease(renewal, LeaseOutcome::Unknown);
+        answered(&hold, LONG, LeaseOutcome::Unknown);
         assert!(deadline_in(&hold) <= SHORT, "the renewal may not have run");
-        let renewal = hold.begin_lease(LONG);
-        hold.end_lease(renewal, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
         assert!(deadline_in(&hold) > SHORT);
     }
 
@@ -656,8 +658,7 @@ mod tests {
     #[test]
     fn a_command_that_did_not_run_does_not_count() {
         let hold = hold(LONG);
-        let attempt = hold.begin_lease(SHORT);
-        hold.end_lease(attempt, LeaseOutcome::Untouched);
+        answered(&hold, SHORT, LeaseOutcome::Untouched);
         assert!(deadline_in(&hold) > SHORT);
     }
 
@@ -665,19 +666,16 @@ mod tests {
     fn a_command_of_unknown_outcome_is_raised_not_dropped_by_a_later_reply() {
         let hold = hold(LONG);
         // Held back in the network past the response timeout...
-        let reentry = hold.begin_lease(SHORT);
-        hold.end_lease(reentry, LeaseOutcome::Unknown);
+        answered(&hold, SHORT, LeaseOutcome::Unknown);
         // ...then a later reentry with a longer lease is answered...
-        let later = hold.begin_lease(LONG * 10);
-        hold.end_lease(later, LeaseOutcome::Set);
+        answered(&hold, LONG * 10, LeaseOutcome::Set);
         // ...and the held-back one may run after it: the key may expire a
         // short lease after the later one was sent.
         assert!(deadline_in(&hold) <= SHORT);
         assert!(deadline_in(&hold) > SHORT - Duration::from_millis(100));
         // So for every later reply: raised, never dropped, and kept once.
         for _ in 0..5 {
-            let renewal = hold.begin_lease(LONG);
-            hold.end_lease(renewal, LeaseOutcome::Set);
+            answered(&hold, LONG, LeaseOutcome::Set);
             assert!(deadline_in(&hold) <= SHORT);
         }
         assert_eq!(hold.ledger.lock().entries.len(), 2);
@@ -690,8 +688,7 @@ mod tests {
         // The first send's reply was lost; the flagged resend got `BUSY`.
         reentry.resending();
         hold.end_lease(reentry, LeaseOutcome::Untouched);
-        let renewal = hold.begin_lease(LONG);
-        hold.end_lease(renewal, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
         assert!(deadline_in(&hold) <= SHORT, "the first send may have run");
     }
 
@@ -738,8 +735,7 @@ mod tests {
         let lost = hold.lost_channel();
         std::thread::sleep(Duration::from_millis(50)); // it sleeps till LONG * 4
         let moved = Instant::now();
-        let lease = hold.begin_lease(SHORT);
-        hold.end_lease(lease, LeaseOutcome::Set);
+        answered(&hold, SHORT, LeaseOutcome::Set);
         let reason = lost
             .recv_timeout(LONG)
             .expect("signalled at the new deadline");

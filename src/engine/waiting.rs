@@ -1,16 +1,24 @@
-//! The one waiting loop of the synchronizers (semaphores, latches): try,
-//! subscribe, then try again after every message, never sleeping longer
-//! than a hint, a safety re-poll or the caller's deadline. A message only
-//! means "try again now": its value is never counted (a multi-permit waiter
-//! re-checks the counter after every message, docs/synchronizers.md).
+//! Parking a waiting thread ([`Parker`]: subscribe with a limit, subscribe
+//! again when the subscription went stale, park until a message, a stop or
+//! a deadline), under every waiting loop: the locks' (`crate::lock`), a
+//! lock watch's and the synchronizers' ([`Engine::wait_on`], here).
+//!
+//! The synchronizers' loop (semaphores, latches): try, subscribe, then try
+//! again after every message, never sleeping longer than a hint, a safety
+//! re-poll or the caller's deadline. A message only means "try again now":
+//! its value is never counted (a multi-permit waiter re-checks the counter
+//! after every message, docs/synchronizers.md).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Engine;
-use crate::cancel::Stop;
+use super::observe::Wakeup;
+use crate::cancel::{Registration, Stop};
 use crate::error::Result;
+use crate::pubsub::Subscription;
+use crate::topology::Topology;
 
 /// The longest a synchronizer waiter sleeps without a message before it
 /// tries again: the safety net Java's unbounded `acquire()`/`await()` lack.
@@ -54,8 +62,7 @@ impl Engine {
         if let Attempted::Done(value) = attempt()? {
             return Ok(Some(value));
         }
-        let left = |now: Instant| deadline.map(|deadline| deadline.saturating_duration_since(now));
-        if left(Instant::now()).is_some_and(|left| left.is_zero()) {
+        if within_deadline(Duration::MAX, deadline).is_none() {
             return Ok(None);
         }
         // Its own entry on the channel: every entry gets a wake-up from
@@ -67,33 +74,145 @@ impl Engine {
         // permit, so it is not missed either.
         let seq = WAITS.fetch_add(1, Ordering::Relaxed);
         let entry = crate::names::concat(&[channel, "#", &seq.to_string()]);
-        let limit = Instant::now() + self.config.subscription_timeout;
-        let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
-        let mut subscription = self.topology.subscribe(channel, &entry, limit)?;
-        let mut woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
+        let within = self.config.subscription_timeout;
+        let mut parker = Parker::subscribe(self, stop, (channel, &entry), within, deadline)?;
         loop {
             stop.check()?;
-            if self.topology.is_stale(&subscription, channel) {
-                drop(woken_by_stop);
-                drop(subscription); // leaves before joining again
-                let limit = Instant::now() + self.config.subscription_timeout;
-                let limit = deadline.map_or(limit, |deadline| limit.min(deadline));
-                subscription = self.topology.subscribe(channel, &entry, limit)?;
-                woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
-                stop.check()?;
-            }
+            parker.refresh(within)?;
             let hint = match attempt()? {
                 Attempted::Done(value) => return Ok(Some(value)),
                 Attempted::Retry { hint } => hint,
             };
-            let mut wait = hint.unwrap_or(SAFETY_REPOLL).min(SAFETY_REPOLL);
-            if let Some(left) = left(Instant::now()) {
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                wait = wait.min(left);
+            let wait = hint.unwrap_or(SAFETY_REPOLL).min(SAFETY_REPOLL);
+            let Some(wait) = within_deadline(wait, deadline) else {
+                return Ok(None);
+            };
+            parker.park(wait.max(Duration::from_millis(1)))?;
+        }
+    }
+}
+
+/// `wait`, or less if `deadline` comes first; `None` once it has passed.
+pub(crate) fn within_deadline(wait: Duration, deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(wait),
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            (!left.is_zero()).then(|| wait.min(left))
+        }
+    }
+}
+
+/// What a waiting thread parks on: its subscription to an entry of a
+/// channel, registered with its stop's tokens so that a cancel or a
+/// shutdown wakes it like a message; or, for a lock kind no message wakes
+/// (a spin lock), a plain sleep.
+pub(crate) struct Parker<'a> {
+    topology: &'a Topology,
+    stop: Stop<'a>,
+    /// Subscriptions are taken until this at the latest (the caller's).
+    deadline: Option<Instant>,
+    /// `None`: a sleeper.
+    on: Option<Subscribed<'a>>,
+}
+
+/// A parker's subscription. The fields drop in order: the wake-up is
+/// unregistered before the subscription leaves.
+struct Subscribed<'a> {
+    channel: &'a str,
+    entry: &'a str,
+    _woken_by_stop: Vec<Registration>,
+    subscription: Subscription,
+}
+
+impl<'a> Parker<'a> {
+    /// Subscribes the calling thread to `entry` of `channel` (through the
+    /// topology: sharded or classic as the locks), waiting for the
+    /// subscription `within` at most and never past `deadline` (see
+    /// [`Topology::subscribe`]), and registers it with `stop`'s tokens.
+    /// `stop`'s error if it is set by then.
+    pub fn subscribe(
+        engine: &'a Engine,
+        stop: Stop<'a>,
+        (channel, entry): (&'a str, &'a str),
+        within: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Parker<'a>> {
+        let mut parker = Parker::sleeper(engine, stop);
+        parker.deadline = deadline;
+        parker.join(channel, entry, within)?;
+        Ok(parker)
+    }
+
+    /// A parker that sleeps: for a kind that no message wakes.
+    pub fn sleeper(engine: &'a Engine, stop: Stop<'a>) -> Parker<'a> {
+        Parker {
+            topology: &engine.topology,
+            stop,
+            deadline: None,
+            on: None,
+        }
+    }
+
+    fn join(&mut self, channel: &'a str, entry: &'a str, within: Duration) -> Result<()> {
+        let limit = Instant::now() + within;
+        let limit = self.deadline.map_or(limit, |deadline| limit.min(deadline));
+        let subscription = self.topology.subscribe(channel, entry, limit)?;
+        self.on = Some(Subscribed {
+            channel,
+            entry,
+            _woken_by_stop: self.stop.on_stop(Arc::new(subscription.waker())),
+            subscription,
+        });
+        // A stop set before the registration woke nobody.
+        self.stop.check()
+    }
+
+    /// Whether the subscription went stale: it moved away, or in a cluster
+    /// the channel's slot has another master now (see
+    /// [`Topology::is_stale`]). A release meanwhile was announced where
+    /// nobody listened. Never for a sleeper. Never waits for I/O.
+    pub fn is_stale(&self) -> bool {
+        self.on
+            .as_ref()
+            .is_some_and(|on| self.topology.is_stale(&on.subscription, on.channel))
+    }
+
+    /// When the subscription went stale ([`Parker::is_stale`]), leaves it
+    /// and subscribes again where the channel lives now (as
+    /// [`Parker::subscribe`] does, `within`); whether it did, so that the
+    /// caller tries again once subscribed.
+    pub fn refresh(&mut self, within: Duration) -> Result<bool> {
+        if !self.is_stale() {
+            return Ok(false);
+        }
+        let Some(Subscribed { channel, entry, .. }) = self.on.take() else {
+            return Ok(false);
+        };
+        // Taken and dropped above: left before joining again.
+        self.join(channel, entry, within)?;
+        Ok(true)
+    }
+
+    /// Parks the thread for `wait` at most: until a message on the entry
+    /// ([`Wakeup::Message`], or the subscription moved), `wait` passes
+    /// ([`Wakeup::TtlElapsed`]), or the stop is set (either, see
+    /// [`Subscription::wait`]); a sleeper sleeps `wait` ([`Wakeup::Poll`]),
+    /// or returns the stop's error.
+    pub fn park(&self, wait: Duration) -> Result<Wakeup> {
+        match &self.on {
+            Some(on) => {
+                let woken = on.subscription.wait(wait, &|| self.stop.is_set())?;
+                Ok(if woken {
+                    Wakeup::Message
+                } else {
+                    Wakeup::TtlElapsed
+                })
             }
-            subscription.wait(wait.max(Duration::from_millis(1)), &|| stop.is_set())?;
+            None => {
+                self.stop.sleep(wait)?;
+                Ok(Wakeup::Poll)
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
 use crate::engine::observe::{ReleaseOutcome, Releasing};
-use crate::error::{LostReason, Result};
+use crate::error::{LostReason, Result, Verdict};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
 use crate::lock::unlock::{ReplicaCheck, Unlock};
@@ -120,18 +120,6 @@ impl<K: Kind> LockGuard<K> {
         }
     }
 
-    /// The guard's parts, its release now the caller's: the lock, the hold,
-    /// the token and whether it is one of the hold's watchdog renewers.
-    pub(crate) fn into_parts(mut self) -> (Lock<K>, Arc<Hold>, Option<u64>, bool) {
-        self.released = true;
-        (
-            self.lock.clone(),
-            Arc::clone(&self.hold),
-            self.token,
-            self.renew,
-        )
-    }
-
     /// The guard as a value that may cross threads, to be released there:
     /// the hold belongs to the owner field it was taken with, whichever
     /// thread sends the release (MultiLock and RedLock hand a member whose
@@ -148,22 +136,26 @@ impl<K: Kind> LockGuard<K> {
     /// Sets the key's TTL to `lease` if this owner still holds it (Redisson's
     /// `multilock-expire`); `false` when it does not. One round trip.
     pub(crate) fn set_lease(&self, lease: Duration) -> Result<bool> {
+        self.expire_if_held("set lease", lease)
+            .map(|(held, _)| held)
+    }
+
+    /// One `PEXPIRE`-if-held of `lease` for `operation`, counted in the
+    /// hold's ledger: whether this owner still held the lock, and the
+    /// ledger's clock when the command was begun.
+    fn expire_if_held(&self, operation: &'static str, lease: Duration) -> Result<(bool, u64)> {
         let lease_ms = crate::config::millis("lease", lease)?;
         let ticket = self.hold.begin_lease(lease);
+        let started = ticket.started();
         let name = &self.lock.name;
         let result = self
             .lock
             .engine
-            .with_logged_sync("set lease", name, |con, resend| {
+            .with_logged_sync(operation, name, |con, resend| {
                 if resend {
                     ticket.resending();
                 }
-                crate::protocol::replies::expire_if_held(
-                    con,
-                    &self.lock.name,
-                    &self.hold.field,
-                    lease_ms,
-                )
+                crate::protocol::replies::expire_if_held(con, name, &self.hold.field, lease_ms)
             });
         let outcome = match &result {
             Ok(true) => LeaseOutcome::Set,
@@ -171,7 +163,7 @@ impl<K: Kind> LockGuard<K> {
             Ok(false) => LeaseOutcome::Untouched,
         };
         self.hold.end_lease(ticket, outcome);
-        result
+        result.map(|held| (held, started))
     }
 }
 
@@ -287,6 +279,9 @@ fn finish_release<K: Kind>(
         first,
         check,
     );
+    // tests/failpoints.rs: the unlock ran and its reply is in, not yet
+    // read; a renewal sent before it may answer meanwhile.
+    crate::failpoint::failpoint!("release-after-reply");
     if let Some(ticket) = ticket {
         match (&result, kept_ttl_ms.get()) {
             (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
@@ -333,7 +328,7 @@ fn finish_release<K: Kind>(
             registry.lose(hold, LostReason::KeyGone);
             Err(lock.not_held())
         }
-        Err(e) if e.code() == Some("WRONGTYPE") => {
+        Err(e) if Verdict::of(&e) == Verdict::WrongType => {
             registry.lose(hold, LostReason::Overwritten);
             Err(lock.lost(LostReason::Overwritten))
         }
@@ -407,7 +402,7 @@ fn far_deadline() -> Instant {
 
 /// The methods, `Drop` and `Debug` that [`LockGuard`] and
 /// [`OwnedLockGuard`](crate::OwnedLockGuard) share: one hold on a lock, over
-/// the fields `lock`, `hold`, `renew` and `released`. `$acquire` is the
+/// the fields `lock`, `hold`, `token`, `renew` and `released`. `$acquire` is the
 /// `Lock` method that returns the guard, for the doc examples.
 macro_rules! guard_common {
     ($guard:ident, $acquire:literal) => {
@@ -501,6 +496,19 @@ macro_rules! guard_common {
             )]
             pub fn lock(&self) -> &Lock<K> {
                 &self.lock
+            }
+
+            /// The guard's parts, its release now the caller's: the lock, the
+            /// hold, the token and whether it is one of the hold's watchdog
+            /// renewers.
+            pub(crate) fn into_parts(mut self) -> (Lock<K>, Arc<Hold>, Option<u64>, bool) {
+                self.released = true;
+                (
+                    self.lock.clone(),
+                    Arc::clone(&self.hold),
+                    self.token,
+                    self.renew,
+                )
             }
 
             fn release(&mut self) -> Result<()> {

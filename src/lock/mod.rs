@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 use crate::cancel::{CancelToken, Stop};
 use crate::config::millis as lease_millis;
 use crate::engine::Engine;
-use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
+use crate::engine::observe::{AcquireOutcome, Acquiring};
 use crate::engine::replicas::Synced;
+use crate::engine::waiting::{Parker, within_deadline};
 use crate::error::{Error, LostReason, Result};
 use crate::owner;
 use crate::protocol::{Kind, Queue, Reentrant, Spinning, Wake};
@@ -344,23 +345,21 @@ impl<K: Kind> Lock<K> {
         }
         observed.waiting();
         let fallback = config.watchdog_timeout / 3;
-        let subscription_limit = |ttl: Option<Duration>| {
-            let limit = Instant::now() + config.subscription_timeout.min(ttl.unwrap_or(fallback));
-            deadline.map_or(limit, |deadline| limit.min(deadline))
-        };
-        let subscribers = &*self.engine.topology;
-        let (channel, mut subscription, mut backoff) = match self.kind.wake(&self.name, field) {
+        // A subscription is waited for at most the holder's TTL.
+        let within =
+            |ttl: Option<Duration>| config.subscription_timeout.min(ttl.unwrap_or(fallback));
+        let wake = self.kind.wake(&self.name, field);
+        let (mut parker, mut backoff) = match &wake {
             Wake::Channel { channel, entry } => {
-                let subscription =
-                    subscribers.subscribe(&channel, &entry, subscription_limit(ttl))?;
-                (Some((channel, entry)), Some(subscription), None)
+                let on = (&**channel, &**entry);
+                let parker = Parker::subscribe(&self.engine, stop, on, within(ttl), deadline)?;
+                (parker, None)
             }
-            Wake::Backoff(backoff) => (None, None, Some(Spinning::new(backoff))),
+            Wake::Backoff(backoff) => (
+                Parker::sleeper(&self.engine, stop),
+                Some(Spinning::new(*backoff)),
+            ),
         };
-        // Registered with the tokens for as long as the subscription lasts.
-        let mut woken_by_stop = subscription
-            .as_ref()
-            .map(|subscription| stop.on_stop(Arc::new(subscription.waker())));
         // One connection lost while waiting (a server restarting under the
         // waiters: the attempt right after the subscriber lost its connection
         // finds the server down) is retried once, after the retry delay; a
@@ -386,14 +385,7 @@ impl<K: Kind> Lock<K> {
             // failed over woke its waiter to subscribe where the slot lives
             // now, and to try again once subscribed: a release meanwhile
             // was announced where nobody listened.
-            if let (Some(current), Some((channel, entry))) = (&subscription, &channel)
-                && subscribers.is_stale(current, channel)
-            {
-                drop(woken_by_stop.take());
-                drop(subscription.take()); // leaves before joining again
-                let joined = subscribers.subscribe(channel, entry, subscription_limit(ttl))?;
-                woken_by_stop = Some(stop.on_stop(Arc::new(joined.waker())));
-                subscription = Some(joined);
+            if parker.refresh(within(ttl))? {
                 continue;
             }
             // A key without a TTL: wait for a message, but poll now and then.
@@ -401,30 +393,13 @@ impl<K: Kind> Lock<K> {
             if let Some(backoff) = &mut backoff {
                 wait = wait.min(backoff.next());
             }
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                wait = wait.min(left);
-            }
+            let Some(wait) = within_deadline(wait, deadline) else {
+                return Ok(None);
+            };
             // tests/failpoints.rs: the subscription lost (and a release
             // announced) after the failed attempt, before the park.
             crate::failpoint::failpoint!("waiter-before-park");
-            match &subscription {
-                Some(subscription) => {
-                    let woken = subscription.wait(wait, &|| stop.is_set())?;
-                    observed.woken(if woken {
-                        Wakeup::Message
-                    } else {
-                        Wakeup::TtlElapsed
-                    });
-                }
-                None => {
-                    stop.sleep(wait)?;
-                    observed.woken(Wakeup::Poll);
-                }
-            }
+            observed.woken(parker.park(wait)?);
         }
     }
 

@@ -79,18 +79,6 @@ impl<K: Kind> OwnedLockGuard<K> {
             released: false,
         }
     }
-
-    /// The guard's parts, its release now the caller's (see
-    /// [`LockGuard::into_parts`]).
-    pub(super) fn into_parts(mut self) -> (Lock<K>, Arc<Hold>, Option<u64>, bool) {
-        self.released = true;
-        (
-            self.lock.clone(),
-            Arc::clone(&self.hold),
-            self.token,
-            self.renew,
-        )
-    }
 }
 
 impl<K: Kind> Lock<K> {

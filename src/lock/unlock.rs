@@ -54,12 +54,10 @@ impl<K: Kind> Lock<K> {
         let lease = self.lease()?.0;
         let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
         // The caller knows this id and may send it again: the latch stays.
-        let result = self.unlock_raw_reporting(
-            &field,
-            Unlock::Latched(request_id),
-            &Cell::new(None),
-            ticket.as_ref(),
-        );
+        let unlock = Unlock::Latched(request_id);
+        let (unreported, check) = (Cell::new(None), ReplicaCheck::Enforce);
+        let result =
+            self.unlock_raw_from(&field, unlock, &unreported, ticket.as_ref(), None, check);
         if let (Some(hold), Some(ticket)) = (&hold, ticket) {
             let outcome = match &result {
                 Ok(Some(UnlockOutcome::StillHeld)) => LeaseOutcome::Set,
@@ -99,25 +97,12 @@ impl<K: Kind> Lock<K> {
         field: &str,
         unlock: Unlock<'_>,
     ) -> Result<Option<UnlockOutcome>> {
-        self.unlock_raw_reporting(field, unlock, &Cell::new(None), None)
-    }
-
-    /// [`Lock::unlock_raw`], and in `kept_ttl_ms` the TTL the type reports
-    /// the key was left with when holds remain (see
-    /// [`ReleaseRequest::kept_ttl_ms`]); `ticket`, the hold's lease ticket
-    /// for the command, learns of a resend.
-    pub(crate) fn unlock_raw_reporting(
-        &self,
-        field: &str,
-        unlock: Unlock<'_>,
-        kept_ttl_ms: &Cell<Option<u64>>,
-        ticket: Option<&LeaseTicket>,
-    ) -> Result<Option<UnlockOutcome>> {
+        let unreported = Cell::new(None);
         self.unlock_raw_from(
             field,
             unlock,
-            kept_ttl_ms,
-            ticket,
+            &unreported,
+            None,
             None,
             ReplicaCheck::Enforce,
         )
@@ -150,8 +135,11 @@ impl<K: Kind> Lock<K> {
         }
     }
 
-    /// [`Lock::unlock_raw_reporting`] whose first attempt is answered by
-    /// `first`, a reply already read for the command
+    /// [`Lock::unlock_raw`], and in `kept_ttl_ms` the TTL the type reports
+    /// the key was left with when holds remain (see
+    /// [`ReleaseRequest::kept_ttl_ms`]); `ticket`, the hold's lease ticket
+    /// for the command, learns of a resend. Its first attempt is answered
+    /// by `first`, a reply already read for the command
     /// [`Lock::release_command`] packed (when there is one); `check` says
     /// what a release no replica acknowledged does.
     pub(crate) fn unlock_raw_from(

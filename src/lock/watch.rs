@@ -5,13 +5,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use redis::Commands;
 
 use crate::cancel::CancelToken;
 use crate::engine::Engine;
+use crate::engine::observe::Wakeup;
+use crate::engine::waiting::Parker;
 use crate::error::{Error, Result};
 use crate::names;
 
@@ -167,24 +169,19 @@ impl Watching {
         let channel = &self.channel;
         let seq = WATCHES.fetch_add(1, Ordering::Relaxed);
         let entry = names::concat(&[channel, "#watch", &seq.to_string()]);
-        let limit = || Instant::now() + engine.config.subscription_timeout;
-        let mut subscription = engine.topology.subscribe(channel, &entry, limit())?;
-        let mut woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
+        let within = engine.config.subscription_timeout;
+        let mut parker = Parker::subscribe(engine, stop, (channel, &entry), within, None)?;
         loop {
             stop.check()?;
-            if engine.topology.is_stale(&subscription, channel) {
-                drop(woken_by_stop);
-                drop(subscription);
-                subscription = engine.topology.subscribe(channel, &entry, limit())?;
-                woken_by_stop = stop.on_stop(Arc::new(subscription.waker()));
+            if parker.refresh(within)? {
                 continue;
             }
             let ttl = self.pttl()?;
             let expires = u64::try_from(ttl).ok().map(Duration::from_millis);
             let wait = expires.map_or(RECHECK, |ttl| (ttl + EXPIRY_MARGIN).min(RECHECK));
-            let woken = subscription.wait(wait, &|| stop.is_set())?;
+            let woken = parker.park(wait)? == Wakeup::Message;
             stop.check()?;
-            if woken && engine.topology.is_stale(&subscription, channel) {
+            if woken && parker.is_stale() {
                 continue; // moved: subscribe again, no release seen
             }
             let event = if woken {

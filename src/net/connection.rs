@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::error::Error;
+use crate::error::{Error, Verdict};
 use crate::net::direct::Direct;
 use crate::net::endpoint::Endpoint;
 
@@ -59,9 +59,8 @@ impl PooledConnection {
             self.dropped |= e.is_connection_dropped() || e.is_timeout();
             // A former master (Sentinel failover): never reuse it, and have
             // the master looked up again; likewise for a lost connection.
-            if e.code() == Some("READONLY") && self.endpoint.is_watched() {
+            if self.endpoint.is_former_master(Verdict::of_redis(e)) {
                 self.dropped = true;
-                self.endpoint.suspect();
             } else if e.is_connection_dropped() {
                 self.endpoint.suspect();
             }
@@ -107,7 +106,18 @@ impl ConnectionLike for PooledConnection {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         let result = pipeline(&mut self.con, cmd, offset, count);
-        self.record(result)
+        let result = self.record(result);
+        // A pipeline's errors come as values: one from a former master
+        // retires the connection as an error reply does (as a multiplexed
+        // socket does, see `mux::socket`).
+        if let Ok(replies) = &result
+            && replies
+                .iter()
+                .any(|reply| self.endpoint.is_former_master(Verdict::of_reply(reply)))
+        {
+            self.dropped = true;
+        }
+        result
     }
 
     fn get_db(&self) -> i64 {
@@ -217,9 +227,7 @@ impl Connector {
                 reason,
             };
         }
-        if e.kind() == ErrorKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-        {
+        if e.kind() == ErrorKind::AuthenticationFailed || Verdict::of_redis(&e).refuses_client() {
             return Error::Redis(e);
         }
         // A password sent to a server that has none: Redis answers the

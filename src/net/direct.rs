@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionInfo, RedisError, RedisResult, Value};
 
+use crate::error::Verdict;
 use crate::net::endpoint::Endpoint;
 use crate::net::resp;
 use crate::net::stream::Stream;
@@ -139,7 +140,7 @@ pub(crate) fn handshake(
         match ask(stream, replies, timeout, &setname, within) {
             Ok(_) => answered = true,
             // A refusal of the name alone: the server took the connection.
-            Err(e) if e.code() == Some("NOPERM") => answered = true,
+            Err(e) if Verdict::of_redis(&e) == Verdict::Forbidden => answered = true,
             Err(e) => return Err(e),
         }
     }
@@ -238,6 +239,8 @@ impl Direct {
     /// timeout. An error reply is a value, as in redis-rs.
     pub fn request(&mut self, packed: &[u8]) -> RedisResult<Value> {
         self.send(packed)?;
+        // tests/failpoints.rs, the tests of `reply-lost`: the command ran, its reply is lost.
+        crate::failpoint::failpoint!("reply-lost", reset);
         self.recv_until(Instant::now() + self.usual)
     }
 

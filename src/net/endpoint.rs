@@ -14,6 +14,8 @@ use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo};
 
+use crate::error::Verdict;
+
 /// The server connections go to, and how to reach it.
 pub(crate) struct Endpoint {
     info: RwLock<ConnectionInfo>,
@@ -123,6 +125,18 @@ impl Endpoint {
     /// Whether something watches the topology (Sentinel).
     pub fn is_watched(&self) -> bool {
         self.recheck.get().is_some()
+    }
+
+    /// Whether an error with `verdict` from this server says it is a former
+    /// master ([`Verdict::is_former_master`]) of a watched topology
+    /// (Sentinel): then the watcher is asked to look again now (never
+    /// blocks), and the caller retires its connection.
+    pub fn is_former_master(&self, verdict: Verdict) -> bool {
+        let former = verdict.is_former_master() && self.is_watched();
+        if former {
+            self.suspect();
+        }
+        former
     }
 
     /// Tells the topology watcher that the server may have changed (a

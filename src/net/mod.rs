@@ -2,8 +2,9 @@
 //! ([`connection`], read and written by the crate itself in [`direct`],
 //! over TLS with [`tls`]), the pool they are kept in
 //! ([`pool`]), the shared sockets of the multiplexed mode ([`mux`]) and the
-//! replies read from sockets the crate owns ([`resp`]), and commands
-//! written ahead of their replies ([`scatter`]).
+//! replies read from sockets the crate owns ([`resp`]), commands
+//! written ahead of their replies ([`scatter`]), and the one rule for
+//! sending a command again after its connection dropped ([`resend`]).
 //! Nothing here knows a lock or a topology.
 
 pub(crate) mod connection;
@@ -11,6 +12,7 @@ pub(crate) mod direct;
 pub(crate) mod endpoint;
 pub(crate) mod mux;
 pub(crate) mod pool;
+pub(crate) mod resend;
 pub(crate) mod resp;
 pub(crate) mod scatter;
 pub(crate) mod stream;

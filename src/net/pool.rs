@@ -272,6 +272,11 @@ impl<'a> Checkout<'a> {
         self.pool.connector.endpoint()
     }
 
+    /// The pool this connection comes from (and goes back to).
+    pub fn home_pool(&self) -> &'a Pool {
+        self.pool
+    }
+
     /// See [`PooledConnection::send_packed`].
     pub fn send_packed(&mut self, cmd: &[u8]) -> RedisResult<()> {
         match self.inner()? {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
 
-use crate::net::pool::Checkout;
+use crate::net::pool::{Checkout, Pool};
 
 /// A connection that sends nothing: it keeps the first command a protocol
 /// call packs and fails it.
@@ -115,10 +115,27 @@ pub(crate) struct Prefetched<'a> {
     bound: Duration,
 }
 
-impl Prefetched<'_> {
+impl<'a> Prefetched<'a> {
     /// How long its reply was awaited: the bound a timeout reports.
     pub fn bound(&self) -> Duration {
         self.bound
+    }
+
+    /// The pool its connection came from.
+    pub fn home_pool(&self) -> &'a Pool {
+        self.con.home_pool()
+    }
+}
+
+impl<'a> From<Checkout<'a>> for Prefetched<'a> {
+    /// A connection with no reply read ahead: every command goes to the
+    /// server.
+    fn from(con: Checkout<'a>) -> Self {
+        Prefetched {
+            con,
+            pending: None,
+            bound: Duration::ZERO,
+        }
     }
 }
 

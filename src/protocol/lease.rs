@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, LazyLock};
 
-use redis::{ConnectionLike, ServerErrorKind, Value};
+use redis::{ConnectionLike, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::lua::Lua;
 
 /// How the watchdog renews a hold; each kind has its own script, and a
@@ -167,9 +167,7 @@ pub(crate) fn renew_chunks(
     let missing: Vec<usize> = replies
         .iter()
         .enumerate()
-        .filter(|(_, reply)| {
-            matches!(reply, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
-        })
+        .filter(|(_, reply)| Verdict::of_reply(reply) == Verdict::NoScript)
         .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {

@@ -425,6 +425,25 @@ mod tests {
         entry.wait(Duration::ZERO, seen, &|| false).ok()
     }
 
+    /// Two waiting threads of one entry, the channel's subscription
+    /// confirmed: the lot, the entry and the threads' views of it.
+    fn two_waiters_subscribed() -> (Lot, Arc<LockEntry>, [AtomicU64; 2]) {
+        let mut lot = Lot::default();
+        let entry = lot.join(CHANNEL, "a");
+        lot.join(CHANNEL, "a");
+        let seats = [seat(&entry), seat(&entry)];
+        lot.activate(CHANNEL);
+        (lot, entry, seats)
+    }
+
+    /// Each waiter `(entry, seen)` in turn: whether it is woken at once.
+    fn woken_in_turn(waiters: &[(&LockEntry, &AtomicU64)]) -> Vec<Option<bool>> {
+        waiters
+            .iter()
+            .map(|(entry, seen)| woken(entry, seen))
+            .collect()
+    }
+
     #[test]
     fn an_unlock_message_gives_one_permit_to_each_entry_on_the_channel() {
         let mut lot = Lot::default();
@@ -444,32 +463,34 @@ mod tests {
 
         // `all`: every waiter of every entry, once each.
         lot.deliver(CHANNEL, true);
-        assert_eq!(woken(&plain, &first), Some(true));
-        assert_eq!(woken(&plain, &first), Some(false));
-        assert_eq!(woken(&plain, &second), Some(true));
-        assert_eq!(woken(&braced, &third), Some(true));
-        assert_eq!(woken(&braced, &third), Some(false));
+        let (plain_first, plain_second) = ((&*plain, &first), (&*plain, &second));
+        let braced_third = (&*braced, &third);
+        assert_eq!(
+            woken_in_turn(&[
+                plain_first,
+                plain_first,
+                plain_second,
+                braced_third,
+                braced_third
+            ]),
+            [true, false, true, true, false].map(Some)
+        );
     }
 
     #[test]
     fn a_lost_connection_wakes_every_waiter_once_however_often_the_first_waits_again() {
-        let mut lot = Lot::default();
-        let entry = lot.join(CHANNEL, "a");
-        lot.join(CHANNEL, "a");
-        let (quick, slow) = (seat(&entry), seat(&entry));
-        lot.activate(CHANNEL);
+        let (mut lot, entry, [quick, slow]) = two_waiters_subscribed();
         lot.connection_lost(true);
+        let (quick, slow) = ((&*entry, &quick), (&*entry, &slow));
         // The first to run wakes, fails, and waits again before the other
         // thread even ran: it must not take the other's wake-up.
-        assert_eq!(woken(&entry, &quick), Some(true));
-        assert_eq!(woken(&entry, &quick), Some(false));
-        assert_eq!(woken(&entry, &slow), Some(true));
+        let woken = woken_in_turn(&[quick, quick, slow]);
+        assert_eq!(woken, [true, false, true].map(Some));
         // A reconnect's confirmation wakes both again (a message may have
         // been missed meanwhile).
         lot.activate(CHANNEL);
-        assert_eq!(woken(&entry, &slow), Some(true));
-        assert_eq!(woken(&entry, &quick), Some(true));
-        assert_eq!(woken(&entry, &quick), Some(false));
+        let woken = woken_in_turn(&[slow, quick, quick]);
+        assert_eq!(woken, [true, true, false].map(Some));
     }
 
     #[test]
@@ -518,11 +539,7 @@ mod tests {
 
     #[test]
     fn a_confirmation_after_a_lost_connection_wakes_every_waiter() {
-        let mut lot = Lot::default();
-        let entry = lot.join(CHANNEL, "a");
-        lot.join(CHANNEL, "a");
-        let (first, second) = (seat(&entry), seat(&entry));
-        lot.activate(CHANNEL);
+        let (mut lot, entry, [first, second]) = two_waiters_subscribed();
         assert!(entry.await_active(Instant::now()).is_ok());
         lot.connection_lost(false);
         assert_eq!(woken(&entry, &first), Some(false));

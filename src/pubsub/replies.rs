@@ -8,7 +8,7 @@ use redis::{RedisError, ServerError, Value};
 
 use super::SubscriberState;
 use super::conn::Pending;
-use super::shard::moved_away;
+use crate::error::Verdict;
 use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// A reply that answers the command at the front of
@@ -57,7 +57,7 @@ impl SubscriberState {
                 // than an ACL refusal is the server turning the connection
                 // away (maxclients, protected mode), and it closes it: a
                 // failed connect, not a refusal of the front command.
-                if !*answered && e.code() != "NOPERM" {
+                if !*answered && Verdict::of_code(e.code()) != Verdict::Forbidden {
                     return Err(io::Error::new(
                         io::ErrorKind::ConnectionRefused,
                         format!("the server turned the connection away: {}", e.code()),
@@ -115,7 +115,7 @@ impl SubscriberState {
             // A refused PING still proves the server alive.
             (Pending::Ping, Reply::Refused(_)) => {}
             (Pending::Subscribe(channel), Reply::Refused(e))
-                if self.flavour.in_cluster() && moved_away(&e) =>
+                if self.flavour.in_cluster() && Verdict::of_code(e.code()).served_elsewhere() =>
             {
                 if conn.settled(&channel) && conn.subscribed.contains(&channel) {
                     // Both: the classic half was confirmed before.

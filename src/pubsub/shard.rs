@@ -1,19 +1,12 @@
 //! Redis Cluster specifics of a subscriber connection: Redis dropping a
-//! shard channel when its node loses the slot, and refusals that mean the
-//! slot is served elsewhere.
-
-use redis::ServerError;
+//! shard channel when its node loses the slot. (Which refusals mean the
+//! slot is served elsewhere is `crate::error::Verdict::served_elsewhere`.)
 
 use std::sync::atomic::Ordering;
 
 use super::conn::{Conn, Pending};
 use super::{Flavour, SubscriberState};
 
-/// A refusal that means the channel's slot is served elsewhere now, or for
-/// a moment by nobody.
-pub(super) fn moved_away(e: &ServerError) -> bool {
-    matches!(e.code(), "MOVED" | "ASK" | "CLUSTERDOWN" | "TRYAGAIN")
-}
 impl SubscriberState {
     /// Whether an `sunsubscribe` for `channel` answers the command at the
     /// front of the record (ours), rather than being Redis's unsolicited

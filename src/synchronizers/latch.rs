@@ -1,6 +1,5 @@
 //! [`CountDownLatch`], Redisson's `RCountDownLatch` (docs/synchronizers.md).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,6 @@ use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
 use crate::names::latch_channel;
 use crate::protocol::latch;
-use crate::topology::cluster::slot::key_slot;
 
 /// A handle on one distributed count-down latch, byte-for-byte Redisson's
 /// `RCountDownLatch` (`redisson.getCountDownLatch(name)`): a Java service
@@ -57,13 +55,7 @@ pub struct CountDownLatch {
     cancel: Option<CancelToken>,
 }
 
-impl fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_handle!(CountDownLatch, name);
 
 impl CountDownLatch {
     pub(crate) fn new(engine: Arc<Engine>, name: String) -> Self {
@@ -247,17 +239,14 @@ impl CountDownLatch {
     /// channel share a slot (the scripts take both as KEYS).
     fn check_scripted(&self) -> Result<()> {
         self.check()?;
-        if self.engine.topology.cluster().is_some() {
-            let channel = latch_channel(&self.name);
-            let (key, chan) = (key_slot(self.name.as_bytes()), key_slot(channel.as_bytes()));
-            if key != chan {
-                return Err(Error::invalid(format!(
-                    "latch `{}`: in a cluster its key (slot {key}) and its channel `{channel}` \
-                     (slot {chan}) differ, so Redis would refuse it with CROSSSLOT, as it does \
-                     Redisson's; use a name without `}}`",
-                    self.name
-                )));
-            }
+        let channel = latch_channel(&self.name);
+        if let Some((key, chan)) = self.engine.topology.slots_apart(&self.name, &channel) {
+            return Err(Error::invalid(format!(
+                "latch `{}`: in a cluster its key (slot {key}) and its channel `{channel}` \
+                 (slot {chan}) differ, so Redis would refuse it with CROSSSLOT, as it does \
+                 Redisson's; use a name without `}}`",
+                self.name
+            )));
         }
         Ok(())
     }

@@ -75,13 +75,7 @@ pub struct PermitExpirableSemaphore {
     cancel: Option<CancelToken>,
 }
 
-impl fmt::Debug for PermitExpirableSemaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermitExpirableSemaphore")
-            .field("name", &self.keys.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_handle!(PermitExpirableSemaphore, keys.name);
 
 /// Whether `e` says the reply of a sent command was lost: the command may
 /// have run.

@@ -436,13 +436,7 @@ fn checked(n: u32) -> Result<u32> {
     Ok(n)
 }
 
-impl fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_handle!(Semaphore, name);
 
 /// Permits taken by one [`Semaphore::acquire`] (or `try_acquire*`): released
 /// when dropped (an error is then logged, not reported), by

@@ -12,6 +12,7 @@
 //! command and the subscribers.
 
 pub(crate) mod cluster;
+pub(crate) mod renewal;
 pub(crate) mod sentinel;
 mod subscribers;
 
@@ -21,12 +22,15 @@ use std::time::Instant;
 use redis::ConnectionInfo;
 
 use crate::config::{Config, ShardedSubscription};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::net::connection::Connector;
 use crate::net::pool::{Checkout, Connections, Pool, RECONNECT_GRACE};
+use crate::net::resend::once_more;
+use crate::net::scatter::InFlight;
 use crate::net::tls::EndpointSettings;
 use crate::pubsub::{Flavour, Subscriber, Subscription};
 use cluster::Cluster;
+use cluster::slot::key_slot;
 use sentinel::{SentinelSettings, SentinelWatch};
 use subscribers::PerMaster;
 
@@ -127,8 +131,8 @@ impl Topology {
     }
 
     /// The one pool of a single server or Sentinel master; `None` in a
-    /// cluster (a pool per master, see [`Topology::cluster`]).
-    pub fn pool(&self) -> Option<&Arc<Pool>> {
+    /// cluster (a pool per master).
+    fn pool(&self) -> Option<&Arc<Pool>> {
         match self {
             Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => Some(pool),
             Topology::Cluster { .. } => None,
@@ -153,11 +157,37 @@ impl Topology {
         }
     }
 
-    /// The cluster, when this is one.
-    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+    /// Whether commands for several names can be written on this client's
+    /// connections before their replies are read (scatter/gather, see
+    /// [`Topology::send_ahead`]): on the one pool of a single server or
+    /// Sentinel master; not in a cluster, where each name has its master.
+    pub fn can_send_ahead(&self) -> bool {
+        self.pool().is_some()
+    }
+
+    /// Writes `packed` on a pooled connection, without waiting for one:
+    /// `None` when every connection is busy (or in a cluster, see
+    /// [`Topology::can_send_ahead`]); `Err` when no connection could be had
+    /// (nothing was sent). A failed write is kept for the reply (the
+    /// single-lock path's resend rule then applies).
+    pub fn send_ahead(&self, packed: &[u8]) -> Option<Result<InFlight<'_>>> {
+        let con = match self.pool()?.get_no_wait()? {
+            Ok(con) => con,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(InFlight::send(con, packed)))
+    }
+
+    /// In a cluster, the slots of the keys `a` and `b` when they differ (a
+    /// script that takes both as keys would be refused with `CROSSSLOT`);
+    /// `None` when they share one, and outside a cluster.
+    pub fn slots_apart(&self, a: &str, b: &str) -> Option<(u16, u16)> {
         match self {
-            Topology::Cluster { cluster, .. } => Some(cluster),
-            _ => None,
+            Topology::Single { .. } | Topology::Sentinel { .. } => None,
+            Topology::Cluster { .. } => {
+                let (a, b) = (key_slot(a.as_bytes()), key_slot(b.as_bytes()));
+                (a != b).then_some((a, b))
+            }
         }
     }
 
@@ -181,23 +211,12 @@ impl Topology {
         };
         let endpoint = pool.connector().endpoint();
         let generation = endpoint.generation();
-        let mut con = pool.get_within(RECONNECT_GRACE)?;
-        let result = match command(&mut con, false) {
-            Err(e) if e.is_connection_dropped() => {
-                drop(con); // discarded by the pool
-                // No connection for the resend: the caller must still learn
-                // that the first one may have run.
-                match pool.get_within(RECONNECT_GRACE) {
-                    Ok(mut con) => command(&mut con, true),
-                    Err(_) => Err(e),
-                }
-            }
-            other => other,
-        };
+        let fresh = || pool.get_within(RECONNECT_GRACE);
+        let result = once_more(fresh()?, false, fresh, &mut command).result();
         match result {
+            // A former master (only a Sentinel's endpoint is watched).
             Err(e)
-                if e.code() == Some("READONLY")
-                    && matches!(self, Topology::Sentinel { .. })
+                if endpoint.is_former_master(Verdict::of(&e))
                     && endpoint.await_move(generation, config.connect_timeout) =>
             {
                 match pool.get_within(RECONNECT_GRACE) {

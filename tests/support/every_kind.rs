@@ -79,33 +79,15 @@ pub fn every_kind(
             name.as_str(),
         );
         let took = match kind {
-            "reentrant" => contend_and_wake(|c, n| c.lock(n), |c, n| c.lock(n), Message, args),
-            "fenced" => contend_and_wake(
-                |c, n| c.fenced_lock(n),
-                |c, n| c.fenced_lock(n),
-                Message,
-                args,
-            ),
-            "fair" => contend_and_wake(|c, n| c.fair_lock(n), |c, n| c.fair_lock(n), Message, args),
-            "non-reentrant" => contend_and_wake(
-                |c, n| c.non_reentrant_lock(n),
-                |c, n| c.non_reentrant_lock(n),
-                Message,
-                args,
-            ),
-            "non-reentrant-fair" => contend_and_wake(
-                |c, n| c.non_reentrant_fair_lock(n),
-                |c, n| c.non_reentrant_fair_lock(n),
-                Message,
-                args,
-            ),
-            "spin" => contend_and_wake(|c, n| c.spin_lock(n), |c, n| c.spin_lock(n), Spin, args),
-            "write" => contend_and_wake(
-                |c, n| c.read_write_lock(n).write_lock(),
-                |c, n| c.read_write_lock(n).write_lock(),
-                Message,
-                args,
-            ),
+            "reentrant" => contend_on_one_kind(|c, n| c.lock(n), Message, args),
+            "fenced" => contend_on_one_kind(|c, n| c.fenced_lock(n), Message, args),
+            "fair" => contend_on_one_kind(|c, n| c.fair_lock(n), Message, args),
+            "non-reentrant" => contend_on_one_kind(|c, n| c.non_reentrant_lock(n), Message, args),
+            "non-reentrant-fair" => {
+                contend_on_one_kind(|c, n| c.non_reentrant_fair_lock(n), Message, args)
+            }
+            "spin" => contend_on_one_kind(|c, n| c.spin_lock(n), Spin, args),
+            "write" => contend_on_one_kind(|c, n| c.read_write_lock(n).write_lock(), Message, args),
             "read-behind-write" => contend_and_wake(
                 |c, n| c.read_write_lock(n).write_lock(),
                 |c, n| c.read_write_lock(n).read_lock(),
@@ -137,6 +119,15 @@ pub struct Pass<'a> {
     pub holder: &'a Client,
     pub waiter: &'a Client,
     pub while_waiting: &'a dyn Fn(&str, Wake),
+}
+
+/// [`contend_and_wake`] with the same type on both sides.
+fn contend_on_one_kind<K: Kind>(
+    lock: fn(&Client, &str) -> Lock<K>,
+    wake: Wake,
+    args: (Pass<'_>, &str),
+) -> Duration {
+    contend_and_wake(lock, lock, wake, args)
 }
 
 /// The holder's `hold` takes `name`; the waiter's `wait` is refused it, then

@@ -161,21 +161,7 @@ fn spawn_waiter(wait: impl FnOnce() + Send + 'static) -> mpsc::Receiver<Instant>
 /// The script and `GET` calls of `INFO commandstats` on `con`: a
 /// synchronizer waiter's attempts and re-reads.
 fn reads(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO commandstats");
-    ["evalsha", "eval", "get"]
-        .iter()
-        .map(|command| {
-            let prefix = format!("cmdstat_{command}:calls=");
-            info.lines()
-                .find_map(|line| line.strip_prefix(&prefix))
-                .and_then(|rest| rest.split(',').next())
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
+    super::state::command_calls(con, &["evalsha", "eval", "get"])
 }
 
 /// Waits until the node serving `name` sees one more script or `GET` (the
@@ -206,13 +192,5 @@ pub fn release_after_a_reread(
 /// Waits for the waiter reporting on `woken` and asserts it got through
 /// within [`WAKE_BOUND`] of `since`; returns how long it took.
 fn woken_within(woken: &mpsc::Receiver<Instant>, since: Instant, name: &str) -> Duration {
-    let at = woken
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{name}: the waiter was never woken"));
-    let took = at.saturating_duration_since(since);
-    assert!(
-        took < WAKE_BOUND,
-        "{name}: woken {took:?} after the release"
-    );
-    took
+    super::sync::woken_within(woken, since, WAKE_BOUND, name)
 }

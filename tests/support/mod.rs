@@ -215,6 +215,14 @@ impl RedisServer {
         (server, client)
     }
 
+    /// [`start_with_client`](Self::start_with_client) with two clients: a
+    /// holder's and a waiter's.
+    pub fn start_with_two_clients() -> (RedisServer, Client, Client) {
+        let server = RedisServer::start();
+        let (holder, waiter) = (server.client(), server.client());
+        (server, holder, waiter)
+    }
+
     /// A client of this server with the default settings.
     pub fn client(&self) -> Client {
         connections(Client::builder(self.url()))
@@ -422,6 +430,33 @@ pub fn assert_diagnostics(
         "{:?}",
         client.diagnostics()
     );
+}
+
+/// What `run` returned, and how long it took.
+pub fn timed<T>(run: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let value = run();
+    (value, started.elapsed())
+}
+
+/// The local clock in ms since the Unix epoch (what the crate and Redisson
+/// write in permit and queue scores).
+pub fn now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms")
+}
+
+/// `<scheme>://127.0.0.1:<port>/` of each of `ports`.
+pub fn local_urls(scheme: &str, ports: &[u16]) -> Vec<String> {
+    ports
+        .iter()
+        .map(|port| format!("{scheme}://127.0.0.1:{port}/"))
+        .collect()
 }
 
 /// Polls `condition` every 5 ms until it holds or `within` passes; returns

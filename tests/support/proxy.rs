@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -35,6 +35,10 @@ pub enum Fault {
     /// counts as injected as soon as the command is held): a test can act
     /// while the client believes the command is on its way.
     DelayRequest(Duration),
+    /// The reply's first this many bytes are forwarded (the fault counts as
+    /// injected then), the rest held until [`Proxy::release_tail`]: a reply
+    /// cut mid-way by a response timeout, its tail arriving late.
+    SplitReply(usize),
 }
 
 /// What to do with the reply to one forwarded request.
@@ -43,6 +47,7 @@ enum Action {
     Forward,
     DropAndClose,
     Delay(Duration),
+    Split(usize),
 }
 
 struct Shared {
@@ -54,6 +59,11 @@ struct Shared {
     /// Connections in subscriber mode are not read from while set.
     subscribers_frozen: AtomicBool,
     sockets: Mutex<Vec<TcpStream>>,
+    /// A split reply's tail is held while set.
+    tail_held: Mutex<bool>,
+    tail_released: Condvar,
+    /// Split replies whose tail was written since.
+    tails: AtomicUsize,
 }
 
 /// A proxy listening on a free loopback port, forwarding to `127.0.0.1:<upstream>`.
@@ -74,6 +84,9 @@ impl Proxy {
             stop: AtomicBool::new(false),
             subscribers_frozen: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
+            tail_held: Mutex::new(false),
+            tail_released: Condvar::new(),
+            tails: AtomicUsize::new(0),
         });
         {
             let shared = Arc::clone(&shared);
@@ -100,6 +113,14 @@ impl Proxy {
         let server = super::RedisServer::start();
         let proxy = Proxy::start(server.port());
         (server, proxy)
+    }
+
+    /// [`with_server`](Self::with_server), and a client through the proxy
+    /// ([`client`](Self::client)).
+    pub fn with_client() -> (super::RedisServer, Proxy, redisson_lock::Client) {
+        let (server, proxy) = Proxy::with_server();
+        let client = proxy.client();
+        (server, proxy, client)
     }
 
     /// `redis://127.0.0.1:<proxy port>/`
@@ -178,6 +199,9 @@ impl Proxy {
 
     /// The next command whose bytes contain `marker` suffers `fault`.
     pub fn arm(&self, marker: &str, fault: Fault) {
+        if let Fault::SplitReply(_) = fault {
+            *self.shared.tail_held.lock().expect("tail") = true;
+        }
         *self.shared.armed.lock().expect("armed") = Some((marker.as_bytes().to_vec(), fault));
     }
 
@@ -189,6 +213,15 @@ impl Proxy {
         self.shared
             .subscribers_frozen
             .store(frozen, Ordering::Release);
+    }
+
+    /// Lets a [`Fault::SplitReply`]'s tail go; returns once it was written
+    /// (or its connection closed), at most after `within`.
+    pub fn release_tail(&self, within: Duration) {
+        let tails = self.shared.tails.load(Ordering::Acquire);
+        *self.shared.tail_held.lock().expect("tail") = false;
+        self.shared.tail_released.notify_all();
+        super::eventually(within, || self.shared.tails.load(Ordering::Acquire) > tails);
     }
 
     /// Whether an armed fault is still waiting for its command.
@@ -217,6 +250,8 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
+        *self.shared.tail_held.lock().expect("tail") = false;
+        self.shared.tail_released.notify_all();
         for socket in self.shared.sockets.lock().expect("sockets").drain(..) {
             let _ = socket.shutdown(Shutdown::Both);
         }
@@ -301,6 +336,7 @@ fn serve(shared: Arc<Shared>, client: TcpStream, server: TcpStream) {
                         }
                         Some(Fault::DropReplyAndClose) => Action::DropAndClose,
                         Some(Fault::DelayReply(delay)) => Action::Delay(delay),
+                        Some(Fault::SplitReply(first)) => Action::Split(first),
                         Some(Fault::DelayRequest(delay)) => {
                             shared.injected.fetch_add(1, Ordering::AcqRel);
                             thread::sleep(delay);
@@ -364,6 +400,27 @@ fn serve(shared: Arc<Shared>, client: TcpStream, server: TcpStream) {
                         Action::Delay(delay) => {
                             shared.injected.fetch_add(1, Ordering::AcqRel);
                             thread::sleep(delay);
+                        }
+                        Action::Split(first) => {
+                            let first = first.min(reply.len());
+                            let cut = to.write_all(&reply[..first]).is_ok();
+                            shared.injected.fetch_add(1, Ordering::AcqRel);
+                            let mut held = shared.tail_held.lock().expect("tail");
+                            while *held && !shared.stop.load(Ordering::Acquire) {
+                                held = shared
+                                    .tail_released
+                                    .wait_timeout(held, Duration::from_millis(50))
+                                    .expect("tail")
+                                    .0;
+                            }
+                            drop(held);
+                            let tail = cut && to.write_all(&reply[first..]).is_ok();
+                            shared.tails.fetch_add(1, Ordering::AcqRel);
+                            if !tail {
+                                closer.close();
+                                return;
+                            }
+                            continue;
                         }
                     }
                     if to.write_all(&reply).is_err() {

@@ -124,16 +124,13 @@ impl SentinelSetup {
         for i in 0..3 {
             let node_dir = dir.join(format!("data{i}"));
             std::fs::create_dir_all(&node_dir).expect("node dir");
-            let child = (0..5)
-                .find_map(|_| {
-                    let port = free_port();
-                    let args = data_args(port, &node_dir, data_ports.first().copied());
-                    spawn_node(&node_dir, port, &args).map(|child| (child, port))
-                })
-                .expect("start a data node");
-            record(&child.0);
-            data_ports.push(child.1);
-            data.push(child.0);
+            let (child, port) = on_a_free_port("a data node", |port| {
+                let args = data_args(port, &node_dir, data_ports.first().copied());
+                spawn_node(&node_dir, port, &args)
+            });
+            record(&child);
+            data_ports.push(port);
+            data.push(child);
         }
         let master = data_ports[0];
         assert!(
@@ -147,28 +144,25 @@ impl SentinelSetup {
         for i in 0..3 {
             let node_dir = dir.join(format!("sentinel{i}"));
             std::fs::create_dir_all(&node_dir).expect("sentinel dir");
-            let child = (0..5)
-                .find_map(|_| {
-                    let port = free_port();
-                    let conf = node_dir.join("sentinel.conf");
-                    std::fs::write(
-                        &conf,
-                        format!(
-                            "port {port}\nbind 127.0.0.1\ndir {dir}\nloglevel warning\n\
+            let (child, port) = on_a_free_port("a sentinel", |port| {
+                let conf = node_dir.join("sentinel.conf");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "port {port}\nbind 127.0.0.1\ndir {dir}\nloglevel warning\n\
                              sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
                              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                              sentinel failover-timeout {MASTER_NAME} 3000\n",
-                            dir = node_dir.display()
-                        ),
-                    )
-                    .expect("write sentinel.conf");
-                    let args = vec![conf.display().to_string(), "--sentinel".to_owned()];
-                    spawn_node(&node_dir, port, &args).map(|child| (child, port))
-                })
-                .expect("start a sentinel");
-            record(&child.0);
-            sentinel_ports.push(child.1);
-            children.push(child.0);
+                        dir = node_dir.display()
+                    ),
+                )
+                .expect("write sentinel.conf");
+                let args = vec![conf.display().to_string(), "--sentinel".to_owned()];
+                spawn_node(&node_dir, port, &args)
+            });
+            record(&child);
+            sentinel_ports.push(port);
+            children.push(child);
         }
         let setup = SentinelSetup {
             data_ports,
@@ -184,10 +178,7 @@ impl SentinelSetup {
 
     /// `redis://127.0.0.1:<port>` of each sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
-        self.sentinel_ports
-            .iter()
-            .map(|port| format!("redis://127.0.0.1:{port}/"))
-            .collect()
+        super::local_urls("redis", &self.sentinel_ports)
     }
 
     /// The master's port as sentinel `i` sees it.
@@ -354,4 +345,15 @@ impl SentinelSetup {
         data[index] = child;
         (old, new)
     }
+}
+
+/// `spawn` on a free port, tried on up to five ports (another process may
+/// take a free port before the server binds it): the child and its port.
+fn on_a_free_port(what: &str, mut spawn: impl FnMut(u16) -> Option<Child>) -> (Child, u16) {
+    (0..5)
+        .find_map(|_| {
+            let port = free_port();
+            spawn(port).map(|child| (child, port))
+        })
+        .unwrap_or_else(|| panic!("start {what}"))
 }

@@ -14,6 +14,26 @@ pub const WRITE_LOCKED: LockKind = LockKind::ReadWrite {
     mode: RwMode::Write,
 };
 
+/// The calls of `commands` (lowercase, as `INFO commandstats` names them)
+/// that the server of `con` has counted so far, summed.
+pub fn command_calls(con: &mut redis::Connection, commands: &[&str]) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO commandstats");
+    commands
+        .iter()
+        .map(|command| {
+            let prefix = format!("cmdstat_{command}:calls=");
+            info.lines()
+                .find_map(|line| line.strip_prefix(&prefix))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
 /// Every field of the hash `key` (empty when the key does not exist).
 pub fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
     server.cmd(&["HGETALL", key])

@@ -224,10 +224,7 @@ impl TlsCluster {
 
     /// `rediss://127.0.0.1:<port>/` of every node: the seeds.
     pub fn urls(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .map(|port| format!("rediss://127.0.0.1:{port}/"))
-            .collect()
+        super::local_urls("rediss", &self.ports)
     }
 
     /// `CLUSTER SLOTS` as the node at `port` sees it, ports only.
@@ -384,10 +381,7 @@ impl TlsSentinels {
 
     /// `rediss://127.0.0.1:<port>/` of each sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
-        self.sentinel_ports
-            .iter()
-            .map(|port| format!("rediss://127.0.0.1:{port}/"))
-            .collect()
+        super::local_urls("rediss", &self.sentinel_ports)
     }
 
     pub fn master(&self) -> u16 {

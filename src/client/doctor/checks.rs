@@ -193,24 +193,27 @@ fn zsets(pool: &Pool, keys: &[String], state: &mut Survey) -> Result<()> {
     let replies: Vec<Value> = pipe.query(&mut con)?;
     let mut replies = replies.into_iter();
     for key in fair {
-        let scores: Vec<(Vec<u8>, f64)> = replies
-            .next()
-            .map(redis::from_redis_value)
-            .transpose()
-            .map_err(|e| crate::error::Error::UnexpectedReply(e.to_string()))?
-            .unwrap_or_default();
+        let scores: Vec<(Vec<u8>, f64)> = next_reply(&mut replies)?;
         fair_queue(key, &scores, state);
     }
     for key in permits {
-        let members: Vec<Vec<u8>> = replies
-            .next()
-            .map(redis::from_redis_value)
-            .transpose()
-            .map_err(|e| crate::error::Error::UnexpectedReply(e.to_string()))?
-            .unwrap_or_default();
+        let members: Vec<Vec<u8>> = next_reply(&mut replies)?;
         permit_ids(key, &members, state);
     }
     Ok(())
+}
+
+/// The next of a pipeline's `replies`, read as a `T` (its default when the
+/// pipeline answered fewer).
+fn next_reply<T: redis::FromRedisValue + Default>(
+    replies: &mut impl Iterator<Item = Value>,
+) -> Result<T> {
+    replies
+        .next()
+        .map(redis::from_redis_value)
+        .transpose()
+        .map_err(|e| crate::error::Error::UnexpectedReply(e.to_string()))
+        .map(Option::unwrap_or_default)
 }
 
 /// The lock name of `redisson_lock_timeout:{<name>}` (or `...:<name>` for
@@ -409,10 +412,13 @@ mod tests {
 
     #[test]
     fn names_come_back_from_their_keys() {
-        assert_eq!(fair_name("redisson_lock_timeout:{orders}"), "orders");
-        assert_eq!(fair_name("redisson_lock_timeout:{a}b"), "{a}b");
-        assert_eq!(permits_name("{jobs}:timeout"), "jobs");
-        assert_eq!(permits_name("{a}b:timeout"), "{a}b");
+        let fair = [
+            "redisson_lock_timeout:{orders}",
+            "redisson_lock_timeout:{a}b",
+        ];
+        assert_eq!(fair.map(fair_name), ["orders", "{a}b"]);
+        let permits = ["{jobs}:timeout", "{a}b:timeout"];
+        assert_eq!(permits.map(permits_name), ["jobs", "{a}b"]);
     }
 
     #[test]

@@ -248,4 +248,19 @@ impl Registry {
         hold.mark_lost(reason);
         self.remove(hold);
     }
+
+    /// A renewal's finding that `hold`'s field is gone (or its key
+    /// overwritten): marks it lost, unless its last guard's release has
+    /// begun meanwhile (no acquisition left): then the release's own
+    /// answer decides, since a renewal that reached Redis after the unlock
+    /// finds the field gone too, while its reply may come back first (the
+    /// watchdog has its own connection). A release that finds the field
+    /// gone marks the hold lost itself; one whose outcome is unknown
+    /// returns its error to the caller. Stops renewing it either way.
+    pub fn lose_held(&self, hold: &Arc<Hold>, reason: LostReason) {
+        if Registry::count(hold) > 0 {
+            hold.mark_lost(reason);
+        }
+        self.remove(hold);
+    }
 }

@@ -4,10 +4,9 @@
 use std::time::{Duration, Instant};
 
 use super::LockGuard;
-use crate::engine::holds::{LeaseOutcome, Registry};
+use crate::engine::holds::Registry;
 use crate::error::{Error, Result};
 use crate::protocol::Kind;
-use crate::protocol::replies::expire_if_held;
 
 /// How often a renewal that raced the `PEXPIRE` is answered by setting it
 /// again before `keep_for` gives up (each try waits out a renewal round).
@@ -93,28 +92,9 @@ impl<K: Kind> LockGuard<K> {
     /// ledger's clock when it was begun. [`Error::NotHeld`] when the owner's
     /// field is gone.
     fn expire(&self, lease: Duration) -> Result<u64> {
-        let lease_ms = crate::config::millis("lease", lease)?;
-        let ticket = self.hold.begin_lease(lease);
-        let mine = ticket.started();
-        let name = &self.lock.name;
-        let result = self
-            .lock
-            .engine
-            .with_logged_sync("keep", name, |con, resend| {
-                if resend {
-                    ticket.resending();
-                }
-                expire_if_held(con, name, &self.hold.field, lease_ms)
-            });
-        let outcome = match &result {
-            Ok(true) => LeaseOutcome::Set,
-            Err(e) => LeaseOutcome::of_error(e),
-            Ok(false) => LeaseOutcome::Untouched,
-        };
-        self.hold.end_lease(ticket, outcome);
-        match result? {
-            true => Ok(mine),
-            false => {
+        match self.expire_if_held("keep", lease)? {
+            (true, mine) => Ok(mine),
+            (false, _) => {
                 registry_lose(self);
                 Err(self.lock.not_held())
             }

@@ -27,7 +27,7 @@ use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo};
 
 use crate::config::{Config, ShardedSubscription};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::net::connection::Connector;
 use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Connections, Pool};
@@ -282,11 +282,11 @@ impl Cluster {
     /// master: its items are left out and the table is read again.
     pub fn group_by_master<T>(
         &self,
-        items: impl IntoIterator<Item = (T, bool)>,
+        items: impl IntoIterator<Item = (T, usize)>,
         key: impl Fn(&T) -> &str,
         chunk: usize,
     ) -> (HashMap<Arc<str>, Vec<Vec<T>>>, bool) {
-        let mut by_slot: HashMap<(u16, bool), Vec<T>> = HashMap::new();
+        let mut by_slot: HashMap<(u16, usize), Vec<T>> = HashMap::new();
         for (item, class) in items {
             let slot = slot::key_slot(key(&item).as_bytes());
             by_slot.entry((slot, class)).or_default().push(item);
@@ -315,9 +315,9 @@ impl Cluster {
     /// is one; schedules a refresh for any other error that hints at a
     /// topology change.
     pub fn note_redirect(&self, e: &redis::RedisError, replied: &str) {
-        match (e.code(), redirect(e, replied)) {
-            (Some("MOVED"), Some((addr, slot))) => self.moved(slot, &addr),
-            (Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN"), _) => self.schedule_refresh(),
+        match (Verdict::of_redis(e), redirect(e, replied)) {
+            (Verdict::Moved, Some((addr, slot))) => self.moved(slot, &addr),
+            (verdict, _) if verdict.topology_changed() => self.schedule_refresh(),
             _ => {}
         }
     }

@@ -16,8 +16,9 @@ use redis::RedisError;
 
 use super::slot::key_slot;
 use super::{Cluster, redirect};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Verdict};
 use crate::net::pool::Checkout;
+use crate::net::resend::{Resent, once_more};
 
 /// Retries after a reply that proves non-execution (or a node that
 /// refuses connections), not counting redirects. With [`RETRY_DELAY`]
@@ -87,35 +88,32 @@ impl Cluster {
                 },
             };
             let pool = self.pool(&addr)?;
-            let result = (|| {
+            let connect = || {
                 let mut con = pool.get_within(reconnect_grace)?;
                 if asking {
                     con.asking()?;
                 }
-                match command(&mut con, resend) {
-                    Err(e) if e.is_connection_dropped() => {
-                        drop(con); // discarded by the pool
-                        self.schedule_refresh();
-                        resend = true;
-                        let mut con = match pool.get_within(reconnect_grace) {
-                            Ok(con) => con,
-                            Err(unavailable) => {
-                                // The node is gone (a failover may follow):
-                                // retried, flagged as a resend, at the
-                                // slot's master; if that fails too, the
-                                // caller still learns the first may have run.
-                                maybe_ran = Some(e);
-                                return Err(unavailable);
-                            }
-                        };
-                        if asking {
-                            con.asking()?;
-                        }
-                        command(&mut con, true)
+                Ok(con)
+            };
+            let result = connect().and_then(|con| {
+                let first_resend = resend;
+                let fresh = || {
+                    self.schedule_refresh();
+                    resend = true;
+                    connect()
+                };
+                match once_more(con, first_resend, fresh, &mut command) {
+                    Resent::Done(result) => result,
+                    Resent::NoFresh { dropped, fresh } => {
+                        // The node is gone (a failover may follow): retried,
+                        // flagged as a resend, at the slot's master; if that
+                        // fails too, the caller still learns the first may
+                        // have run.
+                        maybe_ran = Some(dropped);
+                        Err(fresh)
                     }
-                    other => other,
                 }
-            })();
+            });
             let next = match &result {
                 Ok(_) => return result,
                 Err(e) => next_step(e, &addr),
@@ -189,19 +187,15 @@ fn next_step(e: &Error, replied: &str) -> Next {
 /// `replied`: the node that sent `e`, whose host a redirect with an empty
 /// one means.
 fn redis_next_step(e: &RedisError, replied: &str) -> Next {
-    match e.code() {
-        Some("MOVED" | "ASK") => {
-            let Some((to, slot)) = redirect(e, replied) else {
-                return Next::Stop;
-            };
-            if e.code() == Some("MOVED") {
-                Next::Moved(slot, to)
-            } else {
-                Next::Ask(to)
-            }
-        }
-        Some("TRYAGAIN" | "LOADING" | "BUSY") => Next::Retry { refresh: false },
-        Some("CLUSTERDOWN" | "READONLY" | "MASTERDOWN") => Next::Retry { refresh: true },
+    match Verdict::of_redis(e) {
+        verdict @ (Verdict::Moved | Verdict::Ask) => match redirect(e, replied) {
+            Some((to, slot)) if verdict == Verdict::Moved => Next::Moved(slot, to),
+            Some((to, _)) => Next::Ask(to),
+            None => Next::Stop,
+        },
+        verdict if verdict.passes() => Next::Retry {
+            refresh: verdict.topology_changed(),
+        },
         _ => Next::Stop,
     }
 }

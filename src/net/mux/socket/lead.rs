@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::{Led, SLACK_DIVISOR, Slot, Socket, SocketFailure, SocketReader, SocketState};
+use crate::error::Verdict;
 use crate::net::mux::Replies;
 use crate::net::stream::Stream;
 use crate::sync::MutexGuard;
@@ -75,6 +76,8 @@ impl Read for Feed<'_> {
                 // stream. Its buffer and partial reply survive an error.
                 return Err(io::Error::other("the leader stopped reading"));
             }
+            // tests/failpoints.rs, the tests of `reply-lost`: the reply read as a reset.
+            crate::failpoint::failpoint!("reply-lost", reset);
             match self.stream.read_once(buf) {
                 // A signal (`EINTR`, see `Stream`'s `Read`): read again, the
                 // deadline looked at first. Never a failed socket.
@@ -262,11 +265,9 @@ impl Socket {
     /// replica (Sentinel): the socket takes no new request, and the
     /// endpoint is looked up again.
     fn note_readonly(&self, replies: &[Value]) {
-        let readonly =
-            |reply: &Value| matches!(reply, Value::ServerError(e) if e.code() == "READONLY");
-        if replies.iter().any(readonly) && self.endpoint.is_watched() {
+        let former = |reply: &Value| self.endpoint.is_former_master(Verdict::of_reply(reply));
+        if replies.iter().any(former) {
             self.retire();
-            self.endpoint.suspect();
         }
     }
 
