@@ -213,8 +213,11 @@
 //!   in the fair queues after every worker stopped; they age out).
 
 mod chaos;
+mod checker;
 mod cluster;
 mod failover;
+mod fenced_jvm;
+mod history;
 mod jvm;
 mod sem_supervisor;
 mod semaphore;
@@ -251,6 +254,9 @@ pub enum LockKind {
     Fair,
     /// Not a lock: `Client::semaphore` of `semaphore::PERMITS` permits.
     Semaphore,
+    /// The fenced lock (`Client::fenced_lock`, Redisson's `getFencedLock`),
+    /// with a history and JVM workers (see *Fenced runs*).
+    Fenced,
 }
 
 impl LockKind {
@@ -261,6 +267,7 @@ impl LockKind {
             "rw" => Some(LockKind::Rw),
             "fair" => Some(LockKind::Fair),
             "semaphore" => Some(LockKind::Semaphore),
+            "fenced" => Some(LockKind::Fenced),
             _ => None,
         }
     }
@@ -271,6 +278,7 @@ impl LockKind {
             LockKind::Rw => "rw",
             LockKind::Fair => "fair",
             LockKind::Semaphore => "semaphore",
+            LockKind::Fenced => "fenced",
         }
     }
 }
@@ -325,6 +333,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("worker") => worker::worker_main(&args[1..]),
+        Some("check-history") => checker::main(&args[1..]),
         Some("free-port") => {
             // For scripts/torture.sh: a free loopback port for redis-server.
             loop {
@@ -390,7 +399,8 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         LockKind::from_args(args),
     ) else {
         eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore [--java-jar <driver jar>]]\n\
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore|fenced [--java-jar <driver jar>]...] [--history <file>]\n\
+             torture check-history <file>...\n\
              (scripts/torture.sh starts a throwaway server and passes these)"
         );
         return ExitCode::from(2);
@@ -406,8 +416,18 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         eprintln!("torture: --kind semaphore runs on a single server, within the lease only");
         return ExitCode::from(2);
     }
-    if kind != LockKind::Semaphore && args.iter().any(|a| a == "--java-jar") {
-        eprintln!("torture: --java-jar is for --kind semaphore");
+    let java_jars: Vec<PathBuf> = args
+        .windows(2)
+        .filter(|w| w[0] == "--java-jar")
+        .map(|w| PathBuf::from(&w[1]))
+        .collect();
+    if !matches!(kind, LockKind::Semaphore | LockKind::Fenced) && !java_jars.is_empty() {
+        eprintln!("torture: --java-jar is for --kind semaphore or fenced");
+        return ExitCode::from(2);
+    }
+    let history_arg = arg_value(args, "--history").map(PathBuf::from);
+    if kind == LockKind::Semaphore && history_arg.is_some() {
+        eprintln!("torture: --history is for the locks, not --kind semaphore");
         return ExitCode::from(2);
     }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
@@ -423,6 +443,19 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
         PathBuf::from,
     );
+    // A fenced run always keeps a history (in the log directory unless
+    // `--history` names a file).
+    let history_path = history_arg.or_else(|| {
+        (kind == LockKind::Fenced).then(|| log_dir.join("history.txt"))
+    });
+    let history = match history_path.as_deref().map(history::History::create) {
+        None => None,
+        Some(Ok(history)) => Some(history),
+        Some(Err(e)) => {
+            eprintln!("torture: the history file: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cluster = match cluster_dir.map(|dir| {
         eprintln!(
             "torture: starting a 3 masters + 3 replicas cluster in {}",
@@ -431,7 +464,10 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         cluster::Nodes::start(&dir).and_then(failover::ClusterState::new)
     }) {
         None => None,
-        Some(Ok(cluster)) => Some(cluster),
+        Some(Ok(mut cluster)) => {
+            cluster.history = history.clone();
+            Some(cluster)
+        }
         Some(Err(e)) => {
             eprintln!("torture: {e}");
             return ExitCode::from(2);
@@ -465,8 +501,22 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         reaped_waiters: 0,
         sem: None,
         reclaims: Default::default(),
-        java_jar: arg_value(args, "--java-jar").map(PathBuf::from),
+        java_jar: java_jars
+            .first()
+            .cloned()
+            .filter(|_| kind == LockKind::Semaphore),
         java: None,
+        fenced_jars: if kind == LockKind::Fenced {
+            java_jars
+        } else {
+            Vec::new()
+        },
+        fenced_javas: Vec::new(),
+        history,
+        history_path,
+        faults: 0,
+        worker_stops: 0,
+        java_kills: 0,
         beyond_lease,
         cluster,
     };

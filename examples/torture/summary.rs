@@ -129,7 +129,8 @@ impl Stats {
             }
             ["S", name, token, value, lost, outcome, released] => {
                 self.sections += 1;
-                self.java_sections += u64::from(instance == crate::jvm::JAVA_INSTANCE);
+                // JVM workers: `j0` (semaphore runs), `j<slot>g<generation>`.
+                self.java_sections += u64::from(instance.starts_with('j'));
                 self.read_sections += u64::from(token.ends_with("/r"));
                 let signalled = *lost == "true" || matches!(*outcome, "lost" | "not_held");
                 self.lost_signals += u64::from(signalled);

@@ -9,13 +9,132 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use redis::Commands;
-use redisson_lock::{Client, Error, Kind, Lock, LockGuard};
+use redisson_lock::{
+    Client, Error, Fair, Fenced, Kind, Lock, LockGuard, LostReason, LostSignal, Read, Reentrant,
+    Write as WriteSide,
+};
 
+use crate::history::{now_ns, wall_ns};
 use crate::semaphore;
 use crate::{
     EXPLICIT_LEASE_MIN_MS, LEASE_MS, LockKind, NAMES, Rng, THREADS, arg_value, counter_key,
     dead_key, ms, now_ms, occupancy_key, waiting_key,
 };
+
+/// The fencing token of a guard, for the kinds that have one.
+pub trait Fencing: Kind {
+    fn token_of(_guard: &LockGuard<Self>) -> Option<u64> {
+        None
+    }
+}
+
+impl Fencing for Reentrant {}
+impl Fencing for Fair {}
+impl Fencing for Read {}
+impl Fencing for WriteSide {}
+impl Fencing for Fenced {
+    fn token_of(guard: &LockGuard<Fenced>) -> Option<u64> {
+        Some(guard.token())
+    }
+}
+
+/// `TORTURE_BREAK=skip-lock` (the checker's own test, never in a real run):
+/// one attempt in 20 skips the lock and records a made-up acquisition (the
+/// lock's current token, a full lease), which the history checker must flag.
+fn break_skip_lock() -> bool {
+    static SKIP: LazyLock<bool> =
+        LazyLock::new(|| std::env::var("TORTURE_BREAK").is_ok_and(|v| v == "skip-lock"));
+    *SKIP
+}
+
+/// A hold's `lost=` field: `0` or the reason, in snake case.
+pub fn lost_field(reason: Option<LostReason>) -> &'static str {
+    match reason {
+        None => "0",
+        Some(LostReason::LeaseExpired) => "lease_expired",
+        Some(LostReason::KeyGone) => "key_gone",
+        Some(LostReason::Overwritten) => "overwritten",
+        Some(LostReason::ForceUnlocked) => "force_unlocked",
+        Some(LostReason::Replaced) => "replaced",
+        Some(LostReason::Released) => "released",
+        Some(LostReason::Shutdown) => "shutdown",
+        Some(_) => "other",
+    }
+}
+
+/// Prints one history line (`H <t> <rest>`; see `history.rs`).
+pub fn hist(t: u64, rest: std::fmt::Arguments<'_>) {
+    emit(format_args!("H {t} {rest}"));
+}
+
+/// One hold as its history lines name it.
+struct Rec<'a> {
+    who: &'a str,
+    h: String,
+    name: &'a str,
+    token: Option<u64>,
+}
+
+impl Rec<'_> {
+    /// ` lock=<name> h=<h>[ tok=<token>]`
+    fn id(&self) -> String {
+        match self.token {
+            Some(token) => format!("lock={} h={} tok={token}", self.name, self.h),
+            None => format!("lock={} h={}", self.name, self.h),
+        }
+    }
+}
+
+/// A hold's lost signal, for the worker's watcher thread.
+pub struct Watch {
+    who: String,
+    id: String,
+    signal: LostSignal,
+}
+
+/// Records every watched hold's lost signal when it fires (`lost signal`),
+/// and forgets holds released without loss.
+fn lost_watcher(watches: crossbeam_channel::Receiver<Watch>) {
+    let mut watched: Vec<(Watch, crossbeam_channel::Receiver<LostReason>)> = Vec::new();
+    loop {
+        let mut select = crossbeam_channel::Select::new();
+        select.recv(&watches);
+        for (_, receiver) in &watched {
+            select.recv(receiver);
+        }
+        let oper = select.select();
+        let index = oper.index();
+        if index == 0 {
+            match oper.recv(&watches) {
+                Ok(watch) => {
+                    let receiver = watch.signal.receiver();
+                    watched.push((watch, receiver));
+                }
+                Err(_) => return,
+            }
+            continue;
+        }
+        let got = oper.recv(&watched[index - 1].1);
+        let (watch, _) = watched.swap_remove(index - 1);
+        if let Ok(reason) = got {
+            let seen = now_ns();
+            let since = if reason == LostReason::LeaseExpired {
+                wall_ns(watch.signal.valid_until()).min(seen)
+            } else {
+                seen
+            };
+            hist(
+                seen,
+                format_args!(
+                    "{} lost signal {} reason={} since={since}",
+                    watch.who,
+                    watch.id,
+                    lost_field(Some(reason))
+                ),
+            );
+        }
+    }
+}
 
 /// Enters the occupancy set and returns who else is in it that this holder
 /// conflicts with, dropping tokens of processes the supervisor has confirmed
@@ -81,6 +200,10 @@ pub struct WorkerCtx {
     pub stop: AtomicBool,
     /// A cluster run: some sections last long enough to span a failover.
     long_holds: bool,
+    /// Record a history (`H` lines), and this process's lost-signal
+    /// watcher.
+    history: bool,
+    watcher: Option<crossbeam_channel::Sender<Watch>>,
 }
 
 /// Prints one event line; stdout is line-buffered, so each line is one write.
@@ -169,6 +292,15 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         }
     };
     emit(format_args!("I {instance} {}", client.id()));
+    let history = args.iter().any(|a| a == "--history");
+    let watcher = history.then(|| {
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        thread::Builder::new()
+            .name("lost-watcher".to_owned())
+            .spawn(move || lost_watcher(receiver))
+            .expect("spawn the lost watcher");
+        sender
+    });
     let ctx = Arc::new(WorkerCtx {
         instance,
         url: url.to_owned(),
@@ -176,6 +308,8 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         client,
         stop: AtomicBool::new(false),
         long_holds: seeds.is_some(),
+        history,
+        watcher,
     });
     {
         // The supervisor closes our stdin to say "finish up" (or by dying).
@@ -285,6 +419,8 @@ pub struct ThreadState {
     pub rng: Rng,
     pub book: Book,
     pub seq: u64,
+    /// Acquisition attempts (the history's `h`).
+    attempts: u64,
     /// A fair lock whose `lock()` failed: this thread's queue entry is still
     /// there (Redisson's `lock()` never leaves the queue), so it comes back
     /// to the same lock, as a caller that retries would, rather than leave
@@ -298,6 +434,7 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
         rng: Rng::seeded(index as u64 + 1),
         book: Book::new(&ctx.url),
         seq: 0,
+        attempts: 0,
         retry: None,
     };
     while !ctx.stop.load(Ordering::Acquire) {
@@ -308,6 +445,7 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
         match ctx.kind {
             LockKind::Reentrant => once(ctx, &mut state, &ctx.client.lock(name), name, 'w'),
             LockKind::Fair => once(ctx, &mut state, &ctx.client.fair_lock(name), name, 'w'),
+            LockKind::Fenced => once(ctx, &mut state, &ctx.client.fenced_lock(name), name, 'w'),
             LockKind::Rw => {
                 let rw = ctx.client.read_write_lock(name);
                 if state.rng.percent(20) {
@@ -329,7 +467,7 @@ fn worker_thread(ctx: &WorkerCtx, index: usize) {
 }
 
 /// One acquisition attempt and, when it succeeds, one critical section.
-fn once<K: Kind>(
+fn once<K: Fencing>(
     ctx: &WorkerCtx,
     state: &mut ThreadState,
     lock: &Lock<K>,
@@ -362,13 +500,41 @@ fn once<K: Kind>(
     } else {
         0
     };
+    state.attempts += 1;
+    let who = waiter.as_str();
+    let mut rec = Rec {
+        who,
+        h: state.attempts.to_string(),
+        name,
+        token: None,
+    };
+    if ctx.history {
+        let call = match (mode, explicit_lease) {
+            (0, _) => "try",
+            (1 | 2, _) => "tryfor",
+            (_, true) => "lease",
+            (_, false) => "lock",
+        };
+        hist(
+            now_ns(),
+            format_args!("{who} acquire invoke {} mode={role} call={call}", rec.id()),
+        );
+    }
     let started = now_ms();
-    let attempt = match mode {
-        0 => lock.try_lock(),
-        1 | 2 => lock.try_lock_for(ms(rng.range(100, 3000))),
-        _ => lock.lock().map(Some),
+    let attempt = if ctx.history && break_skip_lock() && state.rng.percent(5) {
+        // The deliberately broken worker: no lock at all, but a made-up
+        // acquisition that looks like a good one.
+        Err(Error::InvalidArgument("skip-lock".to_owned()))
+    } else {
+        let rng = &mut state.rng;
+        match mode {
+            0 => lock.try_lock(),
+            1 | 2 => lock.try_lock_for(ms(rng.range(100, 3000))),
+            _ => lock.lock().map(Some),
+        }
     };
     let ended = now_ms();
+    let ended_ns = now_ns();
     if fair_wait {
         state
             .book
@@ -377,27 +543,58 @@ fn once<K: Kind>(
     let guard = match attempt {
         Ok(Some(guard)) => guard,
         Ok(None) => {
+            if ctx.history {
+                hist(ended_ns, format_args!("{who} acquire fail {}", rec.id()));
+            }
             if mode == 0 {
-                thread::sleep(ms(rng.range(1, 5)));
+                thread::sleep(ms(state.rng.range(1, 5)));
             }
             return;
         }
+        Err(Error::InvalidArgument(what)) if what == "skip-lock" => {
+            fake_section(ctx, state, &lock, &mut rec, role == 'w');
+            return;
+        }
         Err(e) => {
+            if ctx.history {
+                hist(
+                    ended_ns,
+                    format_args!("{who} acquire info {} err={}", rec.id(), error_kind(&e)),
+                );
+            }
             report_error(ctx, "acquire", &e);
             if ctx.kind == LockKind::Fair && mode >= 3 {
                 state.retry = Some(name);
             }
-            thread::sleep(ms(rng.range(5, 50)));
+            thread::sleep(ms(state.rng.range(5, 50)));
             return;
         }
     };
+    rec.token = K::token_of(&guard);
+    if ctx.history {
+        hist(
+            ended_ns,
+            format_args!(
+                "{who} acquire ok {} vu={}",
+                rec.id(),
+                wall_ns(guard.valid_until())
+            ),
+        );
+        if let Some(watcher) = &ctx.watcher {
+            let _ = watcher.send(Watch {
+                who: who.to_owned(),
+                id: rec.id(),
+                signal: guard.lost_signal(),
+            });
+        }
+    }
     state.seq += 1;
     let token = format!("{}/{}/{}/{role}", ctx.instance, state.index, state.seq);
     emit(format_args!("A {name} {token} {ended}"));
     if fair_wait && mode >= 3 {
         emit(format_args!("W {name} {token} {started} {ended} {ahead}"));
     }
-    if rng.percent(20) {
+    if state.rng.percent(20) {
         // A first hold counts 1. More means a count no guard owns (the
         // phantom left by an acquire whose reply was lost).
         match lock.hold_count() {
@@ -408,25 +605,105 @@ fn once<K: Kind>(
     }
     // Only a hold the watchdog renews may outlast the lease.
     let long = ctx.long_holds && !explicit_lease && state.rng.below(1000) < LONG_HOLD_PER_MILLE;
-    critical_section(ctx, state, guard, (name, &token), role == 'w', long);
+    critical_section(ctx, state, guard, (&rec, &token), role == 'w', long);
+}
+
+/// `TORTURE_BREAK=skip-lock`: records an acquisition that did not happen
+/// (the lock's last token, valid for a lease from now), a short section and
+/// its release, and touches nothing else (no occupancy set, no counter).
+fn fake_section<K: Fencing>(
+    ctx: &WorkerCtx,
+    state: &mut ThreadState,
+    lock: &Lock<K>,
+    rec: &mut Rec<'_>,
+    exclusive: bool,
+) {
+    let who = rec.who;
+    if ctx.kind == LockKind::Fenced {
+        // The fenced lock's `token()` (GET of its counter), by the kind's
+        // public handle.
+        rec.token = ctx.client.fenced_lock(lock.name()).token().ok().flatten();
+    }
+    let vu = now_ns() + LEASE_MS * 1_000_000;
+    hist(now_ns(), format_args!("{who} acquire ok {} vu={vu}", rec.id()));
+    hist(now_ns(), format_args!("{who} hold invoke {}", rec.id()));
+    thread::sleep(Duration::from_micros(
+        state.rng.range(200, if exclusive { 3000 } else { 1000 }),
+    ));
+    hist(
+        now_ns(),
+        format_args!("{who} hold ok {} vu={vu} lost=0", rec.id()),
+    );
+    hist(
+        now_ns(),
+        format_args!("{who} release invoke {} vu={vu} lost=0", rec.id()),
+    );
+    hist(now_ns(), format_args!("{who} release ok {}", rec.id()));
+}
+
+/// Records the release's invocation, unlocks, records its outcome, and
+/// returns it (`ok`, `lost`, `not_held` or `error`) with whether the guard
+/// was lost just before.
+fn release<K: Fencing>(ctx: &WorkerCtx, rec: &Rec<'_>, guard: LockGuard<K>) -> (bool, &'static str) {
+    let lost = guard.lost_reason();
+    if ctx.history {
+        let vu = wall_ns(guard.valid_until());
+        hist(
+            now_ns(),
+            format_args!(
+                "{} release invoke {} vu={vu} lost={}",
+                rec.who,
+                rec.id(),
+                lost_field(lost)
+            ),
+        );
+    }
+    let result = guard.unlock();
+    let done = now_ns();
+    let outcome = match &result {
+        Ok(()) => "ok",
+        Err(Error::Lost { .. }) => "lost",
+        Err(Error::NotHeld { .. }) => "not_held",
+        Err(e) => {
+            report_error(ctx, "unlock", e);
+            "error"
+        }
+    };
+    if ctx.history {
+        let (phase, err) = match &result {
+            Ok(()) => ("ok", String::new()),
+            Err(Error::Lost { .. } | Error::NotHeld { .. }) => ("fail", format!(" err={outcome}")),
+            Err(e) => ("info", format!(" err={}", error_kind(e))),
+        };
+        hist(
+            done,
+            format_args!("{} release {phase} {}{err}", rec.who, rec.id()),
+        );
+    }
+    (lost.is_some(), outcome)
 }
 
 /// Readers only read the counter; exclusive holders increment it (a
 /// non-atomic read-modify-write, so that a lost update shows an overlap).
-fn critical_section<K: Kind>(
+fn critical_section<K: Fencing>(
     ctx: &WorkerCtx,
     state: &mut ThreadState,
     guard: LockGuard<K>,
-    (name, token): (&str, &str),
+    (rec, token): (&Rec<'_>, &str),
     exclusive: bool,
     long: bool,
 ) {
     let (book, rng) = (&mut state.book, &mut state.rng);
     let stop = &ctx.stop;
+    let name = rec.name;
+    let who = rec.who;
     let occupancy = occupancy_key(name);
     let counter = counter_key(name);
     let dead_prefix = dead_key("");
     let entered = now_ms();
+    if ctx.history {
+        hist(now_ns(), format_args!("{who} hold invoke {}", rec.id()));
+    }
     let Some(others) = book.retry(stop, |con| {
         ENTER
             .key(&occupancy)
@@ -434,12 +711,14 @@ fn critical_section<K: Kind>(
             .arg(&dead_prefix)
             .invoke::<Vec<String>>(con)
     }) else {
+        release(ctx, rec, guard);
         return;
     };
     for other in others {
         emit(format_args!("O {name} {token} {other} {entered}"));
     }
     let Some(value) = book.retry(stop, |con| con.get::<_, Option<i64>>(&counter)) else {
+        release(ctx, rec, guard);
         return;
     };
     let value = value.unwrap_or(0);
@@ -449,6 +728,7 @@ fn critical_section<K: Kind>(
             .retry(stop, |con| con.set::<_, _, ()>(&counter, value + 1))
             .is_none()
     {
+        release(ctx, rec, guard);
         return;
     }
     if long {
@@ -459,42 +739,97 @@ fn critical_section<K: Kind>(
         // be killed before the end of its section.
         let until = now_ms() + rng.range(LONG_HOLD_MS.0, LONG_HOLD_MS.1);
         let mut told = false;
+        let mut vu = guard.valid_until();
         while now_ms() < until {
             thread::sleep(ms(20));
             if !told && guard.is_lost() {
                 told = true;
                 emit(format_args!("L {name} {token} {}", now_ms()));
             }
+            if ctx.history && guard.valid_until() != vu {
+                vu = guard.valid_until();
+                hist(
+                    now_ns(),
+                    format_args!("{who} valid update {} vu={}", rec.id(), wall_ns(vu)),
+                );
+            }
         }
     }
     if rng.percent(10) {
         // Re-entry: a second hold on the same lock, released at once.
-        match guard.lock().try_lock() {
-            Ok(Some(inner)) => {
-                if let Err(e) = inner.unlock() {
-                    report_error(ctx, "reentrant_unlock", &e);
-                }
-            }
-            Ok(None) => emit(format_args!("E reentry:refused")),
-            Err(e) => report_error(ctx, "reentry", &e),
+        let mut inner_rec = Rec {
+            who,
+            h: format!("{}r", rec.h),
+            name,
+            token: None,
+        };
+        if ctx.history {
+            hist(
+                now_ns(),
+                format_args!(
+                    "{who} acquire invoke {} mode={} call=try reentry=1",
+                    inner_rec.id(),
+                    if exclusive { 'w' } else { 'r' }
+                ),
+            );
         }
+        let attempt = guard.lock().try_lock();
+        let at = now_ns();
+        match attempt {
+            Ok(Some(inner)) => {
+                inner_rec.token = K::token_of(&inner);
+                if ctx.history {
+                    hist(
+                        at,
+                        format_args!(
+                            "{who} acquire ok {} vu={} reentry=1",
+                            inner_rec.id(),
+                            wall_ns(inner.valid_until())
+                        ),
+                    );
+                }
+                release(ctx, &inner_rec, inner);
+            }
+            Ok(None) => {
+                if ctx.history {
+                    hist(at, format_args!("{who} acquire fail {}", inner_rec.id()));
+                }
+                emit(format_args!("E reentry:refused"));
+            }
+            Err(e) => {
+                if ctx.history {
+                    hist(
+                        at,
+                        format_args!(
+                            "{who} acquire info {} err={}",
+                            inner_rec.id(),
+                            error_kind(&e)
+                        ),
+                    );
+                }
+                report_error(ctx, "reentry", &e);
+            }
+        }
+    }
+    if ctx.history {
+        hist(
+            now_ns(),
+            format_args!(
+                "{who} hold ok {} vu={} lost={}",
+                rec.id(),
+                wall_ns(guard.valid_until()),
+                lost_field(guard.lost_reason())
+            ),
+        );
     }
     if book
         .retry(stop, |con| con.srem::<_, _, ()>(&occupancy, token))
         .is_none()
     {
+        release(ctx, rec, guard);
         return;
     }
-    let lost = guard.is_lost();
-    let outcome = match guard.unlock() {
-        Ok(()) => "ok",
-        Err(Error::Lost { .. }) => "lost",
-        Err(Error::NotHeld { .. }) => "not_held",
-        Err(e) => {
-            report_error(ctx, "unlock", &e);
-            "error"
-        }
-    };
+    let (lost, outcome) = release(ctx, rec, guard);
     // Readers report no value: only writers' values must be distinct.
     let value = if exclusive {
         value.to_string()
