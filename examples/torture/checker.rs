@@ -47,6 +47,8 @@ struct Hold {
     /// The latest (record time, valid until) seen.
     vu: Option<(u64, u64)>,
     lost_since: Option<u64>,
+    /// The release said `ok`.
+    released_ok: bool,
 }
 
 impl Hold {
@@ -99,6 +101,10 @@ pub struct Report {
     pub releases: BTreeMap<String, u64>,
     pub tokens: u64,
     pub lost_signals: u64,
+    /// Lost signals that came into force only after the release was
+    /// invoked, on a release that then succeeded (a loss the unlock itself
+    /// disproves: information, the signal being early is harmless).
+    pub lost_after_good_release: u64,
     /// Holds whose process died holding them.
     pub died_holding: u64,
     /// Holds with no end at all (counted to the history's last event).
@@ -150,7 +156,7 @@ impl Report {
         format!(
             "history: violations={} [{}] events={} span={}s operations={} acquires={} \
              (ok={}, failed={}, unknown={}, reentries={}) holds=[{}] tokens={} releases=[{}] \
-             lost_signals={} beyond_lease_overlaps={} died_holding={} unfinished={} \
+             lost_signals={} (after a good release: {}) beyond_lease_overlaps={} died_holding={} unfinished={} \
              processes=[{}] faults=[{}] garbled={}",
             self.violation_count(),
             violations.join(","),
@@ -166,6 +172,7 @@ impl Report {
             self.tokens,
             map(&self.releases),
             self.lost_signals,
+            self.lost_after_good_release,
             self.beyond_lease_overlaps,
             self.died_holding,
             self.unfinished,
@@ -290,6 +297,7 @@ impl Reader {
                 hold.end = Some(hold.end.map_or(t, |e| e.min(t)));
             }
             ("release", outcome) => {
+                hold.released_ok |= outcome == "ok";
                 let err = field(&fields, "err").unwrap_or("");
                 if outcome == "fail" && matches!(err, "lost" | "not_held") {
                     hold.note_lost(t);
@@ -372,16 +380,23 @@ impl Reader {
         }
     }
 
+    /// Seconds from the history's first event, to the µs.
+    fn rel(&self, t: u64) -> String {
+        let d = i128::from(t) - i128::from(self.report.first_ns);
+        format!("{:.6}s", d as f64 / 1e9)
+    }
+
     fn describe(&self, index: usize) -> String {
         let hold = &self.holds[index];
-        let opt = |t: Option<u64>| t.map_or("-".to_owned(), |t| t.to_string());
+        let opt = |t: Option<u64>| t.map_or("-".to_owned(), |t| self.rel(t));
         format!(
-            "{} ({}) tok={} acquired={} end={} vu={} lost_since={}",
+            "{} ({}) tok={} invoked={} acquired={} end={} vu={} lost_since={}",
             hold.who,
             self.impls
                 .get(hold.process())
                 .map_or("?", String::as_str),
             hold.token.map_or("-".to_owned(), |t| t.to_string()),
+            opt(hold.invoked),
             opt(hold.acquired),
             opt(hold.end),
             opt(hold.vu.map(|(_, vu)| vu)),
@@ -397,8 +412,11 @@ impl Reader {
             let Some(acquired) = hold.acquired else {
                 continue;
             };
-            if hold.lost_since.is_some() {
+            if let Some(since) = hold.lost_since {
                 self.report.lost_signals += 1;
+                if hold.released_ok && hold.end.is_some_and(|end| since >= end) {
+                    self.report.lost_after_good_release += 1;
+                }
             }
             if let Some(token) = hold.token {
                 self.report.tokens += 1;
@@ -476,9 +494,10 @@ impl Reader {
                 let start = a.acquired.max(b.acquired);
                 if start < a.valid_end.min(b.valid_end) {
                     let detail = format!(
-                        "{} and {} were both within their lease from {start} for {} µs; {}",
+                        "{} and {} were both within their lease from {} for {} µs; {}",
                         self.describe(a.index),
                         self.describe(b.index),
+                        self.rel(start),
                         (a.valid_end.min(b.valid_end) - start) / 1000,
                         self.faults_near(start)
                     );
@@ -503,9 +522,10 @@ impl Reader {
                             "overlap_beyond_lease_unsignalled"
                         };
                         let detail = format!(
-                            "{} was past its lease and not told when {} overlapped it at {start}; {}",
+                            "{} was past its lease and not told when {} overlapped it at {}; {}",
                             self.describe(s.index),
                             self.describe(other.index),
+                            self.rel(start),
                             self.faults_near(start)
                         );
                         self.report.violate(kind, lock, start, detail);
@@ -563,32 +583,56 @@ impl Reader {
                 self.report.violate("token_order", lock, acquired, detail);
             }
         }
-        // A hold valid all along from its acquisition took effect after a
-        // hold whose valid part ended before that acquisition completed.
-        let mut by_valid_end: Vec<&Span> = spans.iter().collect();
-        by_valid_end.sort_by_key(|s| s.valid_end);
-        let mut next = 0;
-        let mut max: Option<(u64, usize)> = None;
-        for b in spans {
-            while next < by_valid_end.len() && by_valid_end[next].valid_end <= b.acquired {
-                let a = by_valid_end[next];
-                if let Some(token) = self.holds[a.index].token
-                    && max.is_none_or(|(m, _)| token > m)
-                {
-                    max = Some((token, a.index));
+        // A hold B is valid, its key in Redis, from its acquire's effect
+        // until its valid part ends. An acquisition A by another thread
+        // that completed before then took effect inside that time if its
+        // token is greater (tokens follow the effects): both held the lock.
+        // So: acquired(A) < valid_end(B) => token(A) < token(B).
+        // `top` is the prefix's largest token, and the largest of another
+        // thread than the largest's (B's own reentries do not count).
+        let mut top: Vec<[Option<(u64, usize)>; 2]> = Vec::with_capacity(acquisitions.len());
+        let mut current: [Option<(u64, usize)>; 2] = [None, None];
+        for &(_, _, token, index) in &acquisitions {
+            let who = |i: usize| self.holds[i].who.as_str();
+            match current[0] {
+                Some((max, first)) if max >= token => {
+                    if who(first) != who(index) && current[1].is_none_or(|(m, _)| token > m) {
+                        current[1] = Some((token, index));
+                    }
                 }
-                next += 1;
+                Some((_, first)) => {
+                    if who(first) != who(index) {
+                        current[1] = current[0];
+                    }
+                    current[0] = Some((token, index));
+                }
+                None => current[0] = Some((token, index)),
             }
-            let (Some(token), Some((m, at))) = (self.holds[b.index].token, max) else {
+            top.push(current);
+        }
+        for b in spans {
+            let Some(token) = self.holds[b.index].token else {
                 continue;
             };
-            if b.valid_end > b.acquired && m >= token && reported.insert((at, b.index)) {
+            let before = acquisitions.partition_point(|&(_, a, _, _)| a < b.valid_end);
+            if before == 0 {
+                continue;
+            }
+            let candidate = top[before - 1]
+                .into_iter()
+                .flatten()
+                .find(|&(_, i)| self.holds[i].who != self.holds[b.index].who);
+            if let Some((max, at)) = candidate
+                && max > token
+                && reported.insert((at, b.index))
+            {
                 let detail = format!(
-                    "{} was over before {} was acquired, and the later one's token is not greater",
+                    "{} was acquired while {} was valid, with a greater token",
                     self.describe(at),
                     self.describe(b.index)
                 );
-                self.report.violate("token_order", lock, b.acquired, detail);
+                self.report
+                    .violate("token_order", lock, self.holds[at].acquired.unwrap_or(0), detail);
             }
         }
     }
@@ -626,7 +670,7 @@ pub fn check_file(path: &Path) -> std::io::Result<Report> {
 pub fn print(report: &Report) {
     for v in &report.described {
         eprintln!(
-            "torture: HISTORY VIOLATION {} on {} at {}: {}",
+            "torture: HISTORY VIOLATION {} on {} at {} ns: {}",
             v.kind, v.lock, v.at, v.detail
         );
     }
@@ -744,7 +788,10 @@ mod tests {
             hold("j0g0/a0", 1, (5, 50, Some(60)), 2, 1505, "0"),
         ]);
         assert_eq!(report.violations.get("overlap_within_lease"), Some(&1));
-        assert_eq!(report.violation_count(), 1, "{:?}", report.described);
+        // The later acquisition's greater token was handed out while the
+        // first hold was valid: the token check says so too.
+        assert_eq!(report.violations.get("token_order"), Some(&1));
+        assert_eq!(report.violation_count(), 2, "{:?}", report.described);
     }
 
     #[test]
@@ -806,6 +853,31 @@ mod tests {
             hold("w0g0/1", 1, (1600, 1700, Some(1800)), 7, 3200, "0"),
         ]);
         assert_eq!(report.violations.get("token_order"), None, "{:?}", report.described);
+    }
+
+    #[test]
+    fn a_hold_whose_wait_outlasted_its_lease_is_no_token_violation() {
+        // A waited 2.3 s: its valid-until (invoke + lease) passed before it
+        // got the lock, after B had held and released it with a smaller
+        // token.
+        let report = check(&[
+            hold("j0g0/a0", 1, (0, 2300, Some(2310)), 100, 1500, "lease_expired"),
+            hold("w0g0/1", 1, (1000, 1200, Some(1210)), 90, 2700, "0"),
+        ]);
+        assert_eq!(report.violation_count(), 0, "{:?}", report.described);
+    }
+
+    #[test]
+    fn a_greater_token_handed_out_during_a_valid_hold_is_a_violation() {
+        // B (token 6) holds from 30 to 40; A's acquisition, completed at
+        // 35 with token 7, took effect after B's: both held the lock. The
+        // overlap check sees it too; the token check names the order.
+        let report = check(&[
+            hold("w0g0/2", 1, (5, 30, Some(40)), 6, 1505, "0"),
+            hold("w0g0/1", 1, (0, 35, Some(36)), 7, 1510, "0"),
+        ]);
+        assert_eq!(report.violations.get("token_order"), Some(&1), "{:?}", report.described);
+        assert_eq!(report.violations.get("overlap_within_lease"), Some(&1));
     }
 
     #[test]
