@@ -28,8 +28,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
-/// How many violations a report describes (it counts them all).
-const DESCRIBED: usize = 40;
+/// How many violations of each kind a report describes (it counts them all).
+const DESCRIBED: u64 = 8;
 /// A violation this close after a fault (ns) names it.
 const FAULT_REACH_NS: u64 = 5_000_000_000;
 
@@ -111,6 +111,8 @@ pub struct Report {
     pub unfinished: u64,
     pub faults: BTreeMap<String, u64>,
     pub beyond_lease_overlaps: u64,
+    /// The first few of them, described.
+    pub beyond_lease_described: Vec<String>,
     pub pairs_compared: u64,
     pub violations: BTreeMap<&'static str, u64>,
     pub described: Vec<Violation>,
@@ -129,8 +131,9 @@ impl Report {
     }
 
     fn violate(&mut self, kind: &'static str, lock: &str, at: u64, detail: String) {
-        *self.violations.entry(kind).or_default() += 1;
-        if self.described.len() < DESCRIBED {
+        let count = self.violations.entry(kind).or_default();
+        *count += 1;
+        if *count <= DESCRIBED {
             self.described.push(Violation {
                 kind,
                 lock: lock.to_owned(),
@@ -533,6 +536,16 @@ impl Reader {
                 }
                 if fine {
                     self.report.beyond_lease_overlaps += 1;
+                    if self.report.beyond_lease_described.len() < DESCRIBED as usize {
+                        let detail = format!(
+                            "on {lock} at {}: {} and {}; {}",
+                            self.rel(start),
+                            self.describe(a.index),
+                            self.describe(b.index),
+                            self.faults_near(start)
+                        );
+                        self.report.beyond_lease_described.push(detail);
+                    }
                 }
             }
             active.push(b);
@@ -668,6 +681,9 @@ pub fn check_file(path: &Path) -> std::io::Result<Report> {
 
 /// Prints the report (figures, then the violations it describes) on stderr.
 pub fn print(report: &Report) {
+    for overlap in &report.beyond_lease_described {
+        eprintln!("torture: history: overlap beyond the lease, signalled first, {overlap}");
+    }
     for v in &report.described {
         eprintln!(
             "torture: HISTORY VIOLATION {} on {} at {} ns: {}",
