@@ -360,7 +360,11 @@ impl Supervisor {
             }
             60..=79 => {
                 let (pause, long) = self.pause_length(rng);
-                let kind = if long { "redis-pause-long" } else { "redis-pause" };
+                let kind = if long {
+                    "redis-pause-long"
+                } else {
+                    "redis-pause"
+                };
                 let fault = self.fault_begin(kind, &format!("ms={pause}"));
                 let never = &self.never;
                 self.redis.retry(never, |con| {
@@ -382,7 +386,11 @@ impl Supervisor {
                     return Ok(());
                 };
                 let (pause, long) = self.pause_length(rng);
-                let kind = if long { "redis-stop-long" } else { "redis-stop" };
+                let kind = if long {
+                    "redis-stop-long"
+                } else {
+                    "redis-stop"
+                };
                 let fault = self.fault_begin(kind, &format!("ms={pause}"));
                 signal(pid, "STOP");
                 thread::sleep(ms(pause));
@@ -452,7 +460,8 @@ impl Supervisor {
         self.fault_end(kind, fault);
         self.worker_stops += 1;
         let start = now_ms();
-        self.disruptions.push((start - pause, start + PAUSE_EFFECT_MS));
+        self.disruptions
+            .push((start - pause, start + PAUSE_EFFECT_MS));
         Ok(())
     }
 

@@ -395,9 +395,7 @@ impl Reader {
         format!(
             "{} ({}) tok={} invoked={} acquired={} end={} vu={} lost_since={}",
             hold.who,
-            self.impls
-                .get(hold.process())
-                .map_or("?", String::as_str),
+            self.impls.get(hold.process()).map_or("?", String::as_str),
             hold.token.map_or("-".to_owned(), |t| t.to_string()),
             opt(hold.invoked),
             opt(hold.acquired),
@@ -554,7 +552,12 @@ impl Reader {
 
     /// Check 2 over the acquisitions (invoked, acquired, token, hold) of one
     /// lock and its holds' spans.
-    fn token_order(&mut self, lock: &str, mut acquisitions: Vec<(u64, u64, u64, usize)>, spans: &[Span]) {
+    fn token_order(
+        &mut self,
+        lock: &str,
+        mut acquisitions: Vec<(u64, u64, u64, usize)>,
+        spans: &[Span],
+    ) {
         let mut reported: HashSet<(usize, usize)> = HashSet::new();
         let mut seen: HashMap<u64, usize> = HashMap::new();
         for &(_, acquired, token, index) in &acquisitions {
@@ -564,7 +567,8 @@ impl Reader {
                     self.describe(first),
                     self.describe(index)
                 );
-                self.report.violate("duplicate_token", lock, acquired, detail);
+                self.report
+                    .violate("duplicate_token", lock, acquired, detail);
                 reported.insert((first, index));
                 reported.insert((index, first));
             } else {
@@ -644,8 +648,12 @@ impl Reader {
                     self.describe(at),
                     self.describe(b.index)
                 );
-                self.report
-                    .violate("token_order", lock, self.holds[at].acquired.unwrap_or(0), detail);
+                self.report.violate(
+                    "token_order",
+                    lock,
+                    self.holds[at].acquired.unwrap_or(0),
+                    detail,
+                );
             }
         }
     }
@@ -748,8 +756,15 @@ mod tests {
         lost: &str,
     ) -> Vec<String> {
         let mut lines = vec![
-            format!("{} {who} acquire invoke lock=x h={h} mode=w call=lock", ns(inv)),
-            format!("{} {who} acquire ok lock=x h={h} tok={tok} vu={}", ns(acq), ns(vu)),
+            format!(
+                "{} {who} acquire invoke lock=x h={h} mode=w call=lock",
+                ns(inv)
+            ),
+            format!(
+                "{} {who} acquire ok lock=x h={h} tok={tok} vu={}",
+                ns(acq),
+                ns(vu)
+            ),
             format!("{} {who} hold invoke lock=x h={h} tok={tok}", ns(acq)),
         ];
         if let Some(rel) = rel {
@@ -774,7 +789,10 @@ mod tests {
     }
 
     fn start(who: &str, implementation: &str) -> String {
-        format!("{} sup process start target={who} impl={implementation} version=4.7.0", ns(0))
+        format!(
+            "{} sup process start target={who} impl={implementation} version=4.7.0",
+            ns(0)
+        )
     }
 
     fn check(parts: &[Vec<String>]) -> Report {
@@ -814,17 +832,35 @@ mod tests {
     fn readers_may_share_but_not_with_a_writer() {
         let read = |who: &str, inv: u64, acq: u64, rel: u64| {
             vec![
-                format!("{} {who} acquire invoke lock=x h=1 mode=r call=lock", ns(inv)),
-                format!("{} {who} acquire ok lock=x h=1 vu={}", ns(acq), ns(acq + 1500)),
-                format!("{} {who} release invoke lock=x h=1 vu={} lost=0", ns(rel), ns(acq + 1500)),
+                format!(
+                    "{} {who} acquire invoke lock=x h=1 mode=r call=lock",
+                    ns(inv)
+                ),
+                format!(
+                    "{} {who} acquire ok lock=x h=1 vu={}",
+                    ns(acq),
+                    ns(acq + 1500)
+                ),
+                format!(
+                    "{} {who} release invoke lock=x h=1 vu={} lost=0",
+                    ns(rel),
+                    ns(acq + 1500)
+                ),
             ]
         };
         let report = check(&[read("w0g0/1", 0, 10, 100), read("w0g0/2", 0, 20, 90)]);
         assert_eq!(report.violation_count(), 0, "{:?}", report.described);
         let writer = vec![
-            format!("{} w0g0/3 acquire invoke lock=x h=1 mode=w call=lock", ns(0)),
+            format!(
+                "{} w0g0/3 acquire invoke lock=x h=1 mode=w call=lock",
+                ns(0)
+            ),
             format!("{} w0g0/3 acquire ok lock=x h=1 vu={}", ns(50), ns(1550)),
-            format!("{} w0g0/3 release invoke lock=x h=1 vu={} lost=0", ns(60), ns(1550)),
+            format!(
+                "{} w0g0/3 release invoke lock=x h=1 vu={} lost=0",
+                ns(60),
+                ns(1550)
+            ),
         ];
         let report = check(&[read("w0g0/1", 0, 10, 100), writer]);
         assert_eq!(report.violations.get("overlap_within_lease"), Some(&1));
@@ -868,7 +904,12 @@ mod tests {
             hold("w0g0/2", 1, (0, 2000, Some(2010)), 6, 1500, "lease_expired"),
             hold("w0g0/1", 1, (1600, 1700, Some(1800)), 7, 3200, "0"),
         ]);
-        assert_eq!(report.violations.get("token_order"), None, "{:?}", report.described);
+        assert_eq!(
+            report.violations.get("token_order"),
+            None,
+            "{:?}",
+            report.described
+        );
     }
 
     #[test]
@@ -877,7 +918,14 @@ mod tests {
         // got the lock, after B had held and released it with a smaller
         // token.
         let report = check(&[
-            hold("j0g0/a0", 1, (0, 2300, Some(2310)), 100, 1500, "lease_expired"),
+            hold(
+                "j0g0/a0",
+                1,
+                (0, 2300, Some(2310)),
+                100,
+                1500,
+                "lease_expired",
+            ),
             hold("w0g0/1", 1, (1000, 1200, Some(1210)), 90, 2700, "0"),
         ]);
         assert_eq!(report.violation_count(), 0, "{:?}", report.described);
@@ -892,7 +940,12 @@ mod tests {
             hold("w0g0/2", 1, (5, 30, Some(40)), 6, 1505, "0"),
             hold("w0g0/1", 1, (0, 35, Some(36)), 7, 1510, "0"),
         ]);
-        assert_eq!(report.violations.get("token_order"), Some(&1), "{:?}", report.described);
+        assert_eq!(
+            report.violations.get("token_order"),
+            Some(&1),
+            "{:?}",
+            report.described
+        );
         assert_eq!(report.violations.get("overlap_within_lease"), Some(&1));
     }
 
@@ -931,18 +984,35 @@ mod tests {
     fn a_lost_signal_after_the_overlap_began_is_late() {
         // A learns it lost the lock only when its unlock fails, after B.
         let a = hold("j0g0/a0", 1, (0, 10, Some(3000)), 1, 1500, "0");
-        let mut a: Vec<String> = a.into_iter().filter(|l| !l.contains(" release ok")).collect();
-        a.push(format!("{} j0g0/a0 release fail lock=x h=1 tok=1 err=not_held", ns(3001)));
+        let mut a: Vec<String> = a
+            .into_iter()
+            .filter(|l| !l.contains(" release ok"))
+            .collect();
+        a.push(format!(
+            "{} j0g0/a0 release fail lock=x h=1 tok=1 err=not_held",
+            ns(3001)
+        ));
         let report = check(&[a, hold("w0g0/1", 1, (1400, 1600, Some(1700)), 2, 3100, "0")]);
-        assert_eq!(report.violations.get("lost_signal_late"), Some(&1), "{:?}", report.described);
+        assert_eq!(
+            report.violations.get("lost_signal_late"),
+            Some(&1),
+            "{:?}",
+            report.described
+        );
     }
 
     #[test]
     fn a_dead_holders_interval_ends_at_its_death() {
         // w0g0 dies holding the lock at 100 ms; B takes it after the lease.
         let mut a = hold("w0g0/1", 1, (0, 10, None), 1, 1510, "0");
-        a.push(format!("{} sup fault invoke type=kill-rust target=w0g0 id=k1", ns(99)));
-        a.push(format!("{} sup fault ok type=kill-rust target=w0g0 id=k1", ns(100)));
+        a.push(format!(
+            "{} sup fault invoke type=kill-rust target=w0g0 id=k1",
+            ns(99)
+        ));
+        a.push(format!(
+            "{} sup fault ok type=kill-rust target=w0g0 id=k1",
+            ns(100)
+        ));
         a.push(format!("{} sup process exit target=w0g0", ns(100)));
         let b = hold("w1g0/1", 1, (20, 1600, Some(1700)), 2, 3100, "0");
         let report = check(&[a, b]);
@@ -954,16 +1024,30 @@ mod tests {
         let a = hold("w0g0/1", 1, (0, 10, None), 1, 1510, "0");
         let report = check(&[a, hold("w1g0/1", 1, (20, 1600, Some(1700)), 2, 3100, "0")]);
         assert_eq!(report.unfinished, 1);
-        assert_eq!(report.violations.get("overlap_beyond_lease_unsignalled"), Some(&1));
+        assert_eq!(
+            report.violations.get("overlap_beyond_lease_unsignalled"),
+            Some(&1)
+        );
     }
 
     #[test]
     fn a_reentry_inside_its_own_hold_is_no_overlap() {
         let mut a = hold("w0g0/1", 1, (0, 10, Some(100)), 1, 1510, "0");
         a.extend([
-            format!("{} w0g0/1 acquire invoke lock=x h=1r mode=w call=try reentry=1", ns(20)),
-            format!("{} w0g0/1 acquire ok lock=x h=1r tok=2 vu={} reentry=1", ns(21), ns(1521)),
-            format!("{} w0g0/1 release invoke lock=x h=1r tok=2 vu={} lost=0", ns(22), ns(1521)),
+            format!(
+                "{} w0g0/1 acquire invoke lock=x h=1r mode=w call=try reentry=1",
+                ns(20)
+            ),
+            format!(
+                "{} w0g0/1 acquire ok lock=x h=1r tok=2 vu={} reentry=1",
+                ns(21),
+                ns(1521)
+            ),
+            format!(
+                "{} w0g0/1 release invoke lock=x h=1r tok=2 vu={} lost=0",
+                ns(22),
+                ns(1521)
+            ),
         ]);
         let b = hold("w0g0/2", 1, (5, 101, Some(110)), 3, 1601, "0");
         let report = check(&[a, b]);
@@ -974,7 +1058,12 @@ mod tests {
 
     #[test]
     fn garbage_is_counted_not_fatal() {
-        let report = check_lines(["", "12 x", "notanumber w acquire ok", "5 w0/1 acquire invoke lock=x"]);
+        let report = check_lines([
+            "",
+            "12 x",
+            "notanumber w acquire ok",
+            "5 w0/1 acquire invoke lock=x",
+        ]);
         assert_eq!(report.garbled, 3);
         assert_eq!(report.violation_count(), 0);
     }

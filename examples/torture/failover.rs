@@ -413,7 +413,8 @@ impl Supervisor {
                 }
                 let pause = rng.range(100, SHORT_PAUSE_MAX_MS);
                 if n < 85 {
-                    let fault = self.fault_begin("master-pause", &format!("port={port} ms={pause}"));
+                    let fault =
+                        self.fault_begin("master-pause", &format!("port={port} ms={pause}"));
                     let arg = pause.to_string();
                     let _ = cluster::query::<()>(port, &["CLIENT", "PAUSE", &arg, "ALL"]);
                     self.client_pauses += 1;

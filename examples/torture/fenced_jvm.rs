@@ -116,9 +116,7 @@ impl FencedJvm {
                     _ if line.contains(" fenced.torture ERR") => {
                         let _ = answer_tx.send(false);
                         let mut stats = stats_of(&stats);
-                        stats
-                            .panic_lines
-                            .push(format!("{reader_instance}: {line}"));
+                        stats.panic_lines.push(format!("{reader_instance}: {line}"));
                         stats.panicked_instances.insert(reader_instance.clone());
                     }
                     _ if line == "BYE" || line.starts_with("ctl fenced.stop") => {}

@@ -3,8 +3,8 @@
 //!
 //! Run it with `./scripts/torture.sh --quick` (30 s of chaos) or
 //! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
-//! and `--kind reentrant|rw|fair|semaphore` (the type under test, `reentrant`
-//! by default; see *Semaphore runs*); the script starts a throwaway redis-server and passes `--url`
+//! and `--kind reentrant|rw|fair|semaphore|fenced` (the type under test, `reentrant`
+//! by default; see *Semaphore runs* and *Fenced runs*); the script starts a throwaway redis-server and passes `--url`
 //! and `--redis-pid`. With `--cluster` the locks live in a Redis Cluster
 //! that this program starts under `--cluster-dir` (see *Cluster runs*).
 //!
@@ -137,6 +137,39 @@
 //! `java=<actors>actors/<sections>sections` in the summary (`java=none`
 //! without it).
 //!
+//! # Fenced runs and histories (`--kind fenced`, `--history <file>`)
+//!
+//! With `--kind fenced` the 3 locks are fenced locks (`Client::fenced_lock`,
+//! Redisson's `getFencedLock`): the same sections, plus a token per
+//! acquisition. Every run with `--history <file>` (any lock kind but the
+//! semaphore), and every fenced run (in the log directory without it),
+//! records a history (`history.rs`): each worker thread prints every
+//! acquire, hold and release as invoke/complete events with the realtime
+//! clock in ns, the fencing token, the guard's valid-until and its lost
+//! reason; a watcher thread per worker records each hold's `LostSignal`
+//! when it fires; the supervisor records processes and faults. After the
+//! run, the checker (`checker.rs`; also `torture check-history <file>`)
+//! reads it: no two holds within their lease at once, tokens strictly
+//! increasing in acquisition order, every overlap beyond a lease preceded
+//! by the lost signal of the holder past its lease. Its violations are the
+//! failure column `history_violations`.
+//!
+//! With `--java-jar <driver jar>` (any number; `scripts/torture.sh` passes
+//! Redisson 4.7.0's and 3.24.3's) a fenced run also has one JVM worker per
+//! jar (`fenced_jvm.rs`): `FENCED_ACTORS` actors of the interop driver
+//! (`FencedOps.java`) taking the same fenced locks with
+//! `lockAndGetToken`/`tryLockAndGetToken`, recording the same history. The
+//! chaos of a fenced run also SIGSTOPs workers (Rust or JVM, within a third
+//! of the lease; with `--beyond-lease`, a third of the Rust workers' stops
+//! last longer than the lease: Redisson has no lost signal for a JVM frozen
+//! past its lease) and SIGKILLs JVM workers (a new JVM takes the slot):
+//! `worker_stops`, `java_kills`, `java=<versions>/<sections>sections`.
+//!
+//! `TORTURE_BREAK=skip-lock` (1 attempt in 20 records a made-up
+//! acquisition without taking the lock) and `TORTURE_BREAK=hide-lost` (the
+//! history never says a hold was lost) break the workers on purpose: the
+//! checker must then report violations (RELIABILITY.md shows it does).
+//!
 //! # Cluster runs (`cluster.rs`, `failover.rs`)
 //!
 //! With `--cluster-dir` the supervisor starts 3 masters + 3 replicas there
@@ -188,6 +221,7 @@
 //!   `*:rwlock_timeout:*`) still present a lease after every worker stopped.
 //! - `stuck_failovers` (cluster runs): a failover of the chaos that did not
 //!   finish within 30 s.
+//! - `history_violations` (runs with a history): what the checker found.
 //! - `unfair_waits` (fair runs): a fair `lock()` not served within
 //!   (threads waiting when it arrived + 1) × the longest hold of that lock
 //!   during its wait + 20 ms per thread ahead + 250 ms. Waits that overlapped
@@ -445,9 +479,8 @@ fn supervisor_main(args: &[String]) -> ExitCode {
     );
     // A fenced run always keeps a history (in the log directory unless
     // `--history` names a file).
-    let history_path = history_arg.or_else(|| {
-        (kind == LockKind::Fenced).then(|| log_dir.join("history.txt"))
-    });
+    let history_path =
+        history_arg.or_else(|| (kind == LockKind::Fenced).then(|| log_dir.join("history.txt")));
     let history = match history_path.as_deref().map(history::History::create) {
         None => None,
         Some(Ok(history)) => Some(history),

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 
 use crate::chaos::{ContinueOnDrop, Supervisor};
+use crate::history::sup_event;
 use crate::summary::{Summary, stats_of, summarize};
 use crate::{LEASE_MS, LockKind, NAMES, Rng, WORKERS, fair_queue_key, ms, now_ms};
-use crate::history::sup_event;
 use crate::{checker, jvm, sem_supervisor};
 
 /// How often a semaphore run takes a census (`sem_supervisor::census`), at

@@ -635,7 +635,10 @@ fn fake_section<K: Fencing>(
         rec.token = ctx.client.fenced_lock(lock.name()).token().ok().flatten();
     }
     let vu = now_ns() + LEASE_MS * 1_000_000;
-    hist(now_ns(), format_args!("{who} acquire ok {} vu={vu}", rec.id()));
+    hist(
+        now_ns(),
+        format_args!("{who} acquire ok {} vu={vu}", rec.id()),
+    );
     hist(now_ns(), format_args!("{who} hold invoke {}", rec.id()));
     thread::sleep(Duration::from_micros(
         state.rng.range(200, if exclusive { 3000 } else { 1000 }),
@@ -654,7 +657,11 @@ fn fake_section<K: Fencing>(
 /// Records the release's invocation, unlocks, records its outcome, and
 /// returns it (`ok`, `lost`, `not_held` or `error`) with whether the guard
 /// was lost just before.
-fn release<K: Fencing>(ctx: &WorkerCtx, rec: &Rec<'_>, guard: LockGuard<K>) -> (bool, &'static str) {
+fn release<K: Fencing>(
+    ctx: &WorkerCtx,
+    rec: &Rec<'_>,
+    guard: LockGuard<K>,
+) -> (bool, &'static str) {
     let lost = guard.lost_reason();
     if ctx.history {
         let vu = wall_ns(guard.valid_until());
