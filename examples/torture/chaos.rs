@@ -144,6 +144,9 @@ impl Supervisor {
         if self.history.is_some() {
             command.arg("--history");
         }
+        if self.kind == LockKind::Fenced && self.beyond_lease {
+            command.arg("--short-reentries");
+        }
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -18,7 +18,13 @@
 //! 3. **Every overlap beyond the lease was signalled first.** When the
 //!    intervals of two conflicting holds intersect but their valid parts do
 //!    not, each holder whose valid part had ended when the overlap began
-//!    must have had its lost signal in force by then.
+//!    must have had its lost signal in force by then: `is_lost()` true (a
+//!    lease that ran out is in force from its deadline, any other loss from
+//!    when it was seen). And a Rust holder's `LostSignal` (the push a
+//!    supervisor thread waits on, seen by the worker's watcher thread) must
+//!    have fired within `PUSH_SLACK_NS` of the overlap's start (of its
+//!    process's SIGCONT, if it was stopped then): the signal is a promise of
+//!    its own (issue 29: it once fired at the old deadline).
 //!
 //! Everything else is information: operations, faults by type, lost
 //! signals, overlaps beyond the lease (signalled). `torture check-history
@@ -32,6 +38,11 @@ use std::path::Path;
 const DESCRIBED: u64 = 8;
 /// A violation this close after a fault (ns) names it.
 const FAULT_REACH_NS: u64 = 5_000_000_000;
+/// How long after an overlap beyond a Rust holder's lease began (or after
+/// the holder's process was let go on, if it was stopped then) its
+/// `LostSignal` may be seen firing (ns): the deadline thread's and the
+/// watcher's wake-ups on a busy machine.
+const PUSH_SLACK_NS: u64 = 100_000_000;
 
 #[derive(Clone, Debug, Default)]
 struct Hold {
@@ -47,6 +58,9 @@ struct Hold {
     /// The latest (record time, valid until) seen.
     vu: Option<(u64, u64)>,
     lost_since: Option<u64>,
+    /// When a `lost signal` line was recorded: for a Rust hold, when its
+    /// worker's watcher saw the `LostSignal` fire.
+    signal_seen: Option<u64>,
     /// The release said `ok`.
     released_ok: bool,
 }
@@ -111,6 +125,9 @@ pub struct Report {
     pub unfinished: u64,
     pub faults: BTreeMap<String, u64>,
     pub beyond_lease_overlaps: u64,
+    /// The latest a Rust holder's `LostSignal` fired after the start of
+    /// such an overlap (or its process's resumption), in ns.
+    pub worst_push_delay: u64,
     /// The first few of them, described.
     pub beyond_lease_described: Vec<String>,
     pub pairs_compared: u64,
@@ -159,7 +176,8 @@ impl Report {
         format!(
             "history: violations={} [{}] events={} span={}s operations={} acquires={} \
              (ok={}, failed={}, unknown={}, reentries={}) holds=[{}] tokens={} releases=[{}] \
-             lost_signals={} (after a good release: {}) beyond_lease_overlaps={} died_holding={} unfinished={} \
+             lost_signals={} (after a good release: {}) beyond_lease_overlaps={} worst_push_delay={}ms \
+             died_holding={} unfinished={} \
              processes=[{}] faults=[{}] garbled={}",
             self.violation_count(),
             violations.join(","),
@@ -177,6 +195,7 @@ impl Report {
             self.lost_signals,
             self.lost_after_good_release,
             self.beyond_lease_overlaps,
+            self.worst_push_delay / 1_000_000,
             self.died_holding,
             self.unfinished,
             map(&self.processes),
@@ -213,9 +232,9 @@ struct Reader {
     exits: HashMap<String, u64>,
     /// Process -> implementation.
     impls: HashMap<String, String>,
-    /// (type, from, to) of every fault.
-    faults: Vec<(String, u64, u64)>,
-    open_faults: HashMap<String, (String, u64)>,
+    /// (type, from, to, target) of every fault.
+    faults: Vec<(String, u64, u64, String)>,
+    open_faults: HashMap<String, (String, u64, String)>,
 }
 
 impl Reader {
@@ -315,6 +334,7 @@ impl Reader {
             ("lost", _) => {
                 let since = num(&fields, "since").unwrap_or(t).min(t);
                 hold.note_lost(since);
+                hold.signal_seen = Some(hold.signal_seen.map_or(t, |s| s.min(t)));
             }
             _ => self.report.garbled += 1,
         }
@@ -344,19 +364,19 @@ impl Reader {
                 let kind = field(fields, "type").unwrap_or("unknown").to_owned();
                 *self.report.faults.entry(kind.clone()).or_default() += 1;
                 let id = field(fields, "id").unwrap_or(&kind).to_owned();
-                self.open_faults.insert(id, (kind, t));
+                self.open_faults.insert(id, (kind, t, target));
             }
             ("fault", "ok") => {
                 let kind = field(fields, "type").unwrap_or("unknown");
                 let id = field(fields, "id").unwrap_or(kind);
-                if let Some((kind, from)) = self.open_faults.remove(id) {
+                if let Some((kind, from, target)) = self.open_faults.remove(id) {
                     if field(fields, "refused") == Some("1") {
                         // Never happened (a CLUSTER FAILOVER refused).
                         if let Some(n) = self.report.faults.get_mut(&kind) {
                             *n -= 1;
                         }
                     } else {
-                        self.faults.push((kind, from, t));
+                        self.faults.push((kind, from, t, target));
                     }
                 }
             }
@@ -370,8 +390,8 @@ impl Reader {
         let mut near: Vec<String> = self
             .faults
             .iter()
-            .filter(|(_, from, to)| *from <= at && at <= to.saturating_add(FAULT_REACH_NS))
-            .map(|(kind, from, _)| {
+            .filter(|(_, from, to, _)| *from <= at && at <= to.saturating_add(FAULT_REACH_NS))
+            .map(|(kind, from, _, _)| {
                 format!("{kind} {} ms before", at.saturating_sub(*from) / 1_000_000)
             })
             .collect();
@@ -514,6 +534,17 @@ impl Reader {
                         continue;
                     }
                     let since = self.holds[s.index].lost_since;
+                    if let Some(late) = self.push_late(s.index, start) {
+                        fine = false;
+                        let detail = format!(
+                            "the LostSignal of {}, past its lease when an overlap began at {}, {late}; {}",
+                            self.describe(s.index),
+                            self.rel(start),
+                            self.faults_near(start)
+                        );
+                        self.report
+                            .violate("lost_signal_push_late", lock, start, detail);
+                    }
                     if since.is_none_or(|since| since > start) {
                         fine = false;
                         let other = if s.index == a.index { b } else { a };
@@ -547,6 +578,39 @@ impl Reader {
                 }
             }
             active.push(b);
+        }
+    }
+
+    /// A Rust hold past its lease at `start` must have seen its
+    /// `LostSignal` fire within `PUSH_SLACK_NS` of `start` (or of its
+    /// process's SIGCONT, if it was stopped then): what is wrong if not.
+    fn push_late(&mut self, index: usize, start: u64) -> Option<String> {
+        let hold = &self.holds[index];
+        if self.impls.get(hold.process()).map(String::as_str) != Some("rust") {
+            return None;
+        }
+        // Nothing ran in a stopped process: its watcher sees the signal
+        // once it goes on.
+        let resumed = self
+            .faults
+            .iter()
+            .filter(|(kind, from, to, target)| {
+                kind.starts_with("sigstop")
+                    && target == hold.process()
+                    && *from <= start
+                    && start <= *to
+            })
+            .map(|&(_, _, to, _)| to)
+            .max()
+            .unwrap_or(start);
+        let due = resumed.max(start);
+        match hold.signal_seen {
+            None => Some("never fired".to_owned()),
+            Some(seen) => {
+                let delay = seen.saturating_sub(due);
+                self.report.worst_push_delay = self.report.worst_push_delay.max(delay);
+                (delay > PUSH_SLACK_NS).then(|| format!("fired {} ms after it", delay / 1_000_000))
+            }
         }
     }
 
@@ -978,6 +1042,56 @@ mod tests {
         assert_eq!(report.violation_count(), 0, "{:?}", report.described);
         assert_eq!(report.beyond_lease_overlaps, 1);
         assert_eq!(report.lost_signals, 1);
+    }
+
+    /// A Rust hold past its lease from 1500 ms to 3000 ms whose
+    /// `LostSignal` was seen firing at `seen` ms.
+    fn rust_past_its_lease(seen: u64) -> Vec<String> {
+        let mut a = hold("w0g0/2", 1, (0, 10, Some(3000)), 1, 1500, "lease_expired");
+        a.push(format!(
+            "{} w0g0/2 lost signal lock=x h=1 tok=1 reason=lease_expired since={}",
+            ns(seen),
+            ns(1500)
+        ));
+        a
+    }
+
+    #[test]
+    fn a_lost_signal_that_fires_late_is_a_violation() {
+        // In force since the deadline (is_lost), but the LostSignal a
+        // supervisor thread waits on fired 400 ms after B got in.
+        let b = hold("w1g0/1", 1, (1400, 1600, Some(1700)), 2, 3100, "0");
+        let report = check(&[rust_past_its_lease(2000), b.clone()]);
+        assert_eq!(
+            report.violations.get("lost_signal_push_late"),
+            Some(&1),
+            "{:?}",
+            report.described
+        );
+        assert_eq!(report.violation_count(), 1);
+        // Within the slack: fine.
+        let report = check(&[rust_past_its_lease(1650), b]);
+        assert_eq!(report.violation_count(), 0, "{:?}", report.described);
+        assert_eq!(report.worst_push_delay, 50_000_000);
+    }
+
+    #[test]
+    fn a_stopped_holders_signal_is_due_when_it_goes_on() {
+        // w0g0 was SIGSTOPped from 1000 to 2900 ms: its watcher saw the
+        // signal at 2905, 5 ms after the SIGCONT.
+        let mut a = rust_past_its_lease(2905);
+        a.push(format!(
+            "{} sup fault invoke type=sigstop-rust-long id=s1 target=w0g0 ms=1900",
+            ns(1000)
+        ));
+        a.push(format!(
+            "{} sup fault ok type=sigstop-rust-long id=s1",
+            ns(2900)
+        ));
+        let b = hold("w1g0/1", 1, (1400, 1600, Some(1700)), 2, 3100, "0");
+        let report = check(&[a, b]);
+        assert_eq!(report.violation_count(), 0, "{:?}", report.described);
+        assert_eq!(report.faults.get("sigstop-rust-long"), Some(&1));
     }
 
     #[test]

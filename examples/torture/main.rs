@@ -164,6 +164,10 @@
 //! last longer than the lease: Redisson has no lost signal for a JVM frozen
 //! past its lease) and SIGKILLs JVM workers (a new JVM takes the slot):
 //! `worker_stops`, `java_kills`, `java=<versions>/<sections>sections`.
+//! With `--beyond-lease`, half of a fenced run's Rust reentries also take
+//! a short lease (30-200 ms) and keep it up to 400 ms, so that a hold's
+//! deadline moves earlier and its key may expire before the next renewal:
+//! its lost signal must fire by then (the checker's push check).
 //!
 //! `TORTURE_BREAK=skip-lock` (1 attempt in 20 records a made-up
 //! acquisition without taking the lock) and `TORTURE_BREAK=hide-lost` (the

@@ -214,6 +214,9 @@ pub struct WorkerCtx {
     /// watcher.
     history: bool,
     watcher: Option<crossbeam_channel::Sender<Watch>>,
+    /// Reentries with a short lease (`--short-reentries`: fenced runs
+    /// beyond the lease).
+    short_reentries: bool,
 }
 
 /// Prints one event line; stdout is line-buffered, so each line is one write.
@@ -320,6 +323,7 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         long_holds: seeds.is_some(),
         history,
         watcher,
+        short_reentries: args.iter().any(|a| a == "--short-reentries"),
     });
     {
         // The supervisor closes our stdin to say "finish up" (or by dying).
@@ -773,7 +777,13 @@ fn critical_section<K: Fencing>(
         }
     }
     if rng.percent(10) {
-        // Re-entry: a second hold on the same lock, released at once.
+        // Re-entry: a second hold on the same lock, released at once. In a
+        // fenced run beyond the lease, half of them take a short lease
+        // (30-200 ms) and keep it 0-400 ms: the hold's deadline moves
+        // earlier, the key may expire before the watchdog's next renewal,
+        // and the lost signal must fire by the new deadline (issue 29
+        // item 1).
+        let short = ctx.short_reentries && rng.percent(50);
         let mut inner_rec = Rec {
             who,
             h: format!("{}r", rec.h),
@@ -784,13 +794,18 @@ fn critical_section<K: Fencing>(
             hist(
                 now_ns(),
                 format_args!(
-                    "{who} acquire invoke {} mode={} call=try reentry=1",
+                    "{who} acquire invoke {} mode={} call={} reentry=1",
                     inner_rec.id(),
-                    if exclusive { 'w' } else { 'r' }
+                    if exclusive { 'w' } else { 'r' },
+                    if short { "try-short-lease" } else { "try" }
                 ),
             );
         }
-        let attempt = guard.lock().try_lock();
+        let attempt = if short {
+            guard.lock().with_lease(ms(rng.range(30, 200))).try_lock()
+        } else {
+            guard.lock().try_lock()
+        };
         let at = now_ns();
         match attempt {
             Ok(Some(inner)) => {
@@ -804,6 +819,9 @@ fn critical_section<K: Fencing>(
                             wall_ns(inner.valid_until())
                         ),
                     );
+                }
+                if short {
+                    thread::sleep(ms(rng.range(0, 400)));
                 }
                 release(ctx, &inner_rec, inner);
             }
