@@ -22,7 +22,7 @@
 //!    lease that ran out is in force from its deadline, any other loss from
 //!    when it was seen). And a Rust holder's `LostSignal` (the push a
 //!    supervisor thread waits on, seen by the worker's watcher thread) must
-//!    have fired within `PUSH_SLACK_NS` of the overlap's start (of its
+//!    have fired within `PUSH_SLACK_NS` (0.5 s) of the overlap's start (of its
 //!    process's SIGCONT, if it was stopped then): the signal is a promise of
 //!    its own (issue 29: it once fired at the old deadline).
 //!
@@ -42,7 +42,9 @@ const FAULT_REACH_NS: u64 = 5_000_000_000;
 /// the holder's process was let go on, if it was stopped then) its
 /// `LostSignal` may be seen firing (ns): the deadline thread's and the
 /// watcher's wake-ups on a busy machine.
-const PUSH_SLACK_NS: u64 = 100_000_000;
+/// Scheduling latency reached 150 ms with the machine's 2 cores at a load
+/// of 12; the defect this is for fired 0.5-15 s late.
+const PUSH_SLACK_NS: u64 = 500_000_000;
 
 #[derive(Clone, Debug, Default)]
 struct Hold {
@@ -112,6 +114,9 @@ pub struct Report {
     /// Holds (acquired, not reentries) by implementation.
     pub holds: BTreeMap<String, u64>,
     pub sections: u64,
+    /// A fenced run's counter writes, fenced by the token: `ok`, or
+    /// `refused` (a stale holder's).
+    pub fenced_writes: BTreeMap<String, u64>,
     pub releases: BTreeMap<String, u64>,
     pub tokens: u64,
     pub lost_signals: u64,
@@ -175,7 +180,7 @@ impl Report {
             .collect();
         format!(
             "history: violations={} [{}] events={} span={}s operations={} acquires={} \
-             (ok={}, failed={}, unknown={}, reentries={}) holds=[{}] tokens={} releases=[{}] \
+             (ok={}, failed={}, unknown={}, reentries={}) holds=[{}] tokens={} fenced_writes=[{}] releases=[{}] \
              lost_signals={} (after a good release: {}) beyond_lease_overlaps={} worst_push_delay={}ms \
              died_holding={} unfinished={} \
              processes=[{}] faults=[{}] garbled={}",
@@ -191,6 +196,7 @@ impl Report {
             self.reentries,
             map(&self.holds),
             self.tokens,
+            map(&self.fenced_writes),
             map(&self.releases),
             self.lost_signals,
             self.lost_after_good_release,
@@ -315,6 +321,13 @@ impl Reader {
             ("acquire", "info") => self.report.acquire_unknown += 1,
             ("hold", "invoke") => self.report.sections += 1,
             ("hold", "ok") | ("valid", _) => {}
+            ("write", outcome) => {
+                *self
+                    .report
+                    .fenced_writes
+                    .entry(outcome.to_owned())
+                    .or_default() += 1;
+            }
             ("release", "invoke") => {
                 hold.end = Some(hold.end.map_or(t, |e| e.min(t)));
             }
@@ -1059,9 +1072,9 @@ mod tests {
     #[test]
     fn a_lost_signal_that_fires_late_is_a_violation() {
         // In force since the deadline (is_lost), but the LostSignal a
-        // supervisor thread waits on fired 400 ms after B got in.
+        // supervisor thread waits on fired 900 ms after B got in.
         let b = hold("w1g0/1", 1, (1400, 1600, Some(1700)), 2, 3100, "0");
-        let report = check(&[rust_past_its_lease(2000), b.clone()]);
+        let report = check(&[rust_past_its_lease(2500), b.clone()]);
         assert_eq!(
             report.violations.get("lost_signal_push_late"),
             Some(&1),

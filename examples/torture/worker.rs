@@ -97,6 +97,9 @@ impl Rec<'_> {
 pub struct Watch {
     who: String,
     id: String,
+    /// The lock and the section's occupancy token, for the `L` line.
+    name: &'static str,
+    token: String,
     signal: LostSignal,
 }
 
@@ -142,6 +145,14 @@ fn lost_watcher(watches: crossbeam_channel::Receiver<Watch>) {
                     lost_field(Some(reason))
                 ),
             );
+            // The supervisor's summary: this holder was told, should it
+            // die before its section reports back.
+            emit(format_args!(
+                "L {} {} {}",
+                watch.name,
+                watch.token,
+                seen / 1_000_000
+            ));
         }
     }
 }
@@ -167,6 +178,23 @@ for _, member in ipairs(redis.call('smembers', KEYS[1])) do
   end
 end
 return others
+",
+    )
+});
+
+/// A fenced run's counter write: only with a token at least as high as
+/// every token that wrote before (`KEYS[2]`), as a resource that checks
+/// fencing tokens does; 1 if written, 0 if refused (a stale holder).
+static FENCED_SET: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local highest = tonumber(redis.call('get', KEYS[2]) or '0')
+if tonumber(ARGV[2]) >= highest then
+  redis.call('set', KEYS[2], ARGV[2])
+  redis.call('set', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
 ",
     )
 });
@@ -594,16 +622,18 @@ fn once<K: Fencing>(
                 wall_ns(guard.valid_until())
             ),
         );
-        if let Some(watcher) = &ctx.watcher {
-            let _ = watcher.send(Watch {
-                who: who.to_owned(),
-                id: rec.id(),
-                signal: guard.lost_signal(),
-            });
-        }
     }
     state.seq += 1;
     let token = format!("{}/{}/{}/{role}", ctx.instance, state.index, state.seq);
+    if let Some(watcher) = &ctx.watcher {
+        let _ = watcher.send(Watch {
+            who: who.to_owned(),
+            id: rec.id(),
+            name,
+            token: token.clone(),
+            signal: guard.lost_signal(),
+        });
+    }
     emit(format_args!("A {name} {token} {ended}"));
     if fair_wait && mode >= 3 {
         emit(format_args!("W {name} {token} {started} {ended} {ahead}"));
@@ -619,7 +649,14 @@ fn once<K: Fencing>(
     }
     // Only a hold the watchdog renews may outlast the lease.
     let long = ctx.long_holds && !explicit_lease && state.rng.below(1000) < LONG_HOLD_PER_MILLE;
-    critical_section(ctx, state, guard, (&rec, &token), role == 'w', long);
+    critical_section(
+        ctx,
+        state,
+        guard,
+        (&rec, &token),
+        role == 'w',
+        (long, explicit_lease),
+    );
 }
 
 /// `TORTURE_BREAK=skip-lock`: records an acquisition that did not happen
@@ -712,7 +749,7 @@ fn critical_section<K: Fencing>(
     guard: LockGuard<K>,
     (rec, token): (&Rec<'_>, &str),
     exclusive: bool,
-    long: bool,
+    (long, explicit_lease): (bool, bool),
 ) {
     let (book, rng) = (&mut state.book, &mut state.rng);
     let stop = &ctx.stop;
@@ -744,13 +781,36 @@ fn critical_section<K: Fencing>(
     };
     let value = value.unwrap_or(0);
     thread::sleep(Duration::from_micros(rng.below(2000)));
-    if exclusive
-        && book
-            .retry(stop, |con| con.set::<_, _, ()>(&counter, value + 1))
-            .is_none()
-    {
-        release(ctx, rec, guard);
-        return;
+    // A fenced run fences the write with the token: a holder past its
+    // lease whose lock someone else took since is refused.
+    let mut written = true;
+    if exclusive {
+        let outcome = match rec.token.filter(|_| ctx.kind == LockKind::Fenced) {
+            Some(fencing) => {
+                let fence = format!("torture:fence:{name}");
+                book.retry(stop, |con| {
+                    FENCED_SET
+                        .key(&counter)
+                        .key(&fence)
+                        .arg(value + 1)
+                        .arg(fencing)
+                        .invoke::<i64>(con)
+                })
+                .map(|n| n == 1)
+            }
+            None => book
+                .retry(stop, |con| con.set::<_, _, ()>(&counter, value + 1))
+                .map(|()| true),
+        };
+        let Some(outcome) = outcome else {
+            release(ctx, rec, guard);
+            return;
+        };
+        written = outcome;
+        if ctx.history && rec.token.is_some() {
+            let phase = if written { "ok" } else { "refused" };
+            hist(now_ns(), format_args!("{who} write {phase} {}", rec.id()));
+        }
     }
     if long {
         // After the increment: a holder that lost its lock meanwhile must
@@ -821,7 +881,10 @@ fn critical_section<K: Fencing>(
                     );
                 }
                 if short {
-                    thread::sleep(ms(rng.range(0, 400)));
+                    // Up to 1.5 s under an explicit lease (nothing renews
+                    // the key then), 0.4 s under the watchdog's.
+                    let most = if explicit_lease { 1500 } else { 400 };
+                    thread::sleep(ms(rng.range(0, most)));
                 }
                 release(ctx, &inner_rec, inner);
             }
@@ -865,8 +928,9 @@ fn critical_section<K: Fencing>(
         return;
     }
     let (lost, outcome) = release(ctx, rec, guard);
-    // Readers report no value: only writers' values must be distinct.
-    let value = if exclusive {
+    // Readers report no value: only writers' values must be distinct (and
+    // a write the fence refused wrote nothing).
+    let value = if exclusive && written {
         value.to_string()
     } else {
         "-".to_owned()
