@@ -634,7 +634,11 @@ fn once<K: Fencing>(
             signal: guard.lost_signal(),
         });
     }
-    emit(format_args!("A {name} {token} {ended}"));
+    match rec.token {
+        // The fencing token orders the holders of an overlap (below).
+        Some(fencing) => emit(format_args!("A {name} {token} {ended} {fencing}")),
+        None => emit(format_args!("A {name} {token} {ended}")),
+    }
     if fair_wait && mode >= 3 {
         emit(format_args!("W {name} {token} {started} {ended} {ahead}"));
     }
