@@ -506,7 +506,7 @@ impl Supervisor {
             &self.stats,
             self.history.as_ref(),
             (slot, generation),
-            wait_ready,
+            (wait_ready, self.beyond_lease),
         )
     }
 

@@ -7,7 +7,10 @@
 //! `unlock()`, every step recorded in the history as the Rust workers do.
 //! The chaos SIGSTOPs them (within a third of the lease: Redisson has no
 //! lost signal to give a holder frozen past its lease) and SIGKILLs them (a
-//! new JVM takes the slot, `j<slot>g<generation>`). Asked to stop with
+//! new JVM takes the slot, `j<slot>g<generation>`). With `--beyond-lease`
+//! every Java acquisition takes an explicit lease (`lease-only`): Redisson's
+//! watchdog says nothing when a renewal fails, so a Java holder knows when
+//! its lock may be gone only from a lease it chose (its own clock). Asked to stop with
 //! `ctl fenced.stop`, each actor finishes its iteration and answers.
 
 use std::fs::File;
@@ -54,7 +57,7 @@ impl FencedJvm {
         stats: &SharedStats,
         history: Option<&History>,
         (slot, generation): (usize, u32),
-        wait_ready: bool,
+        (wait_ready, lease_only): (bool, bool),
     ) -> std::io::Result<FencedJvm> {
         let instance = format!("j{slot}g{generation}");
         let version = version_of(jar);
@@ -144,8 +147,9 @@ impl FencedJvm {
         for actor in 0..FENCED_ACTORS {
             writeln!(
                 stdin,
-                "a{actor} fenced.torture {}/a{actor} {names} {LEASE_MS} {EXPLICIT_LEASE_MIN_MS}",
-                jvm.instance
+                "a{actor} fenced.torture {}/a{actor} {names} {LEASE_MS} {EXPLICIT_LEASE_MIN_MS}{}",
+                jvm.instance,
+                if lease_only { " lease-only" } else { "" }
             )?;
         }
         stdin.flush()?;

@@ -16,11 +16,13 @@ import org.redisson.api.RedissonClient;
  *
  * <ul>
  * <li>{@code fenced.torture <who> <names,comma,separated> <watchdogMs>
- * <leaseMinMs>}: until {@code fenced.stop}, takes a random lock (
+ * <leaseMinMs> [lease-only]}: until {@code fenced.stop}, takes a random lock (
  * {@code tryLockAndGetToken()} 1 time in 10, {@code tryLockAndGetToken(0.1-3 s)}
  * 5, {@code lockAndGetToken(lease)} with a lease of {@code leaseMinMs} to
  * {@code watchdogMs} 1, {@code lockAndGetToken()} 3), holds it 0.2-3 ms and
- * unlocks it, printing every step as a history line ({@code H <t ns> <who>
+ * unlocks it ({@code lease-only}, in runs that freeze Redis past the lease:
+ * every acquisition with an explicit lease, the only way a Redisson holder
+ * can know when its lock may be gone), printing every step as a history line ({@code H <t ns> <who>
  * ...}, examples/torture/history.rs) and the torture's {@code A}/{@code S}
  * lines. Answers the number of holds.</li>
  * <li>{@code fenced.stop}: makes every {@code fenced.torture} finish its
@@ -43,10 +45,11 @@ final class FencedOps {
     public static String run(RedissonClient client, String verb, String[] a) throws Exception {
         switch (verb) {
             case "torture":
-                if (a.length != 4) {
-                    throw new Driver.BadCommand("fenced.torture takes 4 arguments, got " + a.length);
+                if (a.length != 4 && !(a.length == 5 && a[4].equals("lease-only"))) {
+                    throw new Driver.BadCommand("fenced.torture takes 4 arguments and lease-only, got " + a.length);
                 }
-                return torture(client, a[0], a[1].split(","), Long.parseLong(a[2]), Long.parseLong(a[3]));
+                return torture(client, a[0], a[1].split(","), Long.parseLong(a[2]), Long.parseLong(a[3]),
+                        a.length == 5);
             case "stop":
                 stop = true;
                 return "";
@@ -90,7 +93,7 @@ final class FencedOps {
     }
 
     private static String torture(RedissonClient client, String who, String[] names, long watchdogMs,
-            long leaseMinMs) {
+            long leaseMinMs, boolean leaseOnly) {
         ThreadLocalRandom rng = ThreadLocalRandom.current();
         long h = 0;
         long holds = 0;
@@ -100,20 +103,25 @@ final class FencedOps {
             int mode = rng.nextInt(10);
             h++;
             String id = "lock=" + name + " h=" + h;
-            long lease = mode == 9 ? leaseMinMs + rng.nextLong(watchdogMs - leaseMinMs + 1) : -1;
+            boolean explicit = leaseOnly || mode == 9;
+            long lease = explicit ? leaseMinMs + rng.nextLong(watchdogMs - leaseMinMs + 1) : -1;
             long wait = 100 + rng.nextLong(2901);
-            String call = mode == 0 ? "try" : mode <= 5 ? "tryfor" : mode == 9 ? "lease" : "lock";
+            String call = (mode == 0 ? "try" : mode <= 5 ? "tryfor" : "lock") + (explicit ? "-lease" : "");
             long invoked = now();
             hist(invoked, who + " acquire invoke " + id + " mode=w call=" + call);
             Long token;
             try {
-                if (mode == 0) {
+                if (explicit && mode <= 5) {
+                    // tryLockAndGetToken(wait, lease, unit); no wait for mode 0.
+                    token = call(method(lock, "tryLockAndGetToken", long.class, long.class, TimeUnit.class), lock,
+                            mode == 0 ? 0L : wait, lease, TimeUnit.MILLISECONDS);
+                } else if (explicit) {
+                    token = call(method(lock, "lockAndGetToken", long.class, TimeUnit.class), lock, lease,
+                            TimeUnit.MILLISECONDS);
+                } else if (mode == 0) {
                     token = call(method(lock, "tryLockAndGetToken"), lock);
                 } else if (mode <= 5) {
                     token = call(method(lock, "tryLockAndGetToken", long.class, TimeUnit.class), lock, wait,
-                            TimeUnit.MILLISECONDS);
-                } else if (mode == 9) {
-                    token = call(method(lock, "lockAndGetToken", long.class, TimeUnit.class), lock, lease,
                             TimeUnit.MILLISECONDS);
                 } else {
                     token = call(method(lock, "lockAndGetToken"), lock);
