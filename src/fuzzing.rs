@@ -12,13 +12,13 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::locks::protocol::Protocol;
-use crate::locks::{
+use crate::net::resp;
+use crate::protocol::sealed::Protocol;
+use crate::protocol::{
     AcquireRequest, Fair, Fenced, NonReentrant, NonReentrantFair, Queue, Read as ReadSide,
     Reentrant, ReleaseRequest, Spin, Write,
 };
-use crate::locks::{expirable, inspect, latch, lease, replies, semaphore};
-use crate::net::resp;
+use crate::protocol::{inspect, latch, lease, permit_expirable, replies, semaphore};
 use crate::topology::cluster::table::Table;
 
 /// The crate's RESP reader (`net::resp::Reader`).
@@ -125,7 +125,7 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
         7 => return lock_call::<Spin>(op, con),
         _ => {}
     }
-    let pes = expirable::PesKeys::new(NAME);
+    let pes = permit_expirable::PermitExpirableKeys::new(NAME);
     let sem = semaphore::SemaphoreKeys {
         name: NAME,
         channel: "redisson_sc:{fuzz{lock}}",
@@ -176,10 +176,10 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
         13 => format!("{:?}", semaphore::available(con, NAME)?),
         14 => format!("{:?}", semaphore::delete(con, NAME)?),
         15 => {
-            let expiry = expirable::expiry_score(1_000, Some(Duration::from_secs(1)));
+            let expiry = permit_expirable::expiry_score(1_000, Some(Duration::from_secs(1)));
             format!(
                 "{:?}",
-                expirable::try_acquire(
+                permit_expirable::try_acquire(
                     con,
                     &pes,
                     &[ID, ID],
@@ -192,28 +192,43 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
         }
         16 => format!(
             "{:?}",
-            expirable::try_release_one(con, &pes, &ID, 1_000, "PUBLISH")?
+            permit_expirable::try_release_one(con, &pes, &ID, 1_000, "PUBLISH")?
         ),
         17 => format!(
             "{:?}",
-            expirable::try_release_many(con, &pes, &[ID, ID], 1_000, "PUBLISH")?
+            permit_expirable::try_release_many(con, &pes, &[ID, ID], 1_000, "PUBLISH")?
         ),
         18 => format!(
             "{:?}",
-            expirable::count(con, &pes, expirable::Count::Available, 1_000, "PUBLISH")?
+            permit_expirable::count(
+                con,
+                &pes,
+                permit_expirable::Count::Available,
+                1_000,
+                "PUBLISH"
+            )?
         ),
-        19 => format!("{:?}", expirable::set_permits(con, &pes, 5, "PUBLISH")?),
-        20 => format!("{:?}", expirable::try_set_permits(con, &pes, 5, "PUBLISH")?),
-        21 => format!("{:?}", expirable::add_permits(con, &pes, -2, "PUBLISH")?),
+        19 => format!(
+            "{:?}",
+            permit_expirable::set_permits(con, &pes, 5, "PUBLISH")?
+        ),
+        20 => format!(
+            "{:?}",
+            permit_expirable::try_set_permits(con, &pes, 5, "PUBLISH")?
+        ),
+        21 => format!(
+            "{:?}",
+            permit_expirable::add_permits(con, &pes, -2, "PUBLISH")?
+        ),
         22 => format!(
             "{:?}",
-            expirable::update_lease(con, &pes, &ID, 5_000, 1_000, "PUBLISH")?
+            permit_expirable::update_lease(con, &pes, &ID, 5_000, 1_000, "PUBLISH")?
         ),
         23 => format!(
             "{:?}",
-            expirable::lease_time(con, &pes, &ID, 1_000, "PUBLISH")?
+            permit_expirable::lease_time(con, &pes, &ID, 1_000, "PUBLISH")?
         ),
-        24 => format!("{:?}", expirable::delete(con, &pes)?),
+        24 => format!("{:?}", permit_expirable::delete(con, &pes)?),
         _ => {
             // Not a script: CLUSTER SLOTS, which the client reads itself.
             let reply = con.req_command(redis::cmd("CLUSTER").arg("SLOTS"))?;

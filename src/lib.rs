@@ -142,8 +142,9 @@ mod lua;
 mod names;
 mod owner;
 mod spawn;
+mod sync;
 // L1 protocol
-mod locks;
+mod protocol;
 // L2 transport
 mod net;
 mod pubsub;
@@ -183,11 +184,13 @@ pub use lock::kinds::{ReadLock, ReadWriteLock, SpinLock, WriteLock};
 pub use lock::owned::OwnedLockGuard;
 pub use lock::signal::LostSignal;
 pub use lock::watch::{LockWatch, WatchEvent};
-pub use locks::UnlockOutcome;
-pub use locks::{Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write};
 pub use multi::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use names::DEFAULT_WATCHDOG_TIMEOUT;
 pub use owner::RequestId;
+pub use protocol::UnlockOutcome;
+pub use protocol::{
+    Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
+};
 /// The redis-rs this crate is built on, so that users name the same
 /// version (a `ConnectionInfo` for [`Client::builder`], a `RedisError`
 /// inside [`Error::Redis`]).

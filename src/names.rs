@@ -138,7 +138,7 @@ pub(crate) fn semaphore_channel(name: &str) -> String {
 
 /// A permit-expirable semaphore's ZSET of acquired permit ids,
 /// `suffixName(name, "timeout")`: `{<name>}:timeout` (docs/synchronizers.md).
-pub(crate) fn pes_timeout_key(name: &str) -> String {
+pub(crate) fn permit_expirable_timeout_key(name: &str) -> String {
     suffix_name(name, &["timeout"])
 }
 
@@ -262,8 +262,8 @@ mod tests {
     fn semaphore_names_follow_prefix_and_suffix_name() {
         assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
         assert_eq!(semaphore_channel("{t}s"), "redisson_sc:{t}s");
-        assert_eq!(pes_timeout_key("s"), "{s}:timeout");
-        assert_eq!(pes_timeout_key("{t}s"), "{t}s:timeout");
+        assert_eq!(permit_expirable_timeout_key("s"), "{s}:timeout");
+        assert_eq!(permit_expirable_timeout_key("{t}s"), "{t}s:timeout");
         assert_eq!(PES_PERMANENT_SCORE, (i64::MAX / 10_000) as u64);
     }
 

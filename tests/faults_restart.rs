@@ -122,7 +122,7 @@ fn locks_wiped_while_held_and_awaited(how: Wipe) {
     thread::sleep(period * 3);
     assert!(!exists(&server, "alone"), "{how:?}: a lost lock came back");
     for guard in guards {
-        let name = guard.lock().name().to_owned();
+        let name = redisson_lock::LockGuard::lock_of(&guard).name().to_owned();
         match guard.unlock() {
             Err(Error::Lost { .. }) => {}
             other => panic!("{how:?}: unlock of lost {name} returned {other:?}"),

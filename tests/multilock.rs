@@ -375,6 +375,41 @@ fn a_lease_with_a_wait_leaves_every_member_with_the_lease() {
     guard.unlock().expect("unlock");
 }
 
+/// The ordered attempt (after the all-at-once one found a member held)
+/// takes each member with twice the wait, then sets every member to the
+/// lease once all are held: no member is left to expire at the shorter
+/// member lease (found by cargo-mutants: `set_lease` could do nothing and
+/// every test still passed).
+#[test]
+fn an_ordered_attempt_leaves_every_member_with_the_lease() {
+    let masters = Masters::start();
+    let clients = masters.clients();
+    let rival = Client::builder(masters.servers[2].url())
+        .build()
+        .expect("rival");
+    let held = rival
+        .lock("ordered")
+        .lock_owned()
+        .expect("rival takes a member");
+    let releaser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        held.unlock().expect("rival releases");
+    });
+    let lease = Duration::from_secs(20);
+    let guard = MultiLock::new(members(&clients, "ordered"))
+        .with_lease(lease)
+        .try_lock_for(Duration::from_secs(3))
+        .expect("try_lock_for")
+        .expect("acquired once the rival let go");
+    releaser.join().expect("releaser");
+    for server in &masters.servers {
+        let ttl = pttl(server, "ordered");
+        // Twice the wait would be 6 s at most.
+        assert!(ttl > 15_000 && ttl <= 20_000, "PTTL {ttl}");
+    }
+    guard.unlock().expect("unlock");
+}
+
 #[test]
 fn unlock_tries_every_member_and_reports_the_first_error() {
     let mut masters = Masters::start();

@@ -112,7 +112,7 @@ fn waiter_wakes_on_java_style_del_and_publish_long_before_the_ttl() {
         thread::spawn(move || {
             let guard = lock.lock().expect("lock");
             acquired_tx.send(Instant::now()).expect("report");
-            let name = guard.lock().name().to_string();
+            let name = redisson_lock::LockGuard::lock_of(&guard).name().to_string();
             guard.unlock().expect("unlock");
             name
         })

@@ -26,7 +26,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use redis::Script;
 
-use crate::lock_types::{LockType, TypedFloor, crate_typed};
+use crate::lock_types::{BenchedLock, TypedFloor, crate_typed};
 use crate::session::{FLOOR_ACQUIRE, FLOOR_UNLOCK, LEASE, Session, braced, crate_session};
 
 /// The crate's own RLock scripts, sent raw by the `raw` contender.
@@ -35,8 +35,9 @@ static CRATE_ACQUIRE: LazyLock<Script> =
 static CRATE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rlock_release.lua")));
 
+/// Which implementation a scenario measures, as `--contender` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum Contender {
     /// The true floor: Redisson's protocol minimum, no latch.
     Floor,
     /// The crate's own scripts, sent raw by the floor's harness.
@@ -45,13 +46,13 @@ pub enum Kind {
     Rslock,
 }
 
-impl Kind {
-    pub fn parse(s: &str) -> Result<Kind> {
+impl Contender {
+    pub fn parse(s: &str) -> Result<Contender> {
         Ok(match s {
-            "floor" => Kind::Floor,
-            "raw" => Kind::Raw,
-            "crate" => Kind::Crate,
-            "rslock" => Kind::Rslock,
+            "floor" => Contender::Floor,
+            "raw" => Contender::Raw,
+            "crate" => Contender::Crate,
+            "rslock" => Contender::Rslock,
             other => {
                 bail!("unknown contender {other} (floor, raw, crate, rslock; redisson is Java)")
             }
@@ -60,28 +61,28 @@ impl Kind {
 
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Floor => "floor",
-            Kind::Raw => "raw",
-            Kind::Crate => "crate",
-            Kind::Rslock => "rslock",
+            Contender::Floor => "floor",
+            Contender::Raw => "raw",
+            Contender::Crate => "crate",
+            Contender::Rslock => "rslock",
         }
     }
 }
 
 /// What the threads of one process share.
 pub struct Factory {
-    kind: Kind,
+    kind: Contender,
     url: String,
     redis: redis::Client,
     client: Option<redisson_lock::Client>,
     /// The floor's stand-in for a client UUID.
     floor_id: String,
     /// Which lock type sessions take (scenario 5; RLock otherwise).
-    lock_type: LockType,
+    lock_type: BenchedLock,
 }
 
 impl Factory {
-    pub fn new(kind: Kind, url: &str, watchdog: Duration) -> Result<Factory> {
+    pub fn new(kind: Contender, url: &str, watchdog: Duration) -> Result<Factory> {
         Factory::with_connections(kind, url, watchdog, None)
     }
 
@@ -89,13 +90,13 @@ impl Factory {
     /// connections when `multiplexed` is set (`--multiplexed N`; 0: pooled),
     /// else with its default connections.
     pub fn with_connections(
-        kind: Kind,
+        kind: Contender,
         url: &str,
         watchdog: Duration,
         multiplexed: Option<u32>,
     ) -> Result<Factory> {
         let client = match kind {
-            Kind::Crate => {
+            Contender::Crate => {
                 let builder = redisson_lock::Client::builder(url).watchdog_timeout(watchdog);
                 // `--multiplexed 0`: the pool, asked for explicitly (the
                 // default for one server is multiplexed).
@@ -114,7 +115,7 @@ impl Factory {
             redis: redis::Client::open(url)?,
             client,
             floor_id: uuid::Uuid::new_v4().to_string(),
-            lock_type: LockType::Lock,
+            lock_type: BenchedLock::Lock,
         })
     }
 
@@ -135,7 +136,7 @@ impl Factory {
     }
 
     /// Sessions take `lock_type` instead of RLock (scenario 5).
-    pub fn with_lock_type(mut self, lock_type: LockType) -> Self {
+    pub fn with_lock_type(mut self, lock_type: BenchedLock) -> Self {
         self.lock_type = lock_type;
         self
     }
@@ -147,30 +148,32 @@ impl Factory {
     /// A session on `name` for the calling thread (`thread` numbers the
     /// floor's owner field). `contended` makes the floor subscribe up front.
     pub fn session(&self, name: &str, thread: u64, contended: bool) -> Result<Box<dyn Session>> {
-        if self.lock_type != LockType::Lock {
-            if contended && self.kind == Kind::Floor {
+        if self.lock_type != BenchedLock::Lock {
+            if contended && self.kind == Contender::Floor {
                 bail!("floor: no contended floor for {:?}", self.lock_type);
             }
             return self.typed_session(name, thread);
         }
         Ok(match self.kind {
-            Kind::Floor | Kind::Raw => Box::new(FloorSession::new(self, name, thread, contended)?),
-            Kind::Crate => crate_session(self.crate_client().lock(name)),
-            Kind::Rslock => Box::new(RslockSession::new(vec![self.url.clone()], name)?),
+            Contender::Floor | Contender::Raw => {
+                Box::new(FloorSession::new(self, name, thread, contended)?)
+            }
+            Contender::Crate => crate_session(self.crate_client().lock(name)),
+            Contender::Rslock => Box::new(RslockSession::new(vec![self.url.clone()], name)?),
         })
     }
 
     /// A session of the factory's lock type other than RLock (scenario 5).
     fn typed_session(&self, name: &str, thread: u64) -> Result<Box<dyn Session>> {
         Ok(match self.kind {
-            Kind::Floor => Box::new(TypedFloor::new(
+            Contender::Floor => Box::new(TypedFloor::new(
                 self.plain_connection()?,
                 &self.floor_id,
                 self.lock_type,
                 name,
                 thread,
             )?),
-            Kind::Crate => crate_typed(self.crate_client(), self.lock_type, name),
+            Contender::Crate => crate_typed(self.crate_client(), self.lock_type, name),
             other => bail!("the lock family is not measured for {}", other.name()),
         })
     }
@@ -207,7 +210,7 @@ impl FloorSession {
         };
         Ok(FloorSession {
             con: factory.redis.get_connection()?,
-            own: factory.kind == Kind::Raw,
+            own: factory.kind == Contender::Raw,
             name: name.to_owned(),
             channel,
             field: format!("{}:{thread}", factory.floor_id),
@@ -219,7 +222,7 @@ impl FloorSession {
     /// `None` when acquired, else the holder's TTL.
     fn attempt(&mut self) -> Result<Option<Duration>> {
         // PROTOCOL §2.1: lease, owner field. The crate's script (`raw`) takes
-        // what src/locks/reentrant.rs sends it: those and the holds the
+        // what src/protocol/reentrant.rs sends it: those and the holds the
         // caller knows it has (the harness never re-enters: 0).
         let script = if self.own {
             &*CRATE_ACQUIRE

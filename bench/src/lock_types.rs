@@ -1,5 +1,5 @@
 //! The lock family's types other than RLock as sessions (scenario 5 and
-//! the paired measurements): [`LockType`], each type's protocol floor (that
+//! the paired measurements): [`BenchedLock`], each type's protocol floor (that
 //! type's acquire and unlock scripts as PROTOCOL §3–§7 describe them, less
 //! the unlock latch, written for the benchmark in `bench/lua/`, sent with
 //! `redis::Script` on one plain connection per thread) and the crate's lock
@@ -18,7 +18,7 @@ use crate::session::{FLOOR_ACQUIRE, FLOOR_UNLOCK, LEASE, Session, braced, crate_
 
 /// A lock type of the family, as `--lock-type` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockType {
+pub enum BenchedLock {
     /// `client.lock(n)`, RLock: scenarios 1–4.
     Lock,
     Fair,
@@ -29,16 +29,16 @@ pub enum LockType {
     NonReentrant,
 }
 
-impl LockType {
-    pub fn parse(s: &str) -> Result<LockType> {
+impl BenchedLock {
+    pub fn parse(s: &str) -> Result<BenchedLock> {
         Ok(match s {
-            "lock" => LockType::Lock,
-            "fair" => LockType::Fair,
-            "read" => LockType::Read,
-            "write" => LockType::Write,
-            "fenced" => LockType::Fenced,
-            "spin" => LockType::Spin,
-            "nonreentrant" => LockType::NonReentrant,
+            "lock" => BenchedLock::Lock,
+            "fair" => BenchedLock::Fair,
+            "read" => BenchedLock::Read,
+            "write" => BenchedLock::Write,
+            "fenced" => BenchedLock::Fenced,
+            "spin" => BenchedLock::Spin,
+            "nonreentrant" => BenchedLock::NonReentrant,
             other => bail!(
                 "unknown lock type {other} (lock, fair, read, write, fenced, spin, nonreentrant)"
             ),
@@ -69,15 +69,15 @@ static SPIN_UNLOCK: LazyLock<Script> = script!("spin_unlock.lua");
 static NONREENTRANT_ACQUIRE: LazyLock<Script> = script!("nonreentrant_acquire.lua");
 
 /// The crate's lock of type `t` on `name` of `c`.
-pub fn crate_typed(c: &redisson_lock::Client, t: LockType, name: &str) -> Box<dyn Session> {
+pub fn crate_typed(c: &redisson_lock::Client, t: BenchedLock, name: &str) -> Box<dyn Session> {
     match t {
-        LockType::Lock => crate_session(c.lock(name)),
-        LockType::Fair => crate_session(c.fair_lock(name)),
-        LockType::Read => crate_session(c.read_write_lock(name).read_lock()),
-        LockType::Write => crate_session(c.read_write_lock(name).write_lock()),
-        LockType::Fenced => crate_session(c.fenced_lock(name)),
-        LockType::Spin => crate_session(c.spin_lock(name)),
-        LockType::NonReentrant => crate_session(c.non_reentrant_lock(name)),
+        BenchedLock::Lock => crate_session(c.lock(name)),
+        BenchedLock::Fair => crate_session(c.fair_lock(name)),
+        BenchedLock::Read => crate_session(c.read_write_lock(name).read_lock()),
+        BenchedLock::Write => crate_session(c.read_write_lock(name).write_lock()),
+        BenchedLock::Fenced => crate_session(c.fenced_lock(name)),
+        BenchedLock::Spin => crate_session(c.spin_lock(name)),
+        BenchedLock::NonReentrant => crate_session(c.non_reentrant_lock(name)),
     }
 }
 
@@ -87,7 +87,7 @@ pub fn crate_typed(c: &redisson_lock::Client, t: LockType, name: &str) -> Box<dy
 /// needed uncontended, nor by readers) is a short sleep and a retry.
 pub struct TypedFloor {
     con: redis::Connection,
-    t: LockType,
+    t: BenchedLock,
     name: String,
     field: String,
     /// Derived keys, in the order the type's scripts take them.
@@ -111,7 +111,7 @@ impl TypedFloor {
     pub fn new(
         con: redis::Connection,
         floor_id: &str,
-        t: LockType,
+        t: BenchedLock,
         name: &str,
         thread: u64,
     ) -> Result<Self> {
@@ -123,7 +123,7 @@ impl TypedFloor {
             format!("{{{name}}}")
         };
         let channel = match t {
-            LockType::Read | LockType::Write => braced("redisson_rwlock", name),
+            BenchedLock::Read | BenchedLock::Write => braced("redisson_rwlock", name),
             _ => braced("redisson_lock__channel", name),
         };
         Ok(TypedFloor {
@@ -145,12 +145,12 @@ impl TypedFloor {
         let lease = LEASE.as_millis() as u64;
         let con = &mut self.con;
         let reply: Option<i64> = match self.t {
-            LockType::Lock | LockType::Spin => FLOOR_ACQUIRE
+            BenchedLock::Lock | BenchedLock::Spin => FLOOR_ACQUIRE
                 .key(&self.name)
                 .arg(lease)
                 .arg(&self.field)
                 .invoke(con)?,
-            LockType::Fair => FAIR_ACQUIRE
+            BenchedLock::Fair => FAIR_ACQUIRE
                 .key(&self.name)
                 .key(&self.queue)
                 .key(&self.timeouts)
@@ -159,19 +159,19 @@ impl TypedFloor {
                 .arg(FAIR_WAIT_MS)
                 .arg(now_ms())
                 .invoke(con)?,
-            LockType::Read => READ_ACQUIRE
+            BenchedLock::Read => READ_ACQUIRE
                 .key(&self.name)
                 .key(&self.markers)
                 .arg(lease)
                 .arg(&self.field)
                 .arg(format!("{}:write", self.field))
                 .invoke(con)?,
-            LockType::Write => WRITE_ACQUIRE
+            BenchedLock::Write => WRITE_ACQUIRE
                 .key(&self.name)
                 .arg(lease)
                 .arg(format!("{}:write", self.field))
                 .invoke(con)?,
-            LockType::Fenced => {
+            BenchedLock::Fenced => {
                 let (ttl, _token): (i64, i64) = FENCED_ACQUIRE
                     .key(&self.name)
                     .key(&self.token)
@@ -180,7 +180,7 @@ impl TypedFloor {
                     .invoke(con)?;
                 (ttl != -1).then_some(ttl)
             }
-            LockType::NonReentrant => NONREENTRANT_ACQUIRE
+            BenchedLock::NonReentrant => NONREENTRANT_ACQUIRE
                 .key(&self.name)
                 .arg(lease)
                 .arg(&self.field)
@@ -204,7 +204,7 @@ impl Session for TypedFloor {
         let lease = LEASE.as_millis() as u64;
         let con = &mut self.con;
         let reply: Option<i64> = match self.t {
-            LockType::Lock | LockType::Fenced | LockType::NonReentrant => FLOOR_UNLOCK
+            BenchedLock::Lock | BenchedLock::Fenced | BenchedLock::NonReentrant => FLOOR_UNLOCK
                 .key(&self.name)
                 .key(&self.channel)
                 .arg("0")
@@ -212,7 +212,7 @@ impl Session for TypedFloor {
                 .arg(&self.field)
                 .arg("publish")
                 .invoke(con)?,
-            LockType::Fair => FAIR_UNLOCK
+            BenchedLock::Fair => FAIR_UNLOCK
                 .key(&self.name)
                 .key(&self.queue)
                 .key(&self.timeouts)
@@ -223,7 +223,7 @@ impl Session for TypedFloor {
                 .arg(now_ms())
                 .arg("publish")
                 .invoke(con)?,
-            LockType::Read => READ_UNLOCK
+            BenchedLock::Read => READ_UNLOCK
                 .key(&self.name)
                 .key(&self.channel)
                 .key(&self.markers)
@@ -232,7 +232,7 @@ impl Session for TypedFloor {
                 .arg(&self.field)
                 .arg("publish")
                 .invoke(con)?,
-            LockType::Write => WRITE_UNLOCK
+            BenchedLock::Write => WRITE_UNLOCK
                 .key(&self.name)
                 .key(&self.channel)
                 .arg("1")
@@ -240,7 +240,7 @@ impl Session for TypedFloor {
                 .arg(format!("{}:write", self.field))
                 .arg("publish")
                 .invoke(con)?,
-            LockType::Spin => SPIN_UNLOCK
+            BenchedLock::Spin => SPIN_UNLOCK
                 .key(&self.name)
                 .arg(lease)
                 .arg(&self.field)

@@ -11,8 +11,8 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use crate::common::{Args, percentile, thread_cpu_ns, together};
-use crate::contenders::{Factory, Kind};
-use crate::lock_types::LockType;
+use crate::contenders::{Contender, Factory};
+use crate::lock_types::BenchedLock;
 use crate::session::{Session, counted_pairs, warm_up};
 use crate::sync_types::{SyncSides, SyncType};
 
@@ -36,12 +36,12 @@ pub fn run(args: &Args) -> Result<Value> {
         });
     }
     let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
-    let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
-    let kind = Kind::parse(args.str("contender")?)?;
+    let lock_type = BenchedLock::parse(args.str_or("lock-type", "lock"))?;
+    let kind = Contender::parse(args.str("contender")?)?;
     // `--multiplexed N`: the crate's commands share N sockets.
     let multiplexed = args.multiplexed()?;
     let sides = [
-        Factory::new(Kind::Floor, url, watchdog)?.with_lock_type(lock_type),
+        Factory::new(Contender::Floor, url, watchdog)?.with_lock_type(lock_type),
         Factory::with_connections(kind, url, watchdog, multiplexed)?.with_lock_type(lock_type),
     ];
     let shared = args.num_or("shared-name", 0)? == 1;

@@ -21,7 +21,7 @@ use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use crate::common::{Args, cpu_ns, percentile, us};
-use crate::contenders::{Factory, Kind, rslock_session};
+use crate::contenders::{Contender, Factory, rslock_session};
 use crate::session::{
     FLOOR_ACQUIRE, FLOOR_UNLOCK, LEASE, Session, braced, crate_session, timed_pairs,
 };
@@ -29,7 +29,7 @@ use crate::session::{
 /// How long each side runs before the other takes over.
 const SLICE: Duration = Duration::from_millis(100);
 
-pub fn run(kind: Kind, args: &Args) -> Result<Value> {
+pub fn run(kind: Contender, args: &Args) -> Result<Value> {
     let urls: Vec<String> = args.str("urls")?.split(',').map(str::to_owned).collect();
     if urls.len() < 3 {
         bail!(
@@ -43,7 +43,7 @@ pub fn run(kind: Kind, args: &Args) -> Result<Value> {
     let red_name = format!("bench:s6:{run_id}");
     let single_name = format!("bench:s6:single:{run_id}");
     let (mut single, mut red): (Box<dyn Session>, Box<dyn Session>) = match kind {
-        Kind::Crate => {
+        Contender::Crate => {
             let clients = urls
                 .iter()
                 .map(|url| {
@@ -61,11 +61,11 @@ pub fn run(kind: Kind, args: &Args) -> Result<Value> {
                 }),
             )
         }
-        Kind::Floor => (
-            Factory::new(Kind::Floor, &urls[0], LEASE)?.session(&single_name, 1, false)?,
+        Contender::Floor => (
+            Factory::new(Contender::Floor, &urls[0], LEASE)?.session(&single_name, 1, false)?,
             Box::new(FloorRed::new(&urls, &red_name)?),
         ),
-        Kind::Rslock => (
+        Contender::Rslock => (
             rslock_session(vec![urls[0].clone()], &single_name)?,
             rslock_session(urls.clone(), &red_name)?,
         ),

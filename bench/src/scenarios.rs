@@ -14,8 +14,8 @@ use crate::common::{
     Args, count_live_bytes, cpu_ns, critical_section, live_bytes, mono_ns, ms, percentile,
     redis_barrier, rss_bytes, together, us,
 };
-use crate::contenders::{Factory, Kind, current_thread_runtime};
-use crate::lock_types::LockType;
+use crate::contenders::{Contender, Factory, current_thread_runtime};
+use crate::lock_types::BenchedLock;
 use crate::session::{counted_pairs, timed_pairs, warm_up};
 
 pub fn run(args: &Args) -> Result<()> {
@@ -33,17 +33,17 @@ pub fn run(args: &Args) -> Result<()> {
         println!("{out}");
         return Ok(());
     }
-    let kind = Kind::parse(args.str("contender")?)?;
+    let kind = Contender::parse(args.str("contender")?)?;
     let scenario = args.str("scenario")?;
     let url = args.str("url")?;
     let watchdog = Duration::from_millis(args.num_or("watchdog-ms", 30_000)?);
-    let lock_type = LockType::parse(args.str_or("lock-type", "lock"))?;
+    let lock_type = BenchedLock::parse(args.str_or("lock-type", "lock"))?;
     let typed =
         || -> Result<Factory> { Ok(Factory::new(kind, url, watchdog)?.with_lock_type(lock_type)) };
     let mut out = match scenario {
         "family" => crate::family::run(&typed()?, args)?,
         "redlock" => crate::redlock::run(kind, args)?,
-        "contended" if lock_type != LockType::Lock => contended(&typed()?, args)?,
+        "contended" if lock_type != BenchedLock::Lock => contended(&typed()?, args)?,
         "uncontended" => uncontended(&Factory::new(kind, url, watchdog)?, args)?,
         "scaled" => {
             // `--multiplexed N`: the crate's commands share N sockets.
@@ -55,11 +55,11 @@ pub fn run(args: &Args) -> Result<()> {
             out
         }
         "contended" => contended(&Factory::new(kind, url, watchdog)?, args)?,
-        "watchdog" if kind == Kind::Crate => crate_watchdog(url, args)?,
-        "watchdog" if kind == Kind::Rslock => rslock_watchdog(url, args)?,
-        "soak" if kind == Kind::Crate => crate::soak::run(url, args)?,
-        "sync_contended" if matches!(kind, Kind::Floor | Kind::Crate) => {
-            crate::sync_types::contended(url, kind == Kind::Floor, args)?
+        "watchdog" if kind == Contender::Crate => crate_watchdog(url, args)?,
+        "watchdog" if kind == Contender::Rslock => rslock_watchdog(url, args)?,
+        "soak" if kind == Contender::Crate => crate::soak::run(url, args)?,
+        "sync_contended" if matches!(kind, Contender::Floor | Contender::Crate) => {
+            crate::sync_types::contended(url, kind == Contender::Floor, args)?
         }
         other => bail!("scenario {other} does not apply to {}", kind.name()),
     };

@@ -64,8 +64,8 @@ macro_rules! script {
 
 static SEMAPHORE_ACQUIRE: LazyLock<Script> = script!("semaphore_acquire.lua");
 static SEMAPHORE_RELEASE: LazyLock<Script> = script!("semaphore_release.lua");
-static PES_ACQUIRE: LazyLock<Script> = script!("pes_acquire.lua");
-static PES_RELEASE: LazyLock<Script> = script!("pes_release.lua");
+static PERMIT_EXPIRABLE_ACQUIRE: LazyLock<Script> = script!("permit_expirable_acquire.lua");
+static PERMIT_EXPIRABLE_RELEASE: LazyLock<Script> = script!("permit_expirable_release.lua");
 static LATCH_COUNT_DOWN: LazyLock<Script> = script!("latch_count_down.lua");
 
 fn now_ms() -> u64 {
@@ -205,7 +205,7 @@ impl SyncFloor {
             SyncType::Expirable => {
                 // Redisson's id: 16 random bytes, fresh for each attempt.
                 let id = *uuid::Uuid::new_v4().as_bytes();
-                let reply: Value = PES_ACQUIRE
+                let reply: Value = PERMIT_EXPIRABLE_ACQUIRE
                     .key(&self.name)
                     .key(&self.timeout)
                     .key(&self.channel)
@@ -270,7 +270,7 @@ impl Session for SyncFloor {
                 let Some(id) = self.permit.take() else {
                     bail!("floor: release of {} without a permit", self.name);
                 };
-                let released: i64 = PES_RELEASE
+                let released: i64 = PERMIT_EXPIRABLE_RELEASE
                     .key(&self.name)
                     .key(&self.channel)
                     .key(&self.timeout)
@@ -471,8 +471,8 @@ mod tests {
         for s in [
             &SEMAPHORE_ACQUIRE,
             &SEMAPHORE_RELEASE,
-            &PES_ACQUIRE,
-            &PES_RELEASE,
+            &PERMIT_EXPIRABLE_ACQUIRE,
+            &PERMIT_EXPIRABLE_RELEASE,
             &LATCH_COUNT_DOWN,
         ] {
             assert_eq!(s.get_hash().len(), 40);

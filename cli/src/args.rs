@@ -211,8 +211,8 @@ pub struct RunArgs {
 
     /// The lock type (Redisson's getLock, getFairLock, getFencedLock,
     /// getSpinLock, getReadWriteLock's readLock/writeLock).
-    #[arg(long, value_enum, default_value_t = LockType::Lock)]
-    pub kind: LockType,
+    #[arg(long, value_enum, default_value_t = KindArg::Lock)]
+    pub kind: KindArg,
 
     /// Shared: the read side of the read/write lock NAME (flock -s).
     #[arg(short = 's', long, conflicts_with_all = ["exclusive", "kind", "permits"])]
@@ -288,7 +288,7 @@ pub struct RunArgs {
 
 /// `--kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LockType {
+pub enum KindArg {
     /// The reentrant lock (RLock).
     Lock,
     /// The fair lock: first come, first served.

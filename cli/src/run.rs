@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Kind, Lock, LockGuard, PermitExpirableSemaphore, PermitId};
 
-use crate::args::{ConnArgs, LockType, RunArgs};
+use crate::args::{ConnArgs, KindArg, RunArgs};
 use crate::child::{self, Event, Schedule};
 use crate::connect::{self, EX_USAGE, Failure};
 
@@ -103,23 +103,23 @@ pub fn run(conn: &ConnArgs, args: &RunArgs, verbose: bool) -> Result<u8, Failure
         return run_permit(&ctx, client.permit_expirable_semaphore(&args.name), permits);
     }
     let kind = match (args.shared, args.exclusive) {
-        (true, _) => LockType::Read,
-        (_, true) => LockType::Write,
+        (true, _) => KindArg::Read,
+        (_, true) => KindArg::Write,
         _ => args.kind,
     };
     let name = args.name.as_str();
     match kind {
-        LockType::Lock => run_lock(&ctx, &client, client.lock(name), "", |_| None),
-        LockType::Fair => run_lock(&ctx, &client, client.fair_lock(name), "", |_| None),
-        LockType::Fenced => run_lock(&ctx, &client, client.fenced_lock(name), "", |g| {
+        KindArg::Lock => run_lock(&ctx, &client, client.lock(name), "", |_| None),
+        KindArg::Fair => run_lock(&ctx, &client, client.fair_lock(name), "", |_| None),
+        KindArg::Fenced => run_lock(&ctx, &client, client.fenced_lock(name), "", |g| {
             Some(g.token())
         }),
-        LockType::Spin => run_lock(&ctx, &client, client.spin_lock(name), "", |_| None),
-        LockType::Read => {
+        KindArg::Spin => run_lock(&ctx, &client, client.spin_lock(name), "", |_| None),
+        KindArg::Read => {
             let lock = client.read_write_lock(name).read_lock();
             run_lock(&ctx, &client, lock, "", |_| None)
         }
-        LockType::Write => {
+        KindArg::Write => {
             let lock = client.read_write_lock(name).write_lock();
             run_lock(&ctx, &client, lock, ":write", |_| None)
         }

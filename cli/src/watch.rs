@@ -15,7 +15,7 @@ use crate::connect::Failure;
 
 /// What a watch reports; the JSON line's `event`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+enum EventKind {
     Acquired,
     Reentered,
     Released,
@@ -25,16 +25,16 @@ enum Kind {
     QueueLeft,
 }
 
-impl Kind {
+impl EventKind {
     fn name(self) -> &'static str {
         match self {
-            Kind::Acquired => "acquired",
-            Kind::Reentered => "reentered",
-            Kind::Released => "released",
-            Kind::Expired => "expired",
-            Kind::HolderChanged => "holder_changed",
-            Kind::QueueJoined => "queue_joined",
-            Kind::QueueLeft => "queue_left",
+            EventKind::Acquired => "acquired",
+            EventKind::Reentered => "reentered",
+            EventKind::Released => "released",
+            EventKind::Expired => "expired",
+            EventKind::HolderChanged => "holder_changed",
+            EventKind::QueueJoined => "queue_joined",
+            EventKind::QueueLeft => "queue_left",
         }
     }
 }
@@ -107,7 +107,7 @@ struct Printer {
 }
 
 impl Printer {
-    fn emit(&self, kind: Kind, fields: serde_json::Value) {
+    fn emit(&self, kind: EventKind, fields: serde_json::Value) {
         let mut line = serde_json::json!({
             "event": kind.name(),
             "name": self.name,
@@ -192,23 +192,23 @@ pub fn watch(client: &Client, args: &WatchArgs, output: Output) -> Result<u8, Fa
         let early = ttl_left > args.interval + Duration::from_millis(500);
         if !gone.is_empty() && !came.is_empty() && !released(&mut seen) && !early {
             printer.emit(
-                Kind::HolderChanged,
+                EventKind::HolderChanged,
                 serde_json::json!({"from": gone, "to": came}),
             );
             events += 1;
         } else {
             for field in &gone {
                 let kind = if released(&mut seen) || early {
-                    Kind::Released
+                    EventKind::Released
                 } else {
-                    Kind::Expired
+                    EventKind::Expired
                 };
                 printer.emit(kind, serde_json::json!({"holder": field}));
                 events += 1;
             }
             for field in &came {
                 printer.emit(
-                    Kind::Acquired,
+                    EventKind::Acquired,
                     serde_json::json!({"holder": field, "count": after[*field]}),
                 );
                 events += 1;
@@ -218,14 +218,14 @@ pub fn watch(client: &Client, args: &WatchArgs, output: Output) -> Result<u8, Fa
             match before.get(field) {
                 Some(old) if count > old => {
                     printer.emit(
-                        Kind::Reentered,
+                        EventKind::Reentered,
                         serde_json::json!({"holder": field, "count": count}),
                     );
                     events += 1;
                 }
                 Some(old) if count < old => {
                     printer.emit(
-                        Kind::Released,
+                        EventKind::Released,
                         serde_json::json!({"holder": field, "count": count}),
                     );
                     events += 1;
@@ -237,13 +237,13 @@ pub fn watch(client: &Client, args: &WatchArgs, output: Output) -> Result<u8, Fa
         for field in q_after.iter().filter(|f| !q_before.contains(f)) {
             let position = q_after.iter().position(|f| f == field).unwrap_or(0) + 1;
             printer.emit(
-                Kind::QueueJoined,
+                EventKind::QueueJoined,
                 serde_json::json!({"waiter": field, "position": position}),
             );
             events += 1;
         }
         for field in q_before.iter().filter(|f| !q_after.contains(f)) {
-            printer.emit(Kind::QueueLeft, serde_json::json!({"waiter": field}));
+            printer.emit(EventKind::QueueLeft, serde_json::json!({"waiter": field}));
             events += 1;
         }
         // Messages of this round are accounted for.

@@ -1,9 +1,10 @@
 //! `redisson-lock watch` through the library's own subscriber (issue 33,
-//! item 6) under Sentinel and in a Redis 7 cluster with sharded pub/sub,
-//! with a Java 4.7.0 holder: an unlock 400 ms before the lease's end is
-//! `released` (its unlock message is heard), a lease that runs out is
-//! `expired`. Before, `watch` opened a connection of its own to the first
-//! URL: a sentinel, or a node without the slot's sharded channel.
+//! item 6) under Sentinel, in a Redis 7 cluster with sharded pub/sub and
+//! over TLS (a TLS-only server, with the CLI's default feature
+//! `tls-rustls`), with a Java 4.7.0 holder: an unlock 400 ms before the
+//! lease's end is `released` (its unlock message is heard), a lease that
+//! runs out is `expired`. Before, `watch` opened a connection of its own to
+//! the first URL: a sentinel, or a node without the slot's sharded channel.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -83,5 +84,33 @@ fn watch_tells_a_java_release_from_an_expiry_in_a_sharded_cluster() {
     java.warm_up();
     let conn = vec!["--cluster".to_owned(), "--url".to_owned(), seeds.join(",")];
     let events = watched(&conn, &java, "watched-cluster");
+    assert_eq!(events, ["acquired", "released", "acquired", "expired"]);
+}
+
+/// The server has no plain port (`--port 0`): the CLI's connections, its
+/// subscriber's included, and Java's (Redisson with a truststore of the
+/// test's CA) all go through TLS. Only with the TLS feature, which the CLI
+/// has by default: without it `--tls-ca` is refused, and the test is not
+/// compiled.
+#[cfg(feature = "tls-rustls")]
+#[test]
+fn watch_tells_a_java_release_from_an_expiry_over_tls() {
+    let certs = support::tls::Certs::make();
+    let server = support::tls::TlsServer::start(&certs, false);
+    let java = JavaDriver::start_tls(
+        Redisson::Newest,
+        &server.url(),
+        Duration::from_secs(30),
+        &certs.java_truststore(),
+        support::tls::TRUSTSTORE_PASSWORD,
+    );
+    java.warm_up();
+    let conn = vec![
+        "--url".to_owned(),
+        server.url(),
+        "--tls-ca".to_owned(),
+        certs.path("ca.crt").to_string_lossy().into_owned(),
+    ];
+    let events = watched(&conn, &java, "watched-tls");
     assert_eq!(events, ["acquired", "released", "acquired", "expired"]);
 }

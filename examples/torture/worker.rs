@@ -866,9 +866,9 @@ fn critical_section<K: Fencing>(
             );
         }
         let attempt = if short {
-            guard.lock().with_lease(ms(rng.range(30, 200))).try_lock()
+            LockGuard::lock_of(&guard).with_lease(ms(rng.range(30, 200))).try_lock()
         } else {
-            guard.lock().try_lock()
+            LockGuard::lock_of(&guard).try_lock()
         };
         let at = now_ns();
         match attempt {

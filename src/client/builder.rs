@@ -9,7 +9,7 @@ use redis::{ConnectionInfo, RedisResult};
 
 use crate::client::Client;
 use crate::config::compat::{Compat, Explicit};
-use crate::config::{Config, ShardedSubscription};
+use crate::config::{Config, ReplicaWait, ShardedSubscription};
 use crate::engine::Engine;
 use crate::engine::events::EventHandler;
 use crate::engine::observe;
@@ -267,7 +267,7 @@ impl ClientBuilder {
             (Some(n), _) => Connections::Multiplexed(n),
             (None, Some(n)) => Connections::Pooled(n),
             // A replica-synced write's WAIT would hold a shared socket.
-            (None, None) if config.replica_sync.is_some() => {
+            (None, None) if config.replica_wait != ReplicaWait::Off => {
                 Connections::Pooled(names::DEFAULT_POOL_SIZE)
             }
             (None, None) => Connections::Multiplexed(names::DEFAULT_MULTIPLEXED),

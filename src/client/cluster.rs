@@ -3,7 +3,7 @@
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
 use crate::client::{Client, ClientBuilder};
-use crate::config::ShardedSubscription;
+use crate::config::{ReplicaWait, ShardedSubscription};
 
 impl Client {
     /// Starts configuring a client for the Redis Cluster that `seeds`
@@ -64,7 +64,7 @@ impl Client {
         builder.info = info;
         builder.seeds = seeds;
         // Redisson waits for the replicas outside single-server mode.
-        builder.config.replica_sync = Some(true);
+        builder.config.replica_wait = ReplicaWait::Checked;
         builder
     }
 }

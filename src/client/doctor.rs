@@ -181,7 +181,7 @@ impl Doctor {
     pub fn run(mut self) -> Result<DoctorReport> {
         self.engine.check_process()?;
         let pools = self.engine.topology.master_pools()?;
-        let mut state = checks::State::default();
+        let mut state = checks::Survey::default();
         let mut scanned = 0u64;
         let mut examined = 0u64;
         let mut complete = true;

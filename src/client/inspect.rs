@@ -2,7 +2,7 @@
 //! its TTL and fencing token, in one atomic snapshot; a synchronizer's
 //! counter and a permit-expirable semaphore's permits) and
 //! [`Client::scan_locks`] (every lock whose name matches a glob, on every
-//! master). The script and its reading are `crate::locks::inspect`'s; here
+//! master). The script and its reading are `crate::protocol::inspect`'s; here
 //! are the public types.
 
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use std::time::Duration;
 use super::Client;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::locks::inspect::{Snapshot, SnapshotKind, SnapshotSide};
 use crate::names::WRITE_FIELD_SUFFIX;
+use crate::protocol::inspect::{Snapshot, SnapshotKind, SnapshotSide};
 
 /// The version of the JSON shape [`LockInfo`] and [`LockSummary`] serialise
 /// to with the `serde` feature (the `"version"` field; see "Lock info JSON"
@@ -317,7 +317,7 @@ fn inspect(engine: &Engine, name: &str) -> Result<LockInfo> {
         return Err(Error::invalid("lock name must not be empty"));
     }
     let snap = engine.with_connection(name, "inspect", |con, _| {
-        crate::locks::inspect::inspect(con, name)
+        crate::protocol::inspect::inspect(con, name)
     })?;
     Ok(LockInfo::from_snapshot(name, snap))
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::client::ClientBuilder;
+use crate::config::ReplicaWait;
 
 impl ClientBuilder {
     /// Follows every lock script that writes (acquire, unlock, force
@@ -33,7 +34,7 @@ impl ClientBuilder {
     /// waited for (Redisson's rule): a master that lost its replicas still
     /// grants locks a failover would lose.
     pub fn check_lock_synced_replicas(mut self, check: bool) -> Self {
-        self.config.replica_sync = Some(check);
+        self.config.replica_wait = ReplicaWait::from_check(check);
         self
     }
 
@@ -44,5 +45,28 @@ impl ClientBuilder {
     pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
         self.config.replicas_sync_timeout = Some(timeout);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Client;
+
+    #[test]
+    fn replica_wait_is_off_alone_checked_for_sentinel_and_cluster_and_as_set() {
+        let single = Client::builder("redis://127.0.0.1");
+        assert_eq!(single.config.replica_wait, ReplicaWait::Off);
+        let sentinel = Client::sentinel_builder("mymaster", ["redis://127.0.0.1:26379"]);
+        assert_eq!(sentinel.config.replica_wait, ReplicaWait::Checked);
+        let cluster = Client::cluster_builder(["redis://127.0.0.1:7000"]);
+        assert_eq!(cluster.config.replica_wait, ReplicaWait::Checked);
+        let logged = Client::builder("redis://127.0.0.1").check_lock_synced_replicas(false);
+        assert_eq!(logged.config.replica_wait, ReplicaWait::Logged);
+        let checked = logged.check_lock_synced_replicas(true);
+        assert_eq!(checked.config.replica_wait, ReplicaWait::Checked);
+        let relaxed =
+            Client::cluster_builder(["redis://127.0.0.1:7000"]).check_lock_synced_replicas(false);
+        assert_eq!(relaxed.config.replica_wait, ReplicaWait::Logged);
     }
 }

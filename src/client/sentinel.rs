@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::IntoConnectionInfo;
 
 use crate::client::{Client, ClientBuilder};
+use crate::config::ReplicaWait;
 use crate::topology::sentinel::SentinelSettings;
 
 impl Client {
@@ -74,7 +75,7 @@ impl Client {
         let mut builder = Client::builder(("127.0.0.1", 0u16));
         builder.info = template;
         // Redisson waits for the replicas outside single-server mode.
-        builder.config.replica_sync = Some(true);
+        builder.config.replica_wait = ReplicaWait::Checked;
         builder.sentinel = Some(SentinelSettings::new(master_name, sentinels));
         builder
     }

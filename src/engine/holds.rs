@@ -38,19 +38,19 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
 
 use super::events::{Event, Events, LockEvent};
 use super::observe::{self, HoldObserver};
 use crate::error::{Error, LostReason};
-use crate::locks::Renewal;
+use crate::protocol::Renewal;
+use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{Condvar, Mutex, channel, now};
 
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+static EPOCH: LazyLock<Instant> = LazyLock::new(crate::sync::epoch);
 
 fn nanos_since_epoch(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
@@ -111,7 +111,7 @@ pub(crate) struct Hold {
     ledger: Mutex<Ledger>,
     /// Wakes the `rlock-deadline` thread when the deadline moves earlier;
     /// set once the registry watches the hold ([`Registry::watch`]).
-    deadline_moved: OnceLock<Sender<()>>,
+    deadline_moved: OnceLock<channel::Sender<()>>,
     /// Releases it without its guard ([`Hold::release_in_redis`]).
     releaser: OnceLock<Releaser>,
 }
@@ -240,7 +240,7 @@ impl Hold {
     /// Why the hold is lost, `None` while it is not known to be (or once it
     /// ended: released, not lost).
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.lost_reason_at(Instant::now())
+        self.lost_reason_at(now())
     }
 
     /// [`Hold::lost_reason`] with the clock read at `now` (by a caller
@@ -383,7 +383,7 @@ impl Hold {
             if self.ended.load(Ordering::Acquire) {
                 return None;
             }
-            if until.is_some_and(|until| Instant::now() >= until) {
+            if until.is_some_and(|until| now() >= until) {
                 return None;
             }
             let mut waiting = self.waiting.lock();
@@ -450,7 +450,7 @@ impl Hold {
     /// Records that a command that sets the key's TTL to `lease` is about
     /// to be sent. Until it is ended, the hold's deadline counts with it.
     pub fn begin_lease(&self, lease: Duration) -> LeaseTicket {
-        let sent = nanos_since_epoch(Instant::now());
+        let sent = nanos_since_epoch(now());
         let lease = lease_nanos(lease);
         let mut ledger = self.ledger.lock();
         ledger.clock += 1;
@@ -574,6 +574,8 @@ fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
 mod quiet;
 mod registry;
 mod releaser;
+#[cfg(all(test, feature = "shuttle"))]
+mod schedules;
 pub(crate) use registry::Registry;
 pub(crate) use releaser::Releaser;
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cancel::{CancelToken, Stop};
-use crate::config::Config;
+use crate::config::{Config, ReplicaWait};
 use crate::error::{Error, Result};
 use crate::net::pool::{Checkout, Pool, RECONNECT_GRACE};
 use crate::owner::RequestId;
@@ -88,9 +88,13 @@ impl Engine {
         let topology = Arc::new(topology);
         let (events, events_thread) = handler.map(Events::start).transpose()?.unzip();
         let registry = Arc::new(Registry::new(events, observe.clone()));
-        let sync = config
-            .replica_sync
-            .map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout())));
+        let check = match config.replica_wait {
+            ReplicaWait::Off => None,
+            ReplicaWait::Logged => Some(false),
+            ReplicaWait::Checked => Some(true),
+        };
+        let sync =
+            check.map(|check| Arc::new(ReplicaSync::new(check, config.replicas_sync_timeout())));
         let watchdog = Watchdog::start(
             Arc::clone(&registry),
             Arc::clone(&topology),

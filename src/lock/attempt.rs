@@ -12,15 +12,15 @@ use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::guard::LockGuard;
 use crate::lock::unlock::Unlock;
-use crate::locks::{AcquireRequest, Acquired, Kind, Queue};
 use crate::names;
+use crate::protocol::{AcquireRequest, Acquired, Kind, Queue};
 
 impl<K: Kind> Lock<K> {
     /// What an acquire attempt settles before its command is sent: the
     /// thread's own count on its field, and for a reentry the lease ticket
-    /// and the "replaced" marker. Every [`Attempt`] must be finished by
+    /// and the "replaced" marker. Every [`BegunAttempt`] must be finished by
     /// [`Lock::finish_attempt`].
-    pub(crate) fn begin_attempt(&self, field: &str, lease: Duration) -> Result<Attempt> {
+    pub(crate) fn begin_attempt(&self, field: &str, lease: Duration) -> Result<BegunAttempt> {
         // After a shutdown, nothing is sent (MultiLock's members too).
         self.engine.check_open()?;
         let registry = &self.engine.registry;
@@ -39,7 +39,7 @@ impl<K: Kind> Lock<K> {
             let id = self.engine.next_request_id();
             names::replaced_marker(&self.name, id.as_str())
         });
-        Ok(Attempt {
+        Ok(BegunAttempt {
             live,
             known,
             ticket,
@@ -51,14 +51,14 @@ impl<K: Kind> Lock<K> {
     /// TTL.
     pub(crate) fn finish_attempt(
         &self,
-        begun: Attempt,
+        begun: BegunAttempt,
         field: &str,
         lease: Duration,
         sent: Instant,
         acquired: Result<Acquired>,
     ) -> Result<Result<LockGuard<K>, Option<Duration>>> {
         let registry = &self.engine.registry;
-        let Attempt { live, ticket, .. } = begun;
+        let BegunAttempt { live, ticket, .. } = begun;
         if let (Some(hold), Some(ticket)) = (&live, ticket) {
             let outcome = match &acquired {
                 Ok(Acquired::Yes {
@@ -126,14 +126,14 @@ impl<K: Kind> Lock<K> {
 
 /// An acquire attempt between [`Lock::begin_attempt`] and
 /// [`Lock::finish_attempt`].
-pub(crate) struct Attempt {
+pub(crate) struct BegunAttempt {
     live: Option<Arc<Hold>>,
     known: u32,
     ticket: Option<LeaseTicket>,
     marker: Option<String>,
 }
 
-impl Attempt {
+impl BegunAttempt {
     /// The acquire is sent once more after a first send whose fate is
     /// unknown: a reentry's lease ticket must not take a refusal of this
     /// send as proof that the first did not run.

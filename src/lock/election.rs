@@ -8,7 +8,7 @@ use super::kinds::FencedLock;
 use super::owned::OwnedLockGuard;
 use super::signal::LostSignal;
 use crate::error::Result;
-use crate::locks::Fenced;
+use crate::protocol::Fenced;
 
 /// An election among processes, Java and Rust, for one name: the leader is
 /// whoever holds the fenced lock of that name (Redisson's `getFencedLock`),

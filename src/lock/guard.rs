@@ -12,9 +12,9 @@ use crate::error::{LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
 use crate::lock::unlock::{ReplicaCheck, Unlock};
-use crate::locks::UnlockOutcome;
-use crate::locks::{Kind, Reentrant, Wake};
 use crate::net::scatter::Prefetched;
+use crate::protocol::UnlockOutcome;
+use crate::protocol::{Kind, Reentrant, Wake};
 
 mod keep;
 
@@ -158,7 +158,7 @@ impl<K: Kind> LockGuard<K> {
                 if resend {
                     ticket.resending();
                 }
-                crate::locks::replies::expire_if_held(
+                crate::protocol::replies::expire_if_held(
                     con,
                     &self.lock.name,
                     &self.hold.field,
@@ -407,9 +407,10 @@ fn far_deadline() -> Instant {
 
 /// The methods, `Drop` and `Debug` that [`LockGuard`] and
 /// [`OwnedLockGuard`](crate::OwnedLockGuard) share: one hold on a lock, over
-/// the fields `lock`, `hold`, `renew` and `released`.
+/// the fields `lock`, `hold`, `renew` and `released`. `$acquire` is the
+/// `Lock` method that returns the guard, for the doc examples.
 macro_rules! guard_common {
-    ($guard:ident) => {
+    ($guard:ident, $acquire:literal) => {
         impl<K: Kind> $guard<K> {
             /// Releases this hold and reports how that went.
             ///
@@ -466,7 +467,38 @@ macro_rules! guard_common {
                 LostSignal::new(Arc::clone(&self.hold))
             }
 
-            /// The lock this guard holds.
+            /// The lock this guard holds. No I/O.
+            ///
+            /// An associated function, as `lock_api`'s `MutexGuard::mutex`, so
+            /// that it does not read as taking the lock: call it as
+            #[doc = concat!("`", stringify!($guard), "::lock_of(&guard)`.")]
+            ///
+            /// ```no_run
+            #[doc = concat!("use redisson_lock::", stringify!($guard), ";")]
+            /// # fn f(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+            #[doc = concat!("let guard = client.lock(\"orders\").", $acquire, "()?;")]
+            #[doc = concat!("assert_eq!(", stringify!($guard), "::lock_of(&guard).name(), \"orders\");")]
+            /// # Ok(()) }
+            /// ```
+            ///
+            /// It is not a method:
+            ///
+            /// ```compile_fail,E0599
+            /// # fn f(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+            #[doc = concat!("let guard = client.lock(\"orders\").", $acquire, "()?;")]
+            /// let _ = guard.lock_of();
+            /// # Ok(()) }
+            /// ```
+            pub fn lock_of(guard: &Self) -> &Lock<K> {
+                &guard.lock
+            }
+
+            /// The lock this guard holds: use the associated function
+            #[doc = concat!("[`", stringify!($guard), "::lock_of`]`(&guard)`")]
+            /// instead, which does not read as taking the lock.
+            #[deprecated(
+                note = "`guard.lock()` reads as taking the lock: use the associated function `lock_of(&guard)`"
+            )]
             pub fn lock(&self) -> &Lock<K> {
                 &self.lock
             }
@@ -508,4 +540,4 @@ macro_rules! guard_common {
 }
 pub(crate) use guard_common;
 
-guard_common!(LockGuard);
+guard_common!(LockGuard, "lock");

@@ -11,8 +11,8 @@ use std::time::Instant;
 use super::Lock;
 use super::owned::OwnedLockGuard;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::Kind;
-use crate::locks::lease::{self, RenewChunk, Renewed};
+use crate::protocol::Kind;
+use crate::protocol::lease::{self, RenewChunk, Renewed};
 
 /// The printable form's first part, and its version.
 const PREFIX: &str = "redisson-lock-hold/1";
@@ -150,7 +150,7 @@ impl<K: Kind> crate::LockGuard<K> {
     /// a release, which would free the adopter's lock. No round trip.
     pub fn hold_token(&self) -> HoldToken {
         HoldToken {
-            name: self.lock().name.to_string(),
+            name: Self::lock_of(self).name.to_string(),
             kind: K::REDISSON.to_owned(),
             field: self.hold_field().to_owned(),
             token: self.fencing_token(),

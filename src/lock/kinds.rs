@@ -3,7 +3,7 @@
 //! the capabilities one kind alone has (a fenced guard's token, a spin
 //! lock's backoff) and [`ReadWriteLock`], the pair of handles on one
 //! Redisson `RReadWriteLock`. The protocol of each kind is its file in
-//! `crate::locks`.
+//! `crate::protocol`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use super::owned::OwnedLockGuard;
 use super::{Lock, LockGuard};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::locks::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Spin, Write};
+use crate::protocol::{Fair, Fenced, NonReentrant, NonReentrantFair, Read, Spin, Write};
 
 /// A fenced lock: byte-for-byte a Redisson `FencedLock` (`getFencedLock`).
 ///

@@ -1,5 +1,23 @@
 //! [`Lock`], the handle on one named lock of any type of the family, and the
 //! one waiting loop every type shares.
+//!
+//! `impl Lock` is split across this module's children by what the methods
+//! do:
+//!
+//! | file | its `Lock` methods |
+//! |---|---|
+//! | `mod.rs` | `name`, `with_lease`, `with_cancel`; `lock`, `try_lock`, `try_lock_for`, `try_lock_until` and the waiting loop behind them |
+//! | `attempt.rs` | one acquire attempt split at its command (`begin_attempt`, `finish_attempt`), which MultiLock and RedLock share |
+//! | `owned.rs` | `lock_owned`, `try_lock_owned`, `try_lock_owned_for` (and [`OwnedLockGuard`](crate::OwnedLockGuard)) |
+//! | `handoff.rs` | `adopt` (and [`HoldToken`](crate::HoldToken), the guards' `hold_token` and `detach`) |
+//! | `unlock.rs` | `unlock_with_request_id`, and the unlock every guard's release sends, with its retries |
+//! | `queries.rs` | `force_unlock`, `force_unlock_owned_by`, `is_locked`, `is_held_by_current_thread`, `hold_count`, `remaining_ttl` |
+//! | `kinds.rs` | one kind's own: `token` (fenced), `with_backoff` and `backoff` (spin); the public aliases, and [`ReadWriteLock`](crate::ReadWriteLock) |
+//!
+//! The rest are the types around it: the guard in `guard.rs` (its
+//! `keep_for` in `guard/keep.rs`), [`LostSignal`](crate::LostSignal) in
+//! `signal.rs`, [`LockWatch`](crate::LockWatch) in `watch.rs`,
+//! [`LeaderElection`](crate::LeaderElection) in `election.rs`.
 
 pub(crate) mod attempt;
 pub(crate) mod election;
@@ -22,8 +40,8 @@ use crate::engine::Engine;
 use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
 use crate::engine::replicas::Synced;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::{Kind, Queue, Reentrant, Spinning, Wake};
 use crate::owner;
+use crate::protocol::{Kind, Queue, Reentrant, Spinning, Wake};
 use guard::LockGuard;
 
 /// What one acquire attempt got: the guard, or the holder's TTL.
@@ -167,13 +185,10 @@ impl<K: Kind> Lock<K> {
     ///
     /// Returns at once on a reentry. Errors are Redis errors (the server is
     /// unreachable, the key is not a lock hash) and bad arguments; they end the
-    /// wait.
+    /// wait. The wait itself has no time limit: an [`Error::Timeout`] is a
+    /// reply that did not come within the response timeout.
     pub fn lock(&self) -> Result<LockGuard<K>> {
-        // Without a deadline, `acquire` returns a guard or an error, never `None`.
-        self.acquire(None, None)?.ok_or(Error::Timeout {
-            operation: "lock",
-            after: Duration::MAX,
-        })
+        crate::cancel::without_deadline(|| self.acquire(None, None))
     }
 
     /// Takes the lock if it is free or already held by this thread: one

@@ -9,9 +9,9 @@ use super::Lock;
 use super::guard::{LockGuard, guard_common};
 use super::signal::LostSignal;
 use crate::engine::holds::Hold;
-use crate::error::{Error, LostReason, Result};
-use crate::locks::{Kind, Reentrant};
+use crate::error::{LostReason, Result};
 use crate::owner;
+use crate::protocol::{Kind, Reentrant};
 
 /// One hold on a [`Lock`] that belongs to no thread: `Send + 'static`,
 /// released on drop (or by [`unlock`](Self::unlock)) from whichever thread
@@ -45,7 +45,7 @@ pub struct OwnedLockGuard<K: Kind = Reentrant> {
     released: bool,
 }
 
-guard_common!(OwnedLockGuard);
+guard_common!(OwnedLockGuard, "lock_owned");
 
 impl<K: Kind> OwnedLockGuard<K> {
     /// The hash field this hold is written under: `<client id>:<id>` (a
@@ -99,11 +99,7 @@ impl<K: Kind> Lock<K> {
     /// Waits as long as it takes, as `lock` does (one round trip when the
     /// lock is free).
     pub fn lock_owned(&self) -> Result<OwnedLockGuard<K>> {
-        self.try_lock_owned_until_opt(None, None)?
-            .ok_or(Error::Timeout {
-                operation: "lock_owned",
-                after: Duration::MAX,
-            })
+        crate::cancel::without_deadline(|| self.try_lock_owned_until_opt(None, None))
     }
 
     /// [`Lock::try_lock`] for an owner that is no thread: one attempt, one

@@ -8,7 +8,7 @@ use redis::Commands;
 
 use super::Lock;
 use crate::error::{Error, LostReason, Result};
-use crate::locks::Kind;
+use crate::protocol::Kind;
 
 impl<K: Kind> Lock<K> {
     /// Deletes the lock whoever holds it and wakes one waiter; `true` if there

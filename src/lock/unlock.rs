@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use crate::engine::holds::{LeaseOutcome, LeaseTicket};
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
-use crate::locks::UnlockOutcome;
-use crate::locks::{Kind, ReleaseRequest};
 use crate::names;
 use crate::net::scatter::{Prefetched, Recorder};
 use crate::owner::RequestId;
+use crate::protocol::UnlockOutcome;
+use crate::protocol::{Kind, ReleaseRequest};
 
 use redis::ConnectionLike;
 

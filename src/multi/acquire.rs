@@ -11,7 +11,7 @@ use super::{Composite, Taken};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::lock::guard::LockGuard;
-use crate::locks::Kind;
+use crate::protocol::Kind;
 
 /// What the members' outcomes of one attempt add up to.
 struct Tally<K: Kind> {

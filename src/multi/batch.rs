@@ -12,11 +12,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::lock::Lock;
-use crate::lock::attempt::Attempt;
+use crate::lock::attempt::BegunAttempt;
 use crate::lock::guard::{self, LockGuard};
 use crate::lock::unlock::Orphan;
-use crate::locks::Kind;
 use crate::net::scatter::{InFlight, Recorder};
+use crate::protocol::Kind;
 
 /// One member's attempt: its guard, or the holder's TTL; or the error.
 pub(super) type Outcome<K> = Result<std::result::Result<LockGuard<K>, Option<Duration>>>;
@@ -41,7 +41,7 @@ pub(super) fn try_all<K: Kind>(
         field: String,
         lease: Duration,
         lease_ms: u64,
-        begun: Attempt,
+        begun: BegunAttempt,
         sent: Instant,
         in_flight: Option<Result<InFlight<'a>>>,
     }
@@ -165,7 +165,11 @@ impl<K: Kind> Leftovers<K> {
         if self.guards.is_empty() && self.orphans.is_empty() {
             return;
         }
-        let guard_keys: Vec<String> = self.guards.iter().map(|g| member_key(g.lock())).collect();
+        let guard_keys: Vec<String> = self
+            .guards
+            .iter()
+            .map(|g| member_key(LockGuard::lock_of(g)))
+            .collect();
         let orphan_keys: Vec<String> = self.orphans.iter().map(|o| member_key(o.lock())).collect();
         let cleanup = Cleanup::default();
         {

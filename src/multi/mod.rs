@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::lock::Lock;
 use crate::lock::guard::{self, LockGuard};
-use crate::locks::{Kind, Reentrant};
+use crate::protocol::{Kind, Reentrant};
 use acquire::validity;
 
 /// Redisson's `lock()` on a composite: `tryLock` in rounds of this many ms

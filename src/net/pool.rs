@@ -53,12 +53,12 @@ pub(crate) struct Pool {
     max: u32,
     /// The shared sockets, when multiplexed (then nothing else is used).
     mux: Option<Mux>,
-    state: Mutex<State>,
+    state: Mutex<PoolState>,
     /// Signalled when a connection is returned or a slot frees up.
     returned: Condvar,
 }
 
-struct State {
+struct PoolState {
     idle: Vec<PooledConnection>,
     /// Connections in existence or being opened, idle ones included.
     open: u32,
@@ -84,7 +84,7 @@ impl Pool {
             connector,
             max,
             mux: None,
-            state: Mutex::new(State {
+            state: Mutex::new(PoolState {
                 idle: Vec::new(),
                 open: 0,
             }),

@@ -441,6 +441,31 @@ mod tests {
         );
     }
 
+    /// A reply larger than the buffer kept between replies grows it; once
+    /// read whole, the large buffer is given back (found by cargo-mutants:
+    /// no test held the reader to it).
+    #[test]
+    fn the_grown_buffer_is_given_back_once_the_large_reply_is_read() {
+        let big = vec![b'x'; KEEP * 2];
+        let mut stream = format!("${}\r\n", big.len()).into_bytes();
+        stream.extend_from_slice(&big);
+        stream.extend_from_slice(b"\r\n");
+        let mut reader = Reader::default();
+        let mut source = Chunks {
+            bytes: &stream,
+            chunk: 64 * 1024,
+        };
+        assert_eq!(
+            reader.next(&mut source).expect("the large reply"),
+            Value::BulkString(big)
+        );
+        assert!(
+            reader.buffer_len() <= KEEP,
+            "{} bytes kept after the reply",
+            reader.buffer_len()
+        );
+    }
+
     #[test]
     fn garbage_and_the_end_of_the_stream_are_errors_not_panics() {
         for garbage in [

@@ -21,6 +21,9 @@ pub(crate) enum Stream {
     Unix(UnixStream),
     #[cfg(feature = "tls-rustls")]
     Tls(crate::net::tls::TlsSocket),
+    /// In memory, for the schedule tests (`crate::sync::pipe`).
+    #[cfg(all(test, feature = "shuttle"))]
+    Mem(crate::sync::pipe::Pipe),
 }
 
 /// A TCP connection to `host:port` (the first address that answers), with
@@ -111,6 +114,8 @@ impl Stream {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => Stream::Tls(s.try_clone()?),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(s) => Stream::Mem(s.try_clone()?),
         })
     }
 
@@ -121,6 +126,8 @@ impl Stream {
             Stream::Unix(s) => s.set_read_timeout(timeout),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.set_read_timeout(timeout),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(s) => s.set_read_timeout(timeout),
         }
     }
 
@@ -131,6 +138,8 @@ impl Stream {
             Stream::Unix(s) => s.set_write_timeout(timeout),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.set_write_timeout(timeout),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(_) => Ok(()),
         }
     }
 
@@ -142,6 +151,8 @@ impl Stream {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.shutdown(),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(s) => s.shutdown(),
         }
     }
 }
@@ -157,6 +168,8 @@ impl Stream {
             Stream::Unix(s) => s.read(buf),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.read(buf),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(s) => s.read_once(buf),
         }
     }
 }
@@ -184,6 +197,8 @@ impl Write for Stream {
             Stream::Unix(s) => s.write(buf),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.write(buf),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(s) => s.write(buf),
         }
     }
 
@@ -194,6 +209,8 @@ impl Write for Stream {
             Stream::Unix(s) => s.flush(),
             #[cfg(feature = "tls-rustls")]
             Stream::Tls(s) => s.flush(),
+            #[cfg(all(test, feature = "shuttle"))]
+            Stream::Mem(_) => Ok(()),
         }
     }
 }

@@ -160,7 +160,7 @@ fn find_rustls_error<'a>(
     error: &'a (dyn std::error::Error + 'static),
     depth: usize,
 ) -> Option<&'a rustls::Error> {
-    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    type SharedError = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     if depth > 16 {
         return None;
     }
@@ -168,7 +168,7 @@ fn find_rustls_error<'a>(
         return Some(found);
     }
     let inner: Option<&'a (dyn std::error::Error + 'static)> =
-        if let Some(shared) = error.downcast_ref::<Shared>() {
+        if let Some(shared) = error.downcast_ref::<SharedError>() {
             Some(&**shared)
         } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
             io.get_ref().map(|payload| payload as _)

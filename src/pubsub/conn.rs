@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{Flavour, Shared};
+use super::{Flavour, SubscriberState};
 use crate::net::direct::{SLACK_DIVISOR, Until};
 use crate::net::resp;
 use crate::net::stream::Stream;
@@ -183,7 +183,7 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-impl Shared {
+impl SubscriberState {
     /// Writes the difference between the channels the lot wants and those
     /// subscribed on the connection, as one caller among possibly several:
     /// whoever holds the connection mutex does the work marked by `dirty`,

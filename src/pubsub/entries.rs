@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
 use redis::RedisError;
+
+use crate::sync::{Condvar, Mutex};
 
 /// Every channel with at least one waiting thread, and its entries.
 #[derive(Default)]
@@ -37,12 +38,12 @@ struct Channel {
     /// The server confirmed the subscription on the current connection: a
     /// new entry starts active.
     active: bool,
-    entries: HashMap<String, Arc<Entry>>,
+    entries: HashMap<String, Arc<LockEntry>>,
 }
 
 /// One lock entry: its waiting threads and their permits (Redisson's
 /// per-entry semaphore).
-pub(super) struct Entry {
+pub(super) struct LockEntry {
     state: Mutex<EntryState>,
     /// Signalled when the subscription is confirmed or refused.
     activated: Condvar,
@@ -81,7 +82,7 @@ impl Lot {
     /// Registers one more waiting thread on entry `key` of `channel`, and
     /// returns the entry. A channel new to the lot is marked touched: the
     /// caller must reconcile so that it is subscribed.
-    pub(super) fn join(&mut self, channel: &str, key: &str) -> Arc<Entry> {
+    pub(super) fn join(&mut self, channel: &str, key: &str) -> Arc<LockEntry> {
         let record = match self.channels.entry(channel.to_owned()) {
             hash_map::Entry::Occupied(record) => record.into_mut(),
             hash_map::Entry::Vacant(vacant) => {
@@ -93,7 +94,7 @@ impl Lot {
         let entry = record
             .entries
             .entry(key.to_owned())
-            .or_insert_with(|| Arc::new(Entry::new(active)));
+            .or_insert_with(|| Arc::new(LockEntry::new(active)));
         entry.state.lock().waiters += 1;
         Arc::clone(entry)
     }
@@ -103,7 +104,7 @@ impl Lot {
     /// and its semaphore), and the channel with its last entry; `true` when
     /// the channel left: the caller must reconcile so that it is
     /// unsubscribed. Nothing to do for an entry already refused.
-    pub(super) fn leave(&mut self, channel: &str, key: &str, entry: &Arc<Entry>) -> bool {
+    pub(super) fn leave(&mut self, channel: &str, key: &str, entry: &Arc<LockEntry>) -> bool {
         {
             let mut state = entry.state.lock();
             if state.refused.is_some() || state.moved {
@@ -218,7 +219,7 @@ impl Lot {
     /// The channel's subscription is gone from this node for good (an
     /// unsolicited `sunsubscribe`, a `MOVED` refusal, or in a cluster the
     /// connection lost): forgets the channel and wakes every waiter of its
-    /// entries, which see [`Entry::is_moved`] and subscribe again through
+    /// entries, which see [`LockEntry::is_moved`] and subscribe again through
     /// the slot table. Returns the number of waiters woken.
     pub(super) fn moved(&mut self, channel: &str) -> usize {
         let Some(record) = self.channels.remove(channel) else {
@@ -245,9 +246,9 @@ impl Lot {
     }
 }
 
-impl Entry {
-    fn new(active: bool) -> Entry {
-        Entry {
+impl LockEntry {
+    fn new(active: bool) -> LockEntry {
+        LockEntry {
             state: Mutex::new(EntryState {
                 active,
                 ..EntryState::default()
@@ -302,7 +303,7 @@ impl Entry {
         seen: &AtomicU64,
         stop: &dyn Fn() -> bool,
     ) -> Result<bool, RedisError> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = crate::sync::now().checked_add(timeout);
         let mut state = self.state.lock();
         loop {
             if let Some(error) = &state.refused {
@@ -405,6 +406,9 @@ impl Entry {
     }
 }
 
+#[cfg(all(test, feature = "shuttle"))]
+mod schedules;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,12 +416,12 @@ mod tests {
     const CHANNEL: &str = "redisson_lock__channel:{a}";
 
     /// One waiting thread's view of `entry`, from now on.
-    fn seat(entry: &Entry) -> AtomicU64 {
+    fn seat(entry: &LockEntry) -> AtomicU64 {
         AtomicU64::new(entry.broadcasts())
     }
 
     /// Whether the waiter with `seen` is woken at once.
-    fn woken(entry: &Entry, seen: &AtomicU64) -> Option<bool> {
+    fn woken(entry: &LockEntry, seen: &AtomicU64) -> Option<bool> {
         entry.wait(Duration::ZERO, seen, &|| false).ok()
     }
 

@@ -50,7 +50,7 @@ use parking_lot::Mutex;
 use crate::error::Result;
 use crate::net::endpoint::Endpoint;
 use conn::Conn;
-use entries::{Entry, Lot};
+use entries::{LockEntry, Lot};
 
 /// What a subscriber's connection is to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,11 +103,11 @@ impl Flavour {
 
 /// The client's subscriber. Dropping it closes the connection and ends the thread.
 pub(crate) struct Subscriber {
-    shared: Arc<Shared>,
+    shared: Arc<SubscriberState>,
 }
 
 /// What the subscriber's handle, its subscriptions and its thread share.
-struct Shared {
+struct SubscriberState {
     /// The server to (re)connect to: it moves on a Sentinel failover.
     endpoint: Arc<Endpoint>,
     /// What the connection is to, and the commands it speaks.
@@ -133,11 +133,11 @@ struct Shared {
 /// One waiting thread's interest in a lock entry. Dropping it unregisters
 /// the thread; with the channel's last waiter gone, it unsubscribes.
 pub(crate) struct Subscription {
-    shared: Arc<Shared>,
+    shared: Arc<SubscriberState>,
     channel: String,
     key: String,
-    entry: Arc<Entry>,
-    /// The entry's broadcasts this waiter has seen ([`Entry::wait`]).
+    entry: Arc<LockEntry>,
+    /// The entry's broadcasts this waiter has seen ([`LockEntry::wait`]).
     seen: AtomicU64,
 }
 
@@ -151,7 +151,7 @@ impl Subscriber {
         flavour: Flavour,
     ) -> Self {
         Subscriber {
-            shared: Arc::new(Shared {
+            shared: Arc::new(SubscriberState {
                 endpoint,
                 flavour,
                 connect_timeout,
@@ -269,7 +269,7 @@ impl Subscriber {
 }
 
 /// Lets a topology watcher move the subscriber without keeping it alive.
-pub(crate) struct SubscriberHandle(std::sync::Weak<Shared>);
+pub(crate) struct SubscriberHandle(std::sync::Weak<SubscriberState>);
 
 impl Subscriber {
     /// A handle for [`SubscriberHandle::reconnect`].

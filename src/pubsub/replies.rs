@@ -6,7 +6,7 @@ use std::io;
 
 use redis::{RedisError, ServerError, Value};
 
-use super::Shared;
+use super::SubscriberState;
 use super::conn::Pending;
 use super::shard::moved_away;
 use crate::names::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -21,7 +21,7 @@ pub(super) enum Reply {
     Refused(ServerError),
 }
 
-impl Shared {
+impl SubscriberState {
     /// Hands a message to the lot, or a reply to the command it answers.
     pub(super) fn dispatch(&self, value: Value, answered: &mut bool) -> io::Result<()> {
         if !matches!(value, Value::ServerError(_)) {

@@ -7,14 +7,14 @@ use redis::ServerError;
 use std::sync::atomic::Ordering;
 
 use super::conn::{Conn, Pending};
-use super::{Flavour, Shared};
+use super::{Flavour, SubscriberState};
 
 /// A refusal that means the channel's slot is served elsewhere now, or for
 /// a moment by nobody.
 pub(super) fn moved_away(e: &ServerError) -> bool {
     matches!(e.code(), "MOVED" | "ASK" | "CLUSTERDOWN" | "TRYAGAIN")
 }
-impl Shared {
+impl SubscriberState {
     /// Whether an `sunsubscribe` for `channel` answers the command at the
     /// front of the record (ours), rather than being Redis's unsolicited
     /// notice that the node no longer serves the channel's slot.

@@ -8,8 +8,8 @@ use crate::cancel::CancelToken;
 use crate::engine::Engine;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::latch;
 use crate::names::latch_channel;
+use crate::protocol::latch;
 use crate::topology::cluster::slot::key_slot;
 
 /// A handle on one distributed count-down latch, byte-for-byte Redisson's
@@ -183,7 +183,7 @@ impl CountDownLatch {
     /// An error (Redis unreachable, the subscription not confirmed within
     /// the subscription timeout) ends the wait.
     pub fn wait(&self) -> Result<()> {
-        self.wait_until(None).map(|_| ())
+        crate::cancel::without_deadline(|| self.wait_until(None))
     }
 
     /// [`wait`](Self::wait) for at most `timeout`: `true` when the count

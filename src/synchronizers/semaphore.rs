@@ -12,8 +12,8 @@ use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::semaphore::{self as protocol, MAX_PERMITS, SemaphoreKeys};
 use crate::names;
+use crate::protocol::semaphore::{self as protocol, MAX_PERMITS, SemaphoreKeys};
 
 /// A handle on the distributed counting semaphore called `name`: Redisson's
 /// `RSemaphore` (`redisson.getSemaphore(name)`), byte for byte.
@@ -183,9 +183,7 @@ impl Semaphore {
     /// undone by a release (which publishes) and tried again up to the
     /// client's retry attempts, then [`Error::NotReplicated`].
     pub fn acquire(&self, n: u32) -> Result<SemaphorePermits> {
-        self.wait_for(n, None)?.ok_or_else(|| {
-            Error::UnexpectedReply("an acquire without a deadline gave up".to_owned())
-        })
+        crate::cancel::without_deadline(|| self.wait_for(n, None))
     }
 
     /// Takes `n` permits if they are available now, without waiting

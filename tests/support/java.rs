@@ -254,6 +254,35 @@ impl JavaDriver {
     /// Starts a driver for `version` against `redis_url`, with Redisson's
     /// `lockWatchdogTimeout` set to `watchdog`, and waits for `READY`.
     pub fn start(version: Redisson, redis_url: &str, watchdog: Duration) -> JavaDriver {
+        JavaDriver::start_with(version, redis_url, watchdog, &[])
+    }
+
+    /// [`JavaDriver::start`] over TLS: `redis_url` is a `rediss://` URL (or
+    /// a topology of them) and the server's certificate is checked against
+    /// the CA in `truststore` (PKCS12, opened with `password`; see
+    /// `support::tls::Certs::java_truststore`).
+    pub fn start_tls(
+        version: Redisson,
+        redis_url: &str,
+        watchdog: Duration,
+        truststore: &Path,
+        password: &str,
+    ) -> JavaDriver {
+        JavaDriver::start_with(
+            version,
+            redis_url,
+            watchdog,
+            &[truststore.as_os_str(), std::ffi::OsStr::new(password)],
+        )
+    }
+
+    /// The driver with `extra` arguments after the URL and watchdog timeout.
+    fn start_with(
+        version: Redisson,
+        redis_url: &str,
+        watchdog: Duration,
+        extra: &[&std::ffi::OsStr],
+    ) -> JavaDriver {
         let wanted = version.version();
         let jar = driver_jar(&wanted);
         let mut child = Command::new("java")
@@ -268,6 +297,7 @@ impl JavaDriver {
             .arg(&jar)
             .arg(redis_url)
             .arg(watchdog.as_millis().to_string())
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

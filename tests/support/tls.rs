@@ -132,7 +132,32 @@ impl Certs {
     pub fn pem(&self, file: &str) -> Vec<u8> {
         std::fs::read(self.path(file)).expect("read a PEM file")
     }
+
+    /// A PKCS12 truststore (`truststore.p12`, password
+    /// [`TRUSTSTORE_PASSWORD`]) holding `ca.crt`, for Redisson: Java
+    /// trusts the certificates of a PKCS12 store only when they are marked
+    /// as trusted entries, which `keytool -importcert` does (OpenSSL 3.0's
+    /// `pkcs12 -export` does not). Made on first call.
+    pub fn java_truststore(&self) -> PathBuf {
+        let store = self.path("truststore.p12");
+        if !store.exists() {
+            let what = "keytool -importcert (a JDK: apt-get install openjdk-17-jdk-headless)";
+            run_ok(
+                Command::new("keytool")
+                    .args(["-importcert", "-noprompt", "-alias", "ca", "-file"])
+                    .arg(self.path("ca.crt"))
+                    .args(["-storetype", "PKCS12", "-storepass", TRUSTSTORE_PASSWORD])
+                    .arg("-keystore")
+                    .arg(&store),
+                what,
+            );
+        }
+        store
+    }
 }
+
+/// The password of [`Certs::java_truststore`].
+pub const TRUSTSTORE_PASSWORD: &str = "changeit";
 
 impl Drop for Certs {
     fn drop(&mut self) {

@@ -1,6 +1,6 @@
 //! The doctor's checks: what one master's channels, script cache and clock
 //! say ([`per_master`]), what one `SCAN` page of keys says ([`page`]), and
-//! the findings they add up to ([`State::finish`]). Reads only.
+//! the findings they add up to ([`Survey::finish`]). Reads only.
 
 use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -23,7 +23,7 @@ const MAX_MARKERS: u64 = 64;
 
 /// What the pages and masters read so far add up to.
 #[derive(Default)]
-pub(super) struct State {
+pub(super) struct Survey {
     findings: Vec<Finding>,
     classic: BTreeSet<String>,
     sharded: BTreeSet<String>,
@@ -42,7 +42,7 @@ fn local_ms() -> i64 {
 
 /// One master's clock, Redisson channels of both flavours and script cache:
 /// one pipelined round trip.
-pub(super) fn per_master(pool: &Pool, state: &mut State) -> Result<()> {
+pub(super) fn per_master(pool: &Pool, state: &mut Survey) -> Result<()> {
     let mut con = connection(pool)?;
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
@@ -84,7 +84,7 @@ pub(super) fn per_master(pool: &Pool, state: &mut State) -> Result<()> {
 
 /// One `SCAN` page of keys of `key_type` (`hash` or `zset`): one
 /// pipelined round trip, and one more for the markers of read locks.
-pub(super) fn page(pool: &Pool, key_type: &str, keys: &[String], state: &mut State) -> Result<()> {
+pub(super) fn page(pool: &Pool, key_type: &str, keys: &[String], state: &mut Survey) -> Result<()> {
     match key_type {
         "hash" => hashes(pool, keys, state),
         _ => zsets(pool, keys, state),
@@ -99,7 +99,7 @@ fn owner_field(field: &str) -> bool {
     client.len() == 36 && !thread.is_empty() && thread.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn hashes(pool: &Pool, keys: &[String], state: &mut State) -> Result<()> {
+fn hashes(pool: &Pool, keys: &[String], state: &mut Survey) -> Result<()> {
     if keys.is_empty() {
         return Ok(());
     }
@@ -169,7 +169,7 @@ fn hashes(pool: &Pool, keys: &[String], state: &mut State) -> Result<()> {
     Ok(())
 }
 
-fn zsets(pool: &Pool, keys: &[String], state: &mut State) -> Result<()> {
+fn zsets(pool: &Pool, keys: &[String], state: &mut Survey) -> Result<()> {
     let fair: Vec<&String> = keys
         .iter()
         .filter(|k| k.starts_with("redisson_lock_timeout:"))
@@ -222,7 +222,7 @@ fn fair_name(key: &str) -> &str {
         .unwrap_or(rest)
 }
 
-fn fair_queue(key: &str, scores: &[(Vec<u8>, f64)], state: &mut State) {
+fn fair_queue(key: &str, scores: &[(Vec<u8>, f64)], state: &mut Survey) {
     let name = fair_name(key);
     let mut sorted: Vec<f64> = scores.iter().map(|(_, s)| *s).collect();
     sorted.sort_by(f64::total_cmp);
@@ -270,7 +270,7 @@ fn permits_name(key: &str) -> &str {
         .unwrap_or(rest)
 }
 
-fn permit_ids(key: &str, members: &[Vec<u8>], state: &mut State) {
+fn permit_ids(key: &str, members: &[Vec<u8>], state: &mut Survey) {
     let hex = members
         .iter()
         .filter(|m| m.len() == 32 && m.iter().all(u8::is_ascii_hexdigit))
@@ -302,7 +302,7 @@ fn permit_ids(key: &str, members: &[Vec<u8>], state: &mut State) {
     ));
 }
 
-impl State {
+impl Survey {
     /// The findings of every master and page, and those that need all of
     /// them (the pub/sub flavours, the script versions, the clock).
     pub(super) fn finish(mut self, masters: usize) -> Vec<Finding> {
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn fair_gaps_of_both_wait_timeouts_are_a_mismatch() {
-        let mut state = State::default();
+        let mut state = Survey::default();
         let at = |s: f64| (Vec::new(), s);
         fair_queue(
             "redisson_lock_timeout:{q}",
@@ -434,7 +434,7 @@ mod tests {
         );
         assert_eq!(state.findings.len(), 1);
         assert_eq!(state.findings[0].kind, "fair-wait-timeout-mismatch");
-        let mut state = State::default();
+        let mut state = Survey::default();
         fair_queue(
             "redisson_lock_timeout:{q}",
             &[at(1e12), at(1e12 + 300_000.0), at(1e12 + 600_000.0)],
@@ -447,7 +447,7 @@ mod tests {
     fn hex_permit_ids_warn_and_both_encodings_are_an_error() {
         let hex = b"0123456789abcdef0123456789abcdef".to_vec();
         let raw = vec![0xffu8; 16];
-        let mut state = State::default();
+        let mut state = Survey::default();
         permit_ids("{s}:timeout", std::slice::from_ref(&raw), &mut state);
         assert!(state.findings.is_empty());
         permit_ids("{s}:timeout", std::slice::from_ref(&hex), &mut state);

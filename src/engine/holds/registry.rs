@@ -6,12 +6,16 @@ use super::*;
 /// The `rlock-deadline` thread: checks the watched holds at each one's
 /// next moment of interest, or when `woken` says the list changed, until
 /// the registry is dropped or `stopping` is set (and it is woken).
-fn watch_deadlines(watched: &Mutex<Vec<Weak<Hold>>>, woken: &Receiver<()>, stopping: &AtomicBool) {
+fn watch_deadlines(
+    watched: &Mutex<Vec<Weak<Hold>>>,
+    woken: &channel::Receiver<()>,
+    stopping: &AtomicBool,
+) {
     loop {
         if stopping.load(Ordering::Acquire) {
             return;
         }
-        let next = check_watched(watched, Instant::now());
+        let next = check_watched(watched, now());
         let woke = match next {
             Some(at) => woken.recv_deadline(at).map_err(|e| e.is_disconnected()),
             None => woken.recv().map_err(|_| true),
@@ -60,11 +64,11 @@ pub(crate) struct Registry {
     watched: Arc<Mutex<Vec<Weak<Hold>>>>,
     /// Wakes that thread (started by the first [`Registry::watch`]) when
     /// `watched` changed; dropping it ends the thread.
-    watcher: OnceLock<Sender<()>>,
+    watcher: OnceLock<channel::Sender<()>>,
     /// Tells that thread to end ([`Registry::stop`]).
     stopping: Arc<AtomicBool>,
     /// That thread, for [`Registry::stop`].
-    watcher_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    watcher_thread: Mutex<Option<crate::sync::thread::JoinHandle<()>>>,
 }
 
 impl Default for Registry {
@@ -101,10 +105,10 @@ impl Registry {
         }
         self.watched.lock().push(Arc::downgrade(hold));
         let wake = self.watcher.get_or_init(|| {
-            let (wake, woken) = crossbeam_channel::bounded(1);
+            let (wake, woken) = channel::bounded(1);
             let watched = Arc::clone(&self.watched);
             let stopping = Arc::clone(&self.stopping);
-            let started = std::thread::Builder::new()
+            let started = crate::sync::thread::Builder::new()
                 .name("rlock-deadline".into())
                 .spawn(move || watch_deadlines(&watched, &woken, &stopping));
             match started {
@@ -236,7 +240,7 @@ impl Registry {
         if let Some(wake) = self.watcher.get() {
             let _ = wake.try_send(());
         }
-        crate::spawn::join(self.watcher_thread.lock().take());
+        crate::sync::join(self.watcher_thread.lock().take());
     }
 
     /// Marks `hold` lost and stops renewing it.

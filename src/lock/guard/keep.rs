@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use super::LockGuard;
 use crate::engine::holds::{LeaseOutcome, Registry};
 use crate::error::{Error, Result};
-use crate::locks::Kind;
-use crate::locks::replies::expire_if_held;
+use crate::protocol::Kind;
+use crate::protocol::replies::expire_if_held;
 
 /// How often a renewal that raced the `PEXPIRE` is answered by setting it
 /// again before `keep_for` gives up (each try waits out a renewal round).

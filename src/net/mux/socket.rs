@@ -8,7 +8,7 @@
 //! writing writes the whole outbox in one `write` (again, until it is
 //! empty), so that many threads' commands go out in few system calls. A
 //! request made while callers handed a reply have not taken it yet leaves
-//! its write to the last of them (`State::woken`): the callers one read
+//! its write to the last of them (`SocketState::woken`): the callers one read
 //! woke send their next commands together. The leader reads replies, hands
 //! those of a read out together, and stops reading once its own request is
 //! answered, waking the first caller still waiting so that it reads next. A
@@ -25,10 +25,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
 use redis::{RedisError, RedisResult, Value};
 
 use crate::net::direct;
@@ -36,8 +34,12 @@ use crate::net::endpoint::Endpoint;
 use crate::net::mux::Replies;
 use crate::net::resp;
 use crate::net::stream::Stream;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 mod lead;
+#[cfg(all(test, feature = "shuttle"))]
+mod schedules;
 
 /// The socket's read timeout is changed only when it is off the time left
 /// by more than the response timeout over this: a read may outlast its
@@ -47,7 +49,7 @@ const SLACK_DIVISOR: u32 = 8;
 
 /// Why a socket was closed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Failure {
+pub(crate) enum SocketFailure {
     /// A reply did not come within the response timeout (or a write did
     /// not go out within it).
     TimedOut,
@@ -55,18 +57,18 @@ pub(crate) enum Failure {
     Dropped,
 }
 
-impl Failure {
+impl SocketFailure {
     /// The error a request in flight on the closed socket gets: a timeout
     /// (outcome unknown, never sent again) or a dropped connection (sent
     /// again once, flagged as a resend, as on a pooled connection).
     pub fn error(self) -> RedisError {
         match self {
-            Failure::TimedOut => RedisError::from(io::Error::new(
+            SocketFailure::TimedOut => RedisError::from(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "no reply within the response timeout on a multiplexed connection \
                  (closed; the command's outcome is unknown)",
             )),
-            Failure::Dropped => RedisError::from(io::Error::new(
+            SocketFailure::Dropped => RedisError::from(io::Error::new(
                 io::ErrorKind::ConnectionReset,
                 "the multiplexed connection dropped with the command in flight",
             )),
@@ -101,11 +103,11 @@ struct SlotState {
     /// Its caller gave up: the replies are read and dropped.
     abandoned: bool,
     /// Its outcome was handed over while its caller waited, and is
-    /// counted in `State::woken` until taken.
+    /// counted in `SocketState::woken` until taken.
     counted: bool,
 }
 
-struct State {
+struct SocketState {
     /// Requests written (or being written), in the socket's order.
     queue: VecDeque<Arc<Slot>>,
     /// Bytes of queued requests not handed to a writer yet.
@@ -128,10 +130,10 @@ struct State {
     /// write (one system call, and one read of the server's, instead of one
     /// each).
     woken: usize,
-    failed: Option<Failure>,
+    failed: Option<SocketFailure>,
 }
 
-struct Reader {
+struct SocketReader {
     stream: Stream,
     replies: resp::Reader,
     timeout: Duration,
@@ -143,10 +145,10 @@ struct Reader {
 pub(crate) struct Socket {
     /// Only the caller that set `writing` takes it.
     writer: Mutex<Stream>,
-    reader: Mutex<Reader>,
+    reader: Mutex<SocketReader>,
     /// A clone kept to shut the socket down whoever holds the others.
     closer: Stream,
-    state: Mutex<State>,
+    state: Mutex<SocketState>,
     /// No new request may use it (closed, or a former master's).
     retired: AtomicBool,
     usual: Duration,
@@ -158,7 +160,7 @@ pub(crate) struct Socket {
 /// How many replies the socket must still read until `slot` is answered
 /// (those of the requests ahead of it, and its own); `None` when it is not
 /// queued.
-fn replies_until(state: &State, slot: &Arc<Slot>) -> Option<usize> {
+fn replies_until(state: &SocketState, slot: &Arc<Slot>) -> Option<usize> {
     let mut replies = 0;
     for queued in &state.queue {
         replies += queued.expected;
@@ -203,16 +205,28 @@ impl Socket {
         stream
             .set_write_timeout(Some(response_timeout))
             .map_err(redis_io)?;
+        Socket::over(stream, replies, response_timeout, generation, endpoint)
+    }
+
+    /// A socket over `stream`, connected and set up (its timeouts set),
+    /// opened at the endpoint's `generation`.
+    fn over(
+        stream: Stream,
+        replies: resp::Reader,
+        response_timeout: Duration,
+        generation: u64,
+        endpoint: &Arc<Endpoint>,
+    ) -> RedisResult<Socket> {
         Ok(Socket {
             writer: Mutex::new(stream.try_clone().map_err(redis_io)?),
             closer: stream.try_clone().map_err(redis_io)?,
-            reader: Mutex::new(Reader {
+            reader: Mutex::new(SocketReader {
                 stream,
                 replies,
                 timeout: response_timeout,
                 parsed: Vec::new(),
             }),
-            state: Mutex::new(State {
+            state: Mutex::new(SocketState {
                 queue: VecDeque::new(),
                 outbox: Vec::new(),
                 unwritten: 0,
@@ -247,7 +261,7 @@ impl Socket {
     pub fn send(&self, packed: &[u8], expected: usize) -> RedisResult<Arc<Slot>> {
         let slot = Arc::new(Slot {
             expected,
-            sent_at: Instant::now(),
+            sent_at: crate::sync::now(),
             wake: Condvar::new(),
             inner: Mutex::new(SlotState::default()),
         });
@@ -263,20 +277,20 @@ impl Socket {
             // the socket is past its deadline. Not for this request to
             // find out (it would be failed as a timeout at once).
             drop(state);
-            self.fail(Failure::TimedOut);
+            self.fail(SocketFailure::TimedOut);
             state = self.state.lock();
         }
         if state.failed.is_some() {
             // Nothing sent: a dropped connection, which may be sent
             // again (as a pooled connection found dropped).
-            return Err(Failure::Dropped.error());
+            return Err(SocketFailure::Dropped.error());
         }
         state.queue.push_back(Arc::clone(&slot));
         state.outbox.extend_from_slice(packed);
         state.unwritten += 1;
         // Someone writes it soon: the caller writing, or the last caller
         // handed a reply that has not taken it yet (they are runnable; see
-        // `State::woken`), so that the commands of callers woken together
+        // `SocketState::woken`), so that the commands of callers woken together
         // go out in one write.
         if state.writing || state.woken > 0 {
             return Ok(slot);
@@ -287,7 +301,7 @@ impl Socket {
 
     /// Writes the outbox out (again, until it is empty), unless someone
     /// writes already. A failed write closes the socket.
-    fn write_out<'a>(&'a self, mut state: MutexGuard<'a, State>) {
+    fn write_out<'a>(&'a self, mut state: MutexGuard<'a, SocketState>) {
         if state.writing {
             return;
         }
@@ -307,9 +321,9 @@ impl Socket {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 );
                 let failure = if timed_out {
-                    Failure::TimedOut
+                    SocketFailure::TimedOut
                 } else {
-                    Failure::Dropped
+                    SocketFailure::Dropped
                 };
                 // Failed before the state is let go (and `writing` stays
                 // set): nobody may write after a batch cut short, whose
@@ -358,7 +372,7 @@ impl Socket {
             if !state.reading {
                 let Some(needed) = replies_until(&state, slot) else {
                     // Cannot be: a request leaves the queue with its outcome.
-                    return Err(Failure::Dropped.error());
+                    return Err(SocketFailure::Dropped.error());
                 };
                 state.reading = true;
                 let deadline = self.front_deadline(&state);
@@ -378,19 +392,19 @@ impl Socket {
             // Someone reads: wait to be handed a reply or the reading.
             slot.inner.lock().waiting = true;
             let backstop = *backstop.get_or_insert_with(|| {
-                Instant::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100)
+                crate::sync::now().max(slot.sent_at) + self.usual * 2 + Duration::from_millis(100)
             });
             let until = give_up.map_or(backstop, |g| g.min(backstop));
             let timed_out = slot.wake.wait_until(&mut state, until).timed_out();
             slot.inner.lock().waiting = false;
             if timed_out && slot.inner.lock().outcome.is_none() {
-                if give_up.is_some_and(|g| Instant::now() >= g) {
+                if give_up.is_some_and(|g| crate::sync::now() >= g) {
                     return Err(self.abandon(slot, &state));
                 }
                 // The leader enforces the deadline; never wait past it
                 // should it not.
                 drop(state);
-                self.fail(Failure::TimedOut);
+                self.fail(SocketFailure::TimedOut);
                 state = self.state.lock();
             }
         }
@@ -398,10 +412,10 @@ impl Socket {
 
     /// Gives up on `slot` (see [`Socket::receive`]) and returns the
     /// timeout its caller gets.
-    fn abandon(&self, slot: &Arc<Slot>, state: &State) -> RedisError {
+    fn abandon(&self, slot: &Arc<Slot>, state: &SocketState) -> RedisError {
         slot.inner.lock().abandoned = true;
         self.pass_on(state);
-        Failure::TimedOut.error()
+        SocketFailure::TimedOut.error()
     }
 
     /// Drops `slot`, sent but never to be received (its replies are read
@@ -414,7 +428,7 @@ impl Socket {
 
     /// When nobody reads, wakes the first caller waiting for a reply so
     /// that it reads next.
-    fn pass_on(&self, state: &State) {
+    fn pass_on(&self, state: &SocketState) {
         if state.reading {
             return;
         }
@@ -428,19 +442,19 @@ impl Socket {
 
     /// When the queue's front must be answered: the response timeout after
     /// it was sent.
-    fn front_deadline(&self, state: &State) -> Instant {
+    fn front_deadline(&self, state: &SocketState) -> Instant {
         match state.queue.front() {
             Some(front) => front.sent_at + self.usual,
             // Cannot be: the leader's own request is queued until answered.
-            None => Instant::now() + self.usual,
+            None => crate::sync::now() + self.usual,
         }
     }
 
     /// Records the socket's failure (the first one counts).
-    fn mark_failed(&self, state: &mut State, failure: Failure) {
+    fn mark_failed(&self, state: &mut SocketState, failure: SocketFailure) {
         if state.failed.is_none() {
             state.failed = Some(failure);
-            if failure == Failure::Dropped {
+            if failure == SocketFailure::Dropped {
                 self.endpoint.suspect();
             }
         }
@@ -448,7 +462,7 @@ impl Socket {
 
     /// Closes the socket: every request in flight gets `failure`'s error,
     /// and no new request uses it.
-    pub fn fail(&self, failure: Failure) {
+    pub fn fail(&self, failure: SocketFailure) {
         self.retire();
         let mut state = self.state.lock();
         self.mark_failed(&mut state, failure);
@@ -458,7 +472,11 @@ impl Socket {
         let sent = state.queue.len().saturating_sub(state.unwritten);
         state.unwritten = 0;
         for (i, slot) in state.queue.drain(..).enumerate() {
-            let error = if i < sent { failure } else { Failure::Dropped };
+            let error = if i < sent {
+                failure
+            } else {
+                SocketFailure::Dropped
+            };
             let mut inner = slot.inner.lock();
             inner.outcome = Some(Err(error.error()));
             slot.wake.notify_one();

@@ -5,23 +5,23 @@
 //! and hands them out together, right before it reads again (or when its
 //! own request is answered): the callers woken by one read then take their
 //! replies together, and their next commands go out together (see
-//! `State::woken`), instead of each caller being woken, and writing, while
+//! `SocketState::woken`), instead of each caller being woken, and writing, while
 //! the leader still parses.
 
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::MutexGuard;
 use redis::Value;
 
-use super::{Failure, Led, Reader, SLACK_DIVISOR, Slot, Socket, State};
+use super::{Led, SLACK_DIVISOR, Slot, Socket, SocketFailure, SocketReader, SocketState};
 use crate::net::mux::Replies;
 use crate::net::stream::Stream;
+use crate::sync::MutexGuard;
 
 /// Why the leader stopped reading (its read fails, ending the parse).
 #[derive(Clone, Copy)]
-enum Stop {
+enum ReadStop {
     /// Its caller's `give_up` passed.
     GaveUp,
     /// Its request got its outcome otherwise (the socket failed).
@@ -63,7 +63,7 @@ struct Feed<'a> {
     /// fails, or returns a reply left in the buffer that finds no front;
     /// either way the next look finds the outcome.)
     fresh: bool,
-    stop: Option<Stop>,
+    stop: Option<ReadStop>,
 }
 
 impl Read for Feed<'_> {
@@ -87,7 +87,7 @@ impl Read for Feed<'_> {
 
 impl Feed<'_> {
     /// Hands out what was parsed and prepares the next read of the socket.
-    fn before_read(&mut self) -> Result<(), Stop> {
+    fn before_read(&mut self) -> Result<(), ReadStop> {
         let socket = self.socket;
         if !std::mem::take(&mut self.fresh) || !self.parsed.is_empty() {
             let (state, handed) = socket.hand_out(self.parsed, self.own);
@@ -95,28 +95,28 @@ impl Feed<'_> {
                 Handed::Others => {}
                 // Cannot be: the leader reads only up to its own reply, and
                 // hands that out itself (see the error path in `lead`).
-                Handed::Own(_) => return Err(Stop::Failed),
+                Handed::Own(_) => return Err(ReadStop::Failed),
                 Handed::Stray => {
                     drop(state);
-                    socket.fail(Failure::Dropped);
-                    return Err(Stop::Failed);
+                    socket.fail(SocketFailure::Dropped);
+                    return Err(ReadStop::Failed);
                 }
             }
             if self.own.inner.lock().outcome.is_some() {
-                return Err(Stop::Failed);
+                return Err(ReadStop::Failed);
             }
             self.deadline = socket.front_deadline(&state);
             // Requests left for a woken caller to write (see
-            // `State::woken`) go out before this read waits for replies:
+            // `SocketState::woken`) go out before this read waits for replies:
             // with callers on other cores, the leader may hand out more
             // before the last of them takes its reply.
             if !state.outbox.is_empty() {
                 socket.write_out(state);
             }
         }
-        let now = Instant::now();
+        let now = crate::sync::now();
         if self.give_up.is_some_and(|g| now >= g) {
-            return Err(Stop::GaveUp);
+            return Err(ReadStop::GaveUp);
         }
         // The response timeout bounds a whole reply, not each read: a
         // server trickling the front's reply (every read bringing a byte
@@ -126,7 +126,7 @@ impl Feed<'_> {
         let slack = socket.usual / SLACK_DIVISOR;
         let began = *self.began.get_or_insert(now);
         if now >= self.deadline.max(began) + slack.max(Duration::from_millis(1)) {
-            return Err(Stop::TimedOut);
+            return Err(ReadStop::TimedOut);
         }
         // A deadline passed while nobody read still gets one short read:
         // the reply may be waiting in the socket.
@@ -139,8 +139,8 @@ impl Feed<'_> {
         // never when shorter: a short one would spin.
         if *self.timeout > limit + slack || *self.timeout < limit {
             if self.stream.set_read_timeout(Some(limit)).is_err() {
-                socket.fail(Failure::Dropped);
-                return Err(Stop::Failed);
+                socket.fail(SocketFailure::Dropped);
+                return Err(ReadStop::Failed);
             }
             *self.timeout = limit;
         }
@@ -162,7 +162,7 @@ impl Socket {
         deadline: Instant,
     ) -> Led {
         let mut reader = self.reader.lock();
-        let Reader {
+        let SocketReader {
             stream,
             replies,
             timeout,
@@ -199,17 +199,17 @@ impl Socket {
                         Handed::Others => Led::Failed,
                         Handed::Stray => {
                             drop(state);
-                            self.fail(Failure::Dropped);
+                            self.fail(SocketFailure::Dropped);
                             Led::Failed
                         }
                     };
                 }
                 Err(_) if feed.stop.is_some() => {
                     return match feed.stop {
-                        Some(Stop::GaveUp) => Led::GaveUp,
-                        Some(Stop::TimedOut) => {
+                        Some(ReadStop::GaveUp) => Led::GaveUp,
+                        Some(ReadStop::TimedOut) => {
                             // What was parsed was handed out before the stop.
-                            self.fail(Failure::TimedOut);
+                            self.fail(SocketFailure::TimedOut);
                             Led::Failed
                         }
                         _ => Led::Failed,
@@ -217,7 +217,7 @@ impl Socket {
                 }
                 // Not yet the front's deadline: the next read checks
                 // `give_up`.
-                Err(e) if e.is_timeout() && Instant::now() < feed.deadline => {}
+                Err(e) if e.is_timeout() && crate::sync::now() < feed.deadline => {}
                 Err(e) => {
                     // Replies parsed before the error keep their answers
                     // (an error that needed no read, at the end of the
@@ -248,8 +248,8 @@ impl Socket {
                     // The front's time is up (nothing more may be waited
                     // for on this socket), or the stream broke.
                     self.fail(match e.is_timeout() {
-                        true => Failure::TimedOut,
-                        false => Failure::Dropped,
+                        true => SocketFailure::TimedOut,
+                        false => SocketFailure::Dropped,
                     });
                     // `hand_out` gave up the reading with its own reply.
                     return own.map_or(Led::Failed, |replies| Led::Answered(Ok(replies)));
@@ -279,7 +279,7 @@ impl Socket {
         &self,
         replies: &mut Vec<Value>,
         own: &Arc<Slot>,
-    ) -> (MutexGuard<'_, State>, Handed) {
+    ) -> (MutexGuard<'_, SocketState>, Handed) {
         // Outside the state lock: the endpoint takes its own.
         self.note_readonly(replies);
         let mut state = self.state.lock();
@@ -289,7 +289,7 @@ impl Socket {
 
     fn hand_out_locked(
         &self,
-        state: &mut State,
+        state: &mut SocketState,
         replies: &mut Vec<Value>,
         own: &Arc<Slot>,
     ) -> Handed {
@@ -319,7 +319,7 @@ impl Socket {
             if !inner.abandoned {
                 inner.outcome = Some(Ok(answer));
                 if inner.waiting {
-                    // Certain to come and take it (see `State::woken`).
+                    // Certain to come and take it (see `SocketState::woken`).
                     inner.counted = true;
                     state.woken += 1;
                 }

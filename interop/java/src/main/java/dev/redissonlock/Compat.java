@@ -2,6 +2,7 @@ package dev.redissonlock;
 
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
+import java.net.URL;
 
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
@@ -64,6 +65,25 @@ final class Compat {
         if (below(version, 3, 13, 0)) {
             config.setCodec(new org.redisson.codec.JsonJacksonCodec());
         }
+    }
+
+    /**
+     * TLS: the truststore (a file URL) and its password that the server's
+     * certificate is checked against. On {@code Config} where it has them
+     * (Redisson's issue 6353, in 4.7.0: the topology's own setters are
+     * deprecated there and log a warning), else on the topology's settings
+     * ({@code servers}, a {@code BaseConfig}). Only 4.7.0 is run over TLS
+     * by the tests.
+     */
+    static void truststore(Config config, Object servers, URL truststore, String password) {
+        Object target = config;
+        try {
+            Config.class.getMethod("setSslTruststore", URL.class);
+        } catch (NoSuchMethodException e) {
+            target = servers;
+        }
+        call(target, "setSslTruststore", new Class<?>[] {URL.class}, truststore);
+        call(target, "setSslTruststorePassword", new Class<?>[] {String.class}, password);
     }
 
     /**

@@ -7,6 +7,7 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Properties;
@@ -30,6 +31,7 @@ import org.redisson.config.Config;
  * <pre>
  *   java -jar redisson-driver-&lt;v&gt;.jar redis://127.0.0.1:17001 30000
  *   java -jar redisson-driver-&lt;v&gt;.jar sentinel:mymaster:redis://127.0.0.1:26379,redis://127.0.0.1:26380 30000
+ *   java -jar redisson-driver-&lt;v&gt;.jar rediss://127.0.0.1:17001 30000 truststore.p12 changeit
  * </pre>
  *
  * Prints {@code READY <redisson version> <client id>}, then reads commands
@@ -75,16 +77,18 @@ public final class Driver {
         // Anything a library might print to System.out goes to stderr instead.
         System.setOut(System.err);
 
-        if (args.length != 2) {
+        if (args.length != 2 && args.length != 4) {
             System.err.println("usage: java -jar redisson-driver.jar <redis-url>|cluster:<url>,<url>...|"
-                    + "sentinel:<masterName>:<url>,<url>... <watchdogTimeoutMs>");
+                    + "sentinel:<masterName>:<url>,<url>... <watchdogTimeoutMs>"
+                    + " [<truststore file> <truststore password>]");
             System.exit(2);
         }
         Config config = new Config();
+        Object servers; // the topology's settings (BaseConfig), for Compat.truststore
         if (args[0].startsWith("cluster:")) {
             // Redis Cluster, Redisson's defaults otherwise (sharded pub/sub
             // AUTO in 3.29+, probed on connect in 3.22+).
-            config.useClusterServers().addNodeAddress(addresses(args[0].substring("cluster:".length())));
+            servers = config.useClusterServers().addNodeAddress(addresses(args[0].substring("cluster:".length())));
         } else if (args[0].startsWith("sentinel:")) {
             // Redis Sentinel: the master name, then the sentinels' URLs.
             // Redisson's defaults otherwise (checkLockSyncedSlaves on, reads
@@ -95,13 +99,19 @@ public final class Driver {
                 System.err.println("expected sentinel:<masterName>:<url>,<url>..., got " + args[0]);
                 System.exit(2);
             }
-            config.useSentinelServers()
+            servers = config.useSentinelServers()
                     .setMasterName(rest.substring(0, colon))
                     .addSentinelAddress(addresses(rest.substring(colon + 1)));
         } else {
-            config.useSingleServer().setAddress(args[0]);
+            servers = config.useSingleServer().setAddress(args[0]);
         }
         config.setLockWatchdogTimeout(Long.parseLong(args[1]));
+        if (args.length == 4) {
+            // TLS (rediss:// URLs): the server's certificate is checked
+            // against the CA in this truststore (PKCS12 or JKS), host name
+            // included (Redisson's default verification).
+            Compat.truststore(config, servers, Path.of(args[2]).toUri().toURL(), args[3]);
+        }
         Compat.configure(config, redissonVersion());
         client = Redisson.create(config);
 

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::ConnectionLike;
 
-use super::protocol::Protocol;
 use super::reentrant;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, Backoff, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;

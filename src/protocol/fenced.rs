@@ -9,7 +9,7 @@ use redis::ConnectionLike;
 
 use crate::lua::Lua;
 
-use super::protocol::Protocol;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, Reentrant, reentrant};
 use crate::config::Config;
 use crate::error::{Error, Result};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::ConnectionLike;
 
 use super::fair::{FairCore, fair_protocol};
-use super::protocol::Protocol;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, Unlocking, Wake};
 use crate::error::Result;
 use crate::names;

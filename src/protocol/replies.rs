@@ -10,7 +10,7 @@ use redis::{ConnectionLike, Value};
 use crate::lua::Lua;
 
 use crate::error::{Error, Result};
-use crate::locks::Acquired;
+use crate::protocol::Acquired;
 
 static EXPIRE_IF_HELD: LazyLock<Lua> = super::lua_script!("expire_if_held.lua");
 

@@ -62,11 +62,11 @@ impl PermitExpirableSemaphore {
         lease: Option<Duration>,
     ) -> Result<(TryAcquired, Synced)> {
         let now = epoch_millis();
-        let expiry = expirable::expiry_score(now, lease);
+        let expiry = protocol::expiry_score(now, lease);
         let publish = self.engine.publish;
         let encoding = self.engine.config.permit_ids;
         self.synced("acquire", false, |con| {
-            expirable::try_acquire(con, &self.keys, raw, expiry, now, publish, encoding)
+            protocol::try_acquire(con, &self.keys, raw, expiry, now, publish, encoding)
         })
     }
 
@@ -86,7 +86,7 @@ impl PermitExpirableSemaphore {
                         "the connection dropped after the request was sent".to_owned(),
                     ));
                 }
-                expirable::try_release_many(con, &self.keys, raw, epoch_millis(), publish)
+                protocol::try_release_many(con, &self.keys, raw, epoch_millis(), publish)
             });
         match undone {
             Ok(_) => Ok(true),

@@ -1,8 +1,12 @@
-//! The lock types of the Redisson family, each one file here: its keys, its
+//! The protocol layer (L1 in CONTRIBUTING.md's "Architecture"): the lock
+//! types of the Redisson family, each one file here: its keys, its
 //! scripts and how its replies read, how a waiter is woken, how a hold is
 //! renewed. Everything else (the waiting loop, guards, the registry of holds,
 //! the watchdog, the subscriber) is written once, in the engine, for every
-//! type, and never names one.
+//! type, and never names one. Beside them: the synchronizers' scripts and
+//! replies (`semaphore`, `permit_expirable`, `latch`), the read-only inspection
+//! (`inspect`), the unlock replies (`replies`) and the renewal batches
+//! (`lease`).
 //!
 //! A type is a [`Kind`]: a sealed trait, so that the set of types is the
 //! crate's to grow; its protocol methods live on a supertrait no one outside
@@ -35,14 +39,14 @@ pub(crate) use lua_script;
 /// (`<force>`: `<kind>` unless given).
 macro_rules! unlock_scripts {
     ($kind:literal) => {
-        $crate::locks::unlock_scripts!($kind, $kind)
+        $crate::protocol::unlock_scripts!($kind, $kind)
     };
     ($kind:literal, $force:literal) => {
-        $crate::locks::UnlockScripts {
-            release: $crate::locks::lua_script!(concat!($kind, "_release.lua")),
-            unlock: $crate::locks::lua_script!(concat!($kind, "_unlock.lua")),
-            force: $crate::locks::lua_script!(concat!($force, "_force_unlock.lua")),
-            force_owned: $crate::locks::lua_script!(concat!($force, "_force_unlock_owned.lua")),
+        $crate::protocol::UnlockScripts {
+            release: $crate::protocol::lua_script!(concat!($kind, "_release.lua")),
+            unlock: $crate::protocol::lua_script!(concat!($kind, "_unlock.lua")),
+            force: $crate::protocol::lua_script!(concat!($force, "_force_unlock.lua")),
+            force_owned: $crate::protocol::lua_script!(concat!($force, "_force_unlock_owned.lua")),
         }
     };
 }
@@ -52,17 +56,16 @@ pub(crate) use unlock_scripts;
 /// `$rlock` (a [`Reentrant`]): its own is only its acquire.
 macro_rules! rlock_layout {
     ($rlock:tt) => {
-        fn wake<'a>(&'a self, name: &'a str, field: &'a str) -> $crate::locks::Wake<'a> {
+        fn wake<'a>(&'a self, name: &'a str, field: &'a str) -> $crate::protocol::Wake<'a> {
             self.$rlock.wake(name, field)
         }
 
-        fn unlocking(&self) -> $crate::locks::Unlocking<'_> {
+        fn unlocking(&self) -> $crate::protocol::Unlocking<'_> {
             self.$rlock.unlocking()
         }
     };
 }
 
-pub(crate) mod expirable;
 mod fair;
 mod fenced;
 pub(crate) mod inspect;
@@ -70,6 +73,7 @@ pub(crate) mod latch;
 pub(crate) mod lease;
 mod non_reentrant;
 mod non_reentrant_fair;
+pub(crate) mod permit_expirable;
 mod read;
 mod reentrant;
 pub(crate) mod replies;
@@ -94,11 +98,11 @@ pub use write::Write;
 /// A lock type of the Redisson family (sealed: implemented by this crate's
 /// types only). The type parameter of [`crate::Lock`] and
 /// [`crate::LockGuard`].
-pub trait Kind: protocol::Protocol {}
+pub trait Kind: sealed::Protocol {}
 
-impl<P: protocol::Protocol> Kind for P {}
+impl<P: sealed::Protocol> Kind for P {}
 
-pub(crate) mod protocol {
+pub(crate) mod sealed {
     use super::*;
 
     /// What a lock type tells the engine. Not nameable outside the crate.

@@ -113,7 +113,7 @@ pub(crate) fn inspect(con: &mut dyn ConnectionLike, name: &str) -> Result<Snapsh
         .key(names::prefix_name(names::FAIR_QUEUE_PREFIX, name))
         .key(names::prefix_name(names::FAIR_TIMEOUT_PREFIX, name))
         .key(names::prefix_name(names::TOKEN_PREFIX, name))
-        .key(names::pes_timeout_key(name))
+        .key(names::permit_expirable_timeout_key(name))
         .arg(names::rwlock_key_prefix(name))
         .arg(MOST_MARKERS)
         .arg(MOST_PERMITS)
@@ -353,7 +353,7 @@ fn decode(name: &str, reply: Value) -> Result<Snapshot> {
                 name,
                 format!(
                     "`{}` has a member of {} bytes, not a 16-byte permit id nor its hex text",
-                    names::pes_timeout_key(name),
+                    names::permit_expirable_timeout_key(name),
                     member.len()
                 ),
             )

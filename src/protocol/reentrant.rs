@@ -8,8 +8,8 @@ use redis::ConnectionLike;
 
 use crate::lua::{Invocation, Lua};
 
-use super::protocol::Protocol;
 use super::replies::acquire_reply;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;

@@ -9,8 +9,8 @@ use redis::ConnectionLike;
 
 use crate::lua::Lua;
 
-use super::protocol::Protocol;
 use super::replies::acquire_reply;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, Reentrant};
 use crate::config::Config;
 use crate::error::{Error, Result};

@@ -21,7 +21,7 @@ pub enum Renewal {
     ReadMarkers { prefix: Arc<str> },
     /// Renewed permits of a `PermitExpirableSemaphore`: each id still in
     /// the `timeout` ZSET (`{<name>}:timeout`) with an expiry in the future
-    /// gets `now + lease` (`lua/pes_renew_batch.lua`), whether stored as
+    /// gets `now + lease` (`lua/permit_expirable_renew_batch.lua`), whether stored as
     /// raw bytes or hex text.
     Permits {
         timeout: Arc<str>,
@@ -59,7 +59,7 @@ impl Renewal {
 
 static RENEW_BATCH: LazyLock<Lua> = super::lua_script!("rlock_renew_batch.lua");
 static RENEW_READ_BATCH: LazyLock<Lua> = super::lua_script!("read_renew_batch.lua");
-static RENEW_PERMITS_BATCH: LazyLock<Lua> = super::lua_script!("pes_renew_batch.lua");
+static RENEW_PERMITS_BATCH: LazyLock<Lua> = super::lua_script!("permit_expirable_renew_batch.lua");
 
 /// What a renewal found for one `(name, owner field)` pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub(crate) struct RenewChunk<'a> {
     /// [`Renewal::Field`], each renewed if its field exists
     /// (`lua/rlock_renew_batch.lua`); [`Renewal::ReadMarkers`], readers each
     /// renewing its own markers and the hash (`lua/read_renew_batch.lua`);
-    /// [`Renewal::Permits`], permit sets (`lua/pes_renew_batch.lua`).
+    /// [`Renewal::Permits`], permit sets (`lua/permit_expirable_renew_batch.lua`).
     pub items: Vec<(&'a str, &'a str, &'a Renewal)>,
 }
 
@@ -117,7 +117,8 @@ impl RenewChunk<'_> {
                 Renewal::Permits { ids, .. } => {
                     cmd.arg(ids.len());
                     for id in ids.iter() {
-                        cmd.arg(&id[..]).arg(&super::expirable::hex_id(id)[..]);
+                        cmd.arg(&id[..])
+                            .arg(&super::permit_expirable::hex_id(id)[..]);
                     }
                 }
             }

@@ -12,8 +12,8 @@ use redis::ConnectionLike;
 
 use crate::lua::Lua;
 
-use super::protocol::Protocol;
 use super::read::{self, Side};
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;

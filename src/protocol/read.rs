@@ -14,8 +14,8 @@ use redis::ConnectionLike;
 
 use crate::lua::Lua;
 
-use super::protocol::Protocol;
 use super::replies::acquire_reply;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, Renewal, UnlockScripts, Unlocking, Wake};
 use crate::config::Config;
 use crate::error::Result;

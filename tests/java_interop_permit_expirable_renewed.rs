@@ -34,8 +34,14 @@ fn java_sees_a_renewed_permit_and_releases_it(redisson: Redisson) {
     let reply = java.call("j", &format!("pes.getLeaseTime jr1 {id}"));
     if redisson == Redisson::Newest {
         let left: i64 = reply.value(0);
+        // Java's script measures the lease from the time Java read before
+        // sending it; a renewal whose own clock reading came later can run
+        // first, so a few milliseconds over the lease are an honest answer
+        // (seen: 601 ms). What must not be is a lease that was never renewed
+        // (<= 0) or one beyond a renewal's.
+        let slack = 50;
         assert!(
-            left > 0 && left <= LEASE.as_millis() as i64,
+            left > 0 && left <= LEASE.as_millis() as i64 + slack,
             "Java reads {left} ms left {:?} after the acquire",
             acquired.elapsed()
         );

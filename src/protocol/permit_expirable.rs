@@ -1,5 +1,5 @@
 //! Redisson's `RPermitExpirableSemaphore` on the wire (docs/synchronizers.md):
-//! its keys, its eleven scripts (`lua/pes_*.lua`, Redisson's semantics in
+//! its keys, its eleven scripts (`lua/permit_expirable_*.lua`, Redisson's semantics in
 //! this crate's text, KEYS in Redisson's order) and how their replies read.
 //!
 //! * `<name>`: a STRING, the available permits;
@@ -25,21 +25,21 @@ use crate::error::{Error, Result};
 use crate::lua::{Invocation, Lua};
 use crate::names::{self, PES_PERMANENT_SCORE};
 
-static TRY_ACQUIRE: LazyLock<Lua> = lua_script!("pes_try_acquire.lua");
-static TRY_RELEASE_ONE: LazyLock<Lua> = lua_script!("pes_try_release_one.lua");
-static TRY_RELEASE_MANY: LazyLock<Lua> = lua_script!("pes_try_release_many.lua");
-static AVAILABLE: LazyLock<Lua> = lua_script!("pes_available.lua");
-static GET_PERMITS: LazyLock<Lua> = lua_script!("pes_get_permits.lua");
-static ACQUIRED: LazyLock<Lua> = lua_script!("pes_acquired.lua");
-static SET_PERMITS: LazyLock<Lua> = lua_script!("pes_set_permits.lua");
-static TRY_SET_PERMITS: LazyLock<Lua> = lua_script!("pes_try_set_permits.lua");
-static ADD_PERMITS: LazyLock<Lua> = lua_script!("pes_add_permits.lua");
-static UPDATE_LEASE: LazyLock<Lua> = lua_script!("pes_update_lease.lua");
-static GET_LEASE_TIME: LazyLock<Lua> = lua_script!("pes_get_lease_time.lua");
+static TRY_ACQUIRE: LazyLock<Lua> = lua_script!("permit_expirable_try_acquire.lua");
+static TRY_RELEASE_ONE: LazyLock<Lua> = lua_script!("permit_expirable_try_release_one.lua");
+static TRY_RELEASE_MANY: LazyLock<Lua> = lua_script!("permit_expirable_try_release_many.lua");
+static AVAILABLE: LazyLock<Lua> = lua_script!("permit_expirable_available.lua");
+static GET_PERMITS: LazyLock<Lua> = lua_script!("permit_expirable_get_permits.lua");
+static ACQUIRED: LazyLock<Lua> = lua_script!("permit_expirable_acquired.lua");
+static SET_PERMITS: LazyLock<Lua> = lua_script!("permit_expirable_set_permits.lua");
+static TRY_SET_PERMITS: LazyLock<Lua> = lua_script!("permit_expirable_try_set_permits.lua");
+static ADD_PERMITS: LazyLock<Lua> = lua_script!("permit_expirable_add_permits.lua");
+static UPDATE_LEASE: LazyLock<Lua> = lua_script!("permit_expirable_update_lease.lua");
+static GET_LEASE_TIME: LazyLock<Lua> = lua_script!("permit_expirable_get_lease_time.lua");
 
 /// The keys of the permit-expirable semaphore `name`.
 #[derive(Clone, Debug)]
-pub(crate) struct PesKeys {
+pub(crate) struct PermitExpirableKeys {
     /// `<name>`: the available permits.
     pub name: String,
     /// `{<name>}:timeout`: the acquired permits' expiries.
@@ -48,11 +48,11 @@ pub(crate) struct PesKeys {
     pub channel: String,
 }
 
-impl PesKeys {
-    pub fn new(name: &str) -> PesKeys {
-        PesKeys {
+impl PermitExpirableKeys {
+    pub fn new(name: &str) -> PermitExpirableKeys {
+        PermitExpirableKeys {
             name: name.to_owned(),
-            timeout: names::pes_timeout_key(name),
+            timeout: names::permit_expirable_timeout_key(name),
             channel: names::semaphore_channel(name),
         }
     }
@@ -115,7 +115,7 @@ pub(crate) enum TryAcquired {
 /// are stored as `encoding` says.
 pub(crate) fn try_acquire(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     ids: &[[u8; 16]],
     expiry: u64,
     now_ms: u64,
@@ -203,7 +203,7 @@ fn int_call(
 /// `false`, as in Redisson. Finds the id stored raw or as hex text.
 pub(crate) fn try_release_one(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     id: &[u8; 16],
     now_ms: u64,
     publish: &str,
@@ -219,7 +219,7 @@ pub(crate) fn try_release_one(
 /// stored raw or as hex text (both forms are sent, in pairs).
 pub(crate) fn try_release_many(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     ids: &[[u8; 16]],
     now_ms: u64,
     publish: &str,
@@ -246,7 +246,7 @@ pub(crate) enum Count {
 /// One of the three counts, after reclaiming every expired id.
 pub(crate) fn count(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     which: Count,
     now_ms: u64,
     publish: &str,
@@ -264,7 +264,7 @@ pub(crate) fn count(
 /// `setPermits`: available + acquired becomes `total`.
 pub(crate) fn set_permits(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     total: i64,
     publish: &str,
 ) -> Result<()> {
@@ -276,7 +276,7 @@ pub(crate) fn set_permits(
 /// `trySetPermits`: `true` if the counter did not exist and is now `n`.
 pub(crate) fn try_set_permits(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     n: i64,
     publish: &str,
 ) -> Result<bool> {
@@ -288,7 +288,7 @@ pub(crate) fn try_set_permits(
 /// `addPermits`: the counter plus `delta` (may be negative).
 pub(crate) fn add_permits(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     delta: i64,
     publish: &str,
 ) -> Result<()> {
@@ -305,7 +305,7 @@ pub(crate) fn add_permits(
 /// Finds the id stored raw or as hex text (and keeps its form).
 pub(crate) fn update_lease(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     id: &[u8; 16],
     expiry: u64,
     now_ms: u64,
@@ -331,7 +331,7 @@ pub(crate) enum Lease {
 /// `getLeaseTime` of `id`, stored raw or as hex text.
 pub(crate) fn lease_time(
     con: &mut dyn ConnectionLike,
-    keys: &PesKeys,
+    keys: &PermitExpirableKeys,
     id: &[u8; 16],
     now_ms: u64,
     publish: &str,
@@ -352,7 +352,7 @@ pub(crate) fn lease_time(
 
 /// Deletes both keys (no publish, as Redisson's `delete`): `true` if
 /// either existed.
-pub(crate) fn delete(con: &mut dyn ConnectionLike, keys: &PesKeys) -> Result<bool> {
+pub(crate) fn delete(con: &mut dyn ConnectionLike, keys: &PermitExpirableKeys) -> Result<bool> {
     let deleted: i64 = redis::cmd("DEL")
         .arg(&keys.name)
         .arg(&keys.timeout)
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn keys_follow_redisson_names() {
-        let keys = PesKeys::new("s");
+        let keys = PermitExpirableKeys::new("s");
         assert_eq!(keys.timeout, "{s}:timeout");
         assert_eq!(keys.channel, "redisson_sc:{s}");
         assert_eq!(expiry_score(1_000, None), PES_PERMANENT_SCORE);

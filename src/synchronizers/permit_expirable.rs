@@ -14,8 +14,10 @@ use crate::engine::Engine;
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::Attempted;
 use crate::error::{Error, Result};
-use crate::locks::epoch_millis;
-use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
+use crate::protocol::epoch_millis;
+use crate::protocol::permit_expirable::{
+    self as protocol, Count, Lease, PermitExpirableKeys, TryAcquired,
+};
 
 /// A handle on Redisson's `RPermitExpirableSemaphore` called `name`
 /// (`redisson.getPermitExpirableSemaphore(name)`), from
@@ -68,7 +70,7 @@ use crate::locks::expirable::{self, Count, Lease, PesKeys, TryAcquired};
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
     engine: Arc<Engine>,
-    keys: Arc<PesKeys>,
+    keys: Arc<PermitExpirableKeys>,
     /// Watched by the waits ([`PermitExpirableSemaphore::with_cancel`]).
     cancel: Option<CancelToken>,
 }
@@ -97,7 +99,7 @@ const MOST_PERMITS: u32 = i32::MAX as u32;
 impl PermitExpirableSemaphore {
     pub(crate) fn new(engine: Arc<Engine>, name: String) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
-            keys: Arc::new(PesKeys::new(&name)),
+            keys: Arc::new(PermitExpirableKeys::new(&name)),
             engine,
             cancel: None,
         }
@@ -199,7 +201,7 @@ impl PermitExpirableSemaphore {
         operation: &'static str,
         resendable: bool,
         n: Result<i64>,
-        command: fn(&mut dyn ConnectionLike, &PesKeys, i64, &str) -> Result<T>,
+        command: fn(&mut dyn ConnectionLike, &PermitExpirableKeys, i64, &str) -> Result<T>,
     ) -> Result<T> {
         self.check()?;
         let n = n?;
@@ -230,7 +232,7 @@ impl PermitExpirableSemaphore {
     /// the same round trip with replica sync); never sent twice.
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let n = permit_count(permits);
-        self.write_counter("try_set_permits", false, n, expirable::try_set_permits)
+        self.write_counter("try_set_permits", false, n, protocol::try_set_permits)
     }
 
     /// Makes the total (available + acquired) equal `permits`, adding or
@@ -240,7 +242,7 @@ impl PermitExpirableSemaphore {
     /// reply. One round trip.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
         let n = permit_count(permits);
-        self.write_counter("set_permits", true, n, expirable::set_permits)
+        self.write_counter("set_permits", true, n, protocol::set_permits)
     }
 
     /// Adds `delta` available permits (negative: removes them, down to a
@@ -249,7 +251,7 @@ impl PermitExpirableSemaphore {
     /// `SET`, dropping a TTL. One round trip; never sent twice.
     pub fn add_permits(&self, delta: i32) -> Result<()> {
         let n = Ok(i64::from(delta));
-        self.write_counter("add_permits", false, n, expirable::add_permits)
+        self.write_counter("add_permits", false, n, protocol::add_permits)
     }
 
     /// The available permits, after returning every expired permit to the
@@ -275,7 +277,7 @@ impl PermitExpirableSemaphore {
     fn count(&self, which: Count) -> Result<i64> {
         let publish = self.engine.publish;
         self.read("count", |con| {
-            expirable::count(con, &self.keys, which, epoch_millis(), publish)
+            protocol::count(con, &self.keys, which, epoch_millis(), publish)
         })
     }
 
@@ -309,12 +311,7 @@ impl PermitExpirableSemaphore {
     /// `n`). `n == 0` is [`Error::InvalidArgument`] (Redisson's
     /// `acquire(0)` never returns). See [`acquire`](Self::acquire).
     pub fn acquire_n(&self, n: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
-        match self.acquire_until(n, lease, false, None)? {
-            Some(permits) => Ok(permits),
-            None => Err(Error::UnexpectedReply(
-                "an acquire without a deadline gave up".to_owned(),
-            )),
-        }
+        crate::cancel::without_deadline(|| self.acquire_until(n, lease, false, None))
     }
 
     /// One attempt at one permit (Redisson's `tryAcquire()` /
@@ -392,7 +389,7 @@ impl PermitExpirableSemaphore {
     fn release_raw(&self, raw: &[[u8; 16]]) -> Result<i64> {
         let publish = self.engine.publish;
         self.write("release", false, |con| {
-            expirable::try_release_many(con, &self.keys, raw, epoch_millis(), publish)
+            protocol::try_release_many(con, &self.keys, raw, epoch_millis(), publish)
         })
     }
 
@@ -419,7 +416,7 @@ impl PermitExpirableSemaphore {
         self.check()?;
         let publish = self.engine.publish;
         self.write("release", false, |con| {
-            expirable::try_release_one(con, &self.keys, &id.0, epoch_millis(), publish)
+            protocol::try_release_one(con, &self.keys, &id.0, epoch_millis(), publish)
         })
     }
 
@@ -463,10 +460,10 @@ impl PermitExpirableSemaphore {
             ));
         }
         let now = epoch_millis();
-        let expiry = expirable::expiry_score(now, lease);
+        let expiry = protocol::expiry_score(now, lease);
         let publish = self.engine.publish;
         self.write("update_lease_time", true, |con| {
-            expirable::update_lease(con, &self.keys, &id.0, expiry, now, publish)
+            protocol::update_lease(con, &self.keys, &id.0, expiry, now, publish)
         })
     }
 
@@ -478,7 +475,7 @@ impl PermitExpirableSemaphore {
     pub fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
         let publish = self.engine.publish;
         let lease = self.read("lease_time", |con| {
-            expirable::lease_time(con, &self.keys, &id.0, epoch_millis(), publish)
+            protocol::lease_time(con, &self.keys, &id.0, epoch_millis(), publish)
         })?;
         match lease {
             Lease::Permanent => Ok(None),
@@ -495,7 +492,7 @@ impl PermitExpirableSemaphore {
     /// waiters keep waiting until permits are set again. One round trip.
     pub fn delete(&self) -> Result<bool> {
         self.check()?;
-        self.write("delete", true, |con| expirable::delete(con, &self.keys))
+        self.write("delete", true, |con| protocol::delete(con, &self.keys))
     }
 }
 

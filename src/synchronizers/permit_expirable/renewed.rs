@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::engine::holds::{Hold, Releaser};
-use crate::locks::Renewal;
+use crate::protocol::Renewal;
 
 /// The Redisson class the holds of renewed permits report in events.
 const KIND: &str = "RPermitExpirableSemaphore";
@@ -52,12 +52,7 @@ impl PermitExpirableSemaphore {
     /// [`acquire_n`](Self::acquire_n).
     pub fn acquire_renewed(&self, n: u32) -> Result<ExpirablePermits> {
         let lease = self.engine.config.watchdog_timeout;
-        match self.acquire_until(n, Some(lease), true, None)? {
-            Some(permits) => Ok(permits),
-            None => Err(Error::UnexpectedReply(
-                "an acquire without a deadline gave up".to_owned(),
-            )),
-        }
+        crate::cancel::without_deadline(|| self.acquire_until(n, Some(lease), true, None))
     }
 
     /// `n` renewed permits at once, waiting at most `wait` (as
@@ -111,7 +106,7 @@ impl PermitExpirableSemaphore {
             let publish = engine.publish;
             engine
                 .with_connection(&keys.name, "release", |con, _| {
-                    expirable::try_release_many(con, &keys, &raw, epoch_millis(), publish)
+                    protocol::try_release_many(con, &keys, &raw, epoch_millis(), publish)
                 })
                 .map(|_| ())
         })

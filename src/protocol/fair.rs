@@ -18,7 +18,7 @@ use redis::ConnectionLike;
 use crate::lua::Lua;
 
 use super::epoch_millis;
-use super::protocol::Protocol;
+use super::sealed::Protocol;
 use super::{AcquireRequest, Acquired, UnlockScripts, Unlocking, Wake};
 use crate::error::{Error, Result};
 use crate::names::{self, UNLOCK_MESSAGE};
