@@ -20,7 +20,9 @@
 //!    not, each holder whose valid part had ended when the overlap began
 //!    must have had its lost signal in force by then: `is_lost()` true (a
 //!    lease that ran out is in force from its deadline, any other loss from
-//!    when it was seen). And a Rust holder's `LostSignal` (the push a
+//!    when it was seen; a Rust guard reads as lost from its deadline on
+//!    whatever reason its signal gives later, e.g. a renewal that found
+//!    the key gone before the deadline thread woke). And a Rust holder's `LostSignal` (the push a
 //!    supervisor thread waits on, seen by the worker's watcher thread) must
 //!    have fired within `PUSH_SLACK_NS` (0.5 s) of the overlap's start (of its
 //!    process's SIGCONT, if it was stopped then): the signal is a promise of
@@ -546,7 +548,7 @@ impl Reader {
                     if s.valid_end > start {
                         continue;
                     }
-                    let since = self.holds[s.index].lost_since;
+                    let since = self.told_since(s.index);
                     if let Some(late) = self.push_late(s.index, start) {
                         fine = false;
                         let detail = format!(
@@ -598,6 +600,22 @@ impl Reader {
     /// `LostSignal` fire within `PUSH_SLACK_NS` of `start`, not counting
     /// the time its process was stopped (SIGSTOP) meanwhile: what is wrong
     /// if not.
+    /// Since when the holder of hold `index` knew it was lost, if it was
+    /// told at all: its `lost` record; for a Rust hold, no later than its
+    /// deadline (the last `vu` it reported), since a Rust guard reads as
+    /// lost from its deadline on (`is_lost`, `ensure_held` compare the clock
+    /// with `valid_until`) whenever the push comes: the push is checked on
+    /// its own (`push_late`).
+    fn told_since(&self, index: usize) -> Option<u64> {
+        let hold = &self.holds[index];
+        let since = hold.lost_since?;
+        let rust = self.impls.get(hold.process()).map(String::as_str) == Some("rust");
+        Some(match hold.vu {
+            Some((_, vu)) if rust => since.min(vu),
+            _ => since,
+        })
+    }
+
     fn push_late(&mut self, index: usize, start: u64) -> Option<String> {
         let hold = &self.holds[index];
         if self.impls.get(hold.process()).map(String::as_str) != Some("rust") {
@@ -1065,6 +1083,36 @@ mod tests {
             ns(1500)
         ));
         a
+    }
+
+    #[test]
+    fn a_rust_holder_is_told_at_its_deadline_whatever_its_signal_says_later() {
+        // A's deadline passed at 1500 ms; a renewal found the key gone and
+        // its signal (key_gone, seen at 1603 ms) came 3 ms after B got in:
+        // `is_lost()` had been true since 1500 ms, and the push was in time.
+        let mut a = hold("w0g0/2", 1, (0, 10, Some(3000)), 1, 1500, "key_gone");
+        a.push(format!(
+            "{} w0g0/2 lost signal lock=x h=1 tok=1 reason=key_gone since={}",
+            ns(1603),
+            ns(1603)
+        ));
+        let b = hold("w1g0/1", 1, (1400, 1600, Some(1700)), 2, 3100, "0");
+        let report = check(&[a, b.clone()]);
+        assert_eq!(report.violation_count(), 0, "{:?}", report.described);
+        // A Java holder's loss is in force only from its own record.
+        let mut a = hold("j0g0/a0", 1, (0, 10, Some(3000)), 1, 1500, "0");
+        a.push(format!(
+            "{} j0g0/a0 lost signal lock=x h=1 tok=1 reason=key_gone since={}",
+            ns(1603),
+            ns(1603)
+        ));
+        let report = check(&[a, b]);
+        assert_eq!(
+            report.violations.get("lost_signal_late"),
+            Some(&1),
+            "{:?}",
+            report.described
+        );
     }
 
     #[test]
