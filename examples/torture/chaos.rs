@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 
 use crate::failover::ClusterState;
+use crate::fenced_jvm::FencedJvm;
+use crate::history::{History, sup_event};
 use crate::sem_supervisor;
 use crate::summary::{SharedStats, stats_of};
 use crate::worker::Book;
@@ -90,6 +92,17 @@ pub struct Supervisor {
     /// that worker (`jvm.rs`).
     pub java_jar: Option<PathBuf>,
     pub java: Option<crate::jvm::JavaWorker>,
+    /// A fenced run's JVM workers (`fenced_jvm.rs`): one per jar.
+    pub fenced_jars: Vec<PathBuf>,
+    pub fenced_javas: Vec<FencedJvm>,
+    /// The run's history (`history.rs`), if it keeps one, and its file.
+    pub history: Option<History>,
+    pub history_path: Option<PathBuf>,
+    /// Faults recorded in the history (their ids).
+    pub faults: u64,
+    /// SIGSTOPs of workers, SIGKILLs of JVM workers (fenced runs).
+    pub worker_stops: u64,
+    pub java_kills: u64,
     /// Some pauses and stops outlast the lease (`--beyond-lease`).
     pub beyond_lease: bool,
     /// The cluster of a `--cluster` run (`failover.rs`).
@@ -128,18 +141,35 @@ impl Supervisor {
         if let Some(cluster) = &self.cluster {
             command.args(["--cluster-seeds", &cluster.seeds()]);
         }
+        if self.history.is_some() {
+            command.arg("--history");
+        }
+        if self.kind == LockKind::Fenced && self.beyond_lease {
+            command.arg("--short-reentries");
+        }
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()?;
+        sup_event(
+            self.history.as_ref(),
+            format_args!(
+                "process start target={instance} impl=rust pid={}",
+                child.id()
+            ),
+        );
         let stdout = child.stdout.take().expect("piped stdout");
         let stats = Arc::clone(&self.stats);
+        let history = self.history.clone();
         let reader_instance = instance.clone();
         let reader = thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                stats_of(&stats).record(&reader_instance, &line);
+                match (line.strip_prefix("H "), &history) {
+                    (Some(event), Some(history)) => history.line(event),
+                    _ => stats_of(&stats).record(&reader_instance, &line),
+                }
             }
         });
         Ok(WorkerProc {
@@ -226,13 +256,19 @@ impl Supervisor {
     }
 
     pub fn kill_worker(&mut self, slot: usize) -> std::io::Result<()> {
+        let instance = self.workers[slot].instance.clone();
+        let fault = self.fault_begin("kill-rust", &format!("target={instance}"));
         let worker = &mut self.workers[slot];
         let killed_at = now_ms();
         worker.child.kill()?;
         worker.child.wait()?;
         let died = now_ms();
-        let instance = worker.instance.clone();
         let generation = worker.generation;
+        self.fault_end("kill-rust", fault);
+        sup_event(
+            self.history.as_ref(),
+            format_args!("process exit target={instance} how=sigkill"),
+        );
         self.kills += 1;
         self.bury(&instance, died, killed_at);
         self.disruptions
@@ -248,6 +284,10 @@ impl Supervisor {
                 let died = now_ms();
                 let instance = self.workers[slot].instance.clone();
                 eprintln!("torture: worker {instance} exited on its own: {status}");
+                sup_event(
+                    self.history.as_ref(),
+                    format_args!("process exit target={instance} how=unexpected"),
+                );
                 self.unexpected_exits.push(instance.clone());
                 self.bury(&instance, died, died);
                 self.disruptions.push((died, now_ms() + KILL_EFFECT_MS));
@@ -283,10 +323,12 @@ impl Supervisor {
     }
 
     pub fn chaos(&mut self, rng: &mut Rng, redis_pid: Option<u32>) -> std::io::Result<()> {
+        if self.kind == LockKind::Fenced && rng.percent(30) {
+            return self.process_chaos(rng);
+        }
         if self.cluster.is_some() {
             return self.cluster_chaos(rng);
         }
-        let never = &self.never;
         let start = now_ms();
         match rng.below(100) {
             0..=24 => {
@@ -294,27 +336,40 @@ impl Supervisor {
                 self.kill_worker(slot)?;
             }
             25..=44 => {
+                let fault = self.fault_begin("conn-kill", "");
+                let never = &self.never;
                 self.redis.retry(never, |con| {
                     redis::cmd("CLIENT")
                         .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
                         .query::<i64>(con)
                 });
+                self.fault_end("conn-kill", fault);
                 self.conn_kills += 1;
                 self.disruptions
                     .push((start, now_ms() + CONN_KILL_EFFECT_MS));
             }
             45..=59 => {
+                let fault = self.fault_begin("pubsub-kill", "");
+                let never = &self.never;
                 self.redis.retry(never, |con| {
                     redis::cmd("CLIENT")
                         .arg(&["KILL", "TYPE", "pubsub"])
                         .query::<i64>(con)
                 });
+                self.fault_end("pubsub-kill", fault);
                 self.pubsub_kills += 1;
                 self.disruptions
                     .push((start, now_ms() + PUBSUB_KILL_EFFECT_MS));
             }
             60..=79 => {
                 let (pause, long) = self.pause_length(rng);
+                let kind = if long {
+                    "redis-pause-long"
+                } else {
+                    "redis-pause"
+                };
+                let fault = self.fault_begin(kind, &format!("ms={pause}"));
+                let never = &self.never;
                 self.redis.retry(never, |con| {
                     redis::cmd("CLIENT")
                         .arg("PAUSE")
@@ -327,15 +382,23 @@ impl Supervisor {
                     .push((start, start + pause + PAUSE_EFFECT_MS));
                 self.client_pauses += 1;
                 self.idle(ms(pause))?;
+                self.fault_end(kind, fault);
             }
             _ => {
                 let Some(pid) = redis_pid else {
                     return Ok(());
                 };
                 let (pause, long) = self.pause_length(rng);
+                let kind = if long {
+                    "redis-stop-long"
+                } else {
+                    "redis-stop"
+                };
+                let fault = self.fault_begin(kind, &format!("ms={pause}"));
                 signal(pid, "STOP");
                 thread::sleep(ms(pause));
                 signal(pid, "CONT");
+                self.fault_end(kind, fault);
                 let end = now_ms();
                 self.pauses.push((start, end, long));
                 self.disruptions.push((start, end + PAUSE_EFFECT_MS));
@@ -343,6 +406,108 @@ impl Supervisor {
             }
         }
         Ok(())
+    }
+
+    /// Records the start of a fault in the history; returns its id.
+    pub fn fault_begin(&mut self, kind: &str, detail: &str) -> u64 {
+        self.faults += 1;
+        sup_event(
+            self.history.as_ref(),
+            format_args!("fault invoke type={kind} id={} {detail}", self.faults),
+        );
+        self.faults
+    }
+
+    pub fn fault_end(&self, kind: &str, id: u64) {
+        sup_event(
+            self.history.as_ref(),
+            format_args!("fault ok type={kind} id={id}"),
+        );
+    }
+
+    /// A fenced run's chaos on the workers themselves: a SIGSTOP of a Rust
+    /// or JVM worker (within a third of the lease; with `--beyond-lease`, a
+    /// third of a Rust worker's stops last longer than the lease), or a
+    /// SIGKILL of a JVM worker, started again at once.
+    fn process_chaos(&mut self, rng: &mut Rng) -> std::io::Result<()> {
+        let javas = self.fenced_javas.len() as u64;
+        if javas > 0 && rng.percent(25) {
+            let slot = rng.below(javas) as usize;
+            return self.kill_java(slot);
+        }
+        let slot = rng.below(WORKERS as u64 + javas) as usize;
+        let (pid, instance, java) = match slot.checked_sub(WORKERS) {
+            None => {
+                let worker = &self.workers[slot];
+                (worker.child.id(), worker.instance.clone(), false)
+            }
+            Some(j) => {
+                let jvm = &self.fenced_javas[j];
+                (jvm.pid(), jvm.instance.clone(), true)
+            }
+        };
+        let (pause, long) = if java {
+            (rng.range(100, SHORT_PAUSE_MAX_MS), false)
+        } else {
+            self.pause_length(rng)
+        };
+        let kind = match (java, long) {
+            (true, _) => "sigstop-java",
+            (false, false) => "sigstop-rust",
+            (false, true) => "sigstop-rust-long",
+        };
+        let fault = self.fault_begin(kind, &format!("target={instance} ms={pause}"));
+        signal(pid, "STOP");
+        thread::sleep(ms(pause));
+        signal(pid, "CONT");
+        self.fault_end(kind, fault);
+        self.worker_stops += 1;
+        let start = now_ms();
+        self.disruptions
+            .push((start - pause, start + PAUSE_EFFECT_MS));
+        Ok(())
+    }
+
+    /// SIGKILLs a fenced run's JVM worker and starts a new one in its slot.
+    pub fn kill_java(&mut self, slot: usize) -> std::io::Result<()> {
+        let instance = self.fenced_javas[slot].instance.clone();
+        let fault = self.fault_begin("kill-java", &format!("target={instance}"));
+        let killed_at = now_ms();
+        self.fenced_javas[slot].kill();
+        self.fault_end("kill-java", fault);
+        sup_event(
+            self.history.as_ref(),
+            format_args!("process exit target={instance} how=sigkill"),
+        );
+        self.java_kills += 1;
+        self.disruptions
+            .push((killed_at, now_ms() + KILL_EFFECT_MS));
+        let next = self.fenced_javas[slot].generation + 1;
+        let jvm = self.spawn_java(slot, next, false)?;
+        self.fenced_javas[slot] = jvm;
+        Ok(())
+    }
+
+    /// Starts the JVM worker of slot `slot` (`fenced_jvm.rs`).
+    pub fn spawn_java(
+        &mut self,
+        slot: usize,
+        generation: u32,
+        wait_ready: bool,
+    ) -> std::io::Result<FencedJvm> {
+        let target = match &self.cluster {
+            Some(cluster) => format!("cluster:{}", cluster.seeds()),
+            None => self.url.clone(),
+        };
+        FencedJvm::spawn(
+            &self.fenced_jars[slot],
+            &target,
+            &self.log_dir,
+            &self.stats,
+            self.history.as_ref(),
+            (slot, generation),
+            (wait_ready, self.beyond_lease),
+        )
     }
 
     /// Asks every worker to finish (closes its stdin) and waits for it.
@@ -356,6 +521,10 @@ impl Supervisor {
             loop {
                 match worker.child.try_wait() {
                     Ok(Some(status)) => {
+                        sup_event(
+                            self.history.as_ref(),
+                            format_args!("process exit target={} how=stopped", worker.instance),
+                        );
                         if !status.success() {
                             eprintln!(
                                 "torture: worker {} exited with {status} when asked to stop",
@@ -374,6 +543,10 @@ impl Supervisor {
                         hangs += 1;
                         let _ = worker.child.kill();
                         let _ = worker.child.wait();
+                        sup_event(
+                            self.history.as_ref(),
+                            format_args!("process exit target={} how=hung", worker.instance),
+                        );
                         break;
                     }
                 }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::chaos::{Supervisor, signal};
 use crate::cluster::{self, Nodes, Range, replica_in_sync};
+use crate::history::{History, sup_event};
 use crate::{LEASE_MS, NAMES, Rng, SHORT_PAUSE_MAX_MS, WORKERS, ms, now_ms};
 
 /// How long after the promotion an overlap on a killed master's lock
@@ -66,6 +67,9 @@ pub struct ClusterState {
     pub kill_windows: Vec<(String, u64, u64)>,
     /// (from, to) in ms: a failover in progress (locks may be unavailable).
     pub outages: Vec<(u64, u64)>,
+    /// The run's history: failovers are faults in it (ids `c<n>`).
+    pub history: Option<History>,
+    failovers: u64,
 }
 
 fn masters_of(table: &[Range]) -> Vec<u16> {
@@ -110,6 +114,8 @@ impl ClusterState {
             unplanned: 0,
             kill_windows: Vec::new(),
             outages: Vec::new(),
+            history: None,
+            failovers: 0,
         })
     }
 
@@ -164,6 +170,19 @@ impl ClusterState {
         }
         let now = now_ms();
         let deadline = Instant::now() + FAILOVER_DEADLINE;
+        self.failovers += 1;
+        sup_event(
+            self.history.as_ref(),
+            format_args!(
+                "fault invoke type={} id=c{} lock={name} master={old} replica={replica}",
+                if self.next_is_kill {
+                    "failover-master-kill"
+                } else {
+                    "failover-coordinated"
+                },
+                self.failovers
+            ),
+        );
         if self.next_is_kill {
             // Every lock: from the failure report to the promotion the
             // cluster refuses every slot (`cluster-require-full-coverage`,
@@ -183,6 +202,13 @@ impl ClusterState {
         } else {
             if let Err(e) = cluster::query::<()>(replica, &["CLUSTER", "FAILOVER"]) {
                 eprintln!("torture: CLUSTER FAILOVER on 127.0.0.1:{replica}: {e}");
+                sup_event(
+                    self.history.as_ref(),
+                    format_args!(
+                        "fault ok type=failover-coordinated id=c{} refused=1",
+                        self.failovers
+                    ),
+                );
                 return false;
             }
             self.pending = Some(Pending::Coordinated {
@@ -283,6 +309,10 @@ impl ClusterState {
             }
         };
         let started = finished?;
+        sup_event(
+            self.history.as_ref(),
+            format_args!("fault ok type=failover id=c{}", self.failovers),
+        );
         if let Some(table) = self.nodes.slots() {
             self.masters = masters_of(&table);
         }
@@ -359,12 +389,16 @@ impl Supervisor {
         match rng.below(100) {
             0..=29 => self.kill_worker(rng.below(WORKERS as u64) as usize)?,
             30..=49 => {
+                let fault = self.fault_begin("conn-kill", "");
                 self.kill_clients(&masters, &["KILL", "TYPE", "normal", "SKIPME", "yes"]);
+                self.fault_end("conn-kill", fault);
                 self.conn_kills += 1;
                 self.disruptions.push((start, now_ms() + 1500));
             }
             50..=69 => {
+                let fault = self.fault_begin("pubsub-kill", "");
                 self.kill_clients(&masters, &["KILL", "TYPE", "pubsub"]);
+                self.fault_end("pubsub-kill", fault);
                 self.pubsub_kills += 1;
                 self.disruptions.push((start, now_ms() + LEASE_MS + 1000));
             }
@@ -379,14 +413,19 @@ impl Supervisor {
                 }
                 let pause = rng.range(100, SHORT_PAUSE_MAX_MS);
                 if n < 85 {
+                    let fault =
+                        self.fault_begin("master-pause", &format!("port={port} ms={pause}"));
                     let arg = pause.to_string();
                     let _ = cluster::query::<()>(port, &["CLIENT", "PAUSE", &arg, "ALL"]);
                     self.client_pauses += 1;
                     self.idle(ms(pause))?;
+                    self.fault_end("master-pause", fault);
                 } else if let Some(pid) = self.cluster.as_ref().and_then(|c| c.nodes.pid(port)) {
+                    let fault = self.fault_begin("master-stop", &format!("port={port} ms={pause}"));
                     signal(pid, "STOP");
                     std::thread::sleep(ms(pause));
                     signal(pid, "CONT");
+                    self.fault_end("master-stop", fault);
                     self.sigstops += 1;
                 }
                 let end = now_ms().max(start + pause);

@@ -3,8 +3,8 @@
 //!
 //! Run it with `./scripts/torture.sh --quick` (30 s of chaos) or
 //! `./scripts/torture.sh --minutes 10`, each optionally with `--beyond-lease`
-//! and `--kind reentrant|rw|fair|semaphore` (the type under test, `reentrant`
-//! by default; see *Semaphore runs*); the script starts a throwaway redis-server and passes `--url`
+//! and `--kind reentrant|rw|fair|semaphore|fenced` (the type under test, `reentrant`
+//! by default; see *Semaphore runs* and *Fenced runs*); the script starts a throwaway redis-server and passes `--url`
 //! and `--redis-pid`. With `--cluster` the locks live in a Redis Cluster
 //! that this program starts under `--cluster-dir` (see *Cluster runs*).
 //!
@@ -137,6 +137,43 @@
 //! `java=<actors>actors/<sections>sections` in the summary (`java=none`
 //! without it).
 //!
+//! # Fenced runs and histories (`--kind fenced`, `--history <file>`)
+//!
+//! With `--kind fenced` the 3 locks are fenced locks (`Client::fenced_lock`,
+//! Redisson's `getFencedLock`): the same sections, plus a token per
+//! acquisition. Every run with `--history <file>` (any lock kind but the
+//! semaphore), and every fenced run (in the log directory without it),
+//! records a history (`history.rs`): each worker thread prints every
+//! acquire, hold and release as invoke/complete events with the realtime
+//! clock in ns, the fencing token, the guard's valid-until and its lost
+//! reason; a watcher thread per worker records each hold's `LostSignal`
+//! when it fires; the supervisor records processes and faults. After the
+//! run, the checker (`checker.rs`; also `torture check-history <file>`)
+//! reads it: no two holds within their lease at once, tokens strictly
+//! increasing in acquisition order, every overlap beyond a lease preceded
+//! by the lost signal of the holder past its lease. Its violations are the
+//! failure column `history_violations`.
+//!
+//! With `--java-jar <driver jar>` (any number; `scripts/torture.sh` passes
+//! Redisson 4.7.0's and 3.24.3's) a fenced run also has one JVM worker per
+//! jar (`fenced_jvm.rs`): `FENCED_ACTORS` actors of the interop driver
+//! (`FencedOps.java`) taking the same fenced locks with
+//! `lockAndGetToken`/`tryLockAndGetToken`, recording the same history. The
+//! chaos of a fenced run also SIGSTOPs workers (Rust or JVM, within a third
+//! of the lease; with `--beyond-lease`, a third of the Rust workers' stops
+//! last longer than the lease: Redisson has no lost signal for a JVM frozen
+//! past its lease) and SIGKILLs JVM workers (a new JVM takes the slot):
+//! `worker_stops`, `java_kills`, `java=<versions>/<sections>sections`.
+//! With `--beyond-lease`, half of a fenced run's Rust reentries also take
+//! a short lease (30-200 ms) and keep it up to 400 ms, so that a hold's
+//! deadline moves earlier and its key may expire before the next renewal:
+//! its lost signal must fire by then (the checker's push check).
+//!
+//! `TORTURE_BREAK=skip-lock` (1 attempt in 20 records a made-up
+//! acquisition without taking the lock) and `TORTURE_BREAK=hide-lost` (the
+//! history never says a hold was lost) break the workers on purpose: the
+//! checker must then report violations (RELIABILITY.md shows it does).
+//!
 //! # Cluster runs (`cluster.rs`, `failover.rs`)
 //!
 //! With `--cluster-dir` the supervisor starts 3 masters + 3 replicas there
@@ -188,6 +225,7 @@
 //!   `*:rwlock_timeout:*`) still present a lease after every worker stopped.
 //! - `stuck_failovers` (cluster runs): a failover of the chaos that did not
 //!   finish within 30 s.
+//! - `history_violations` (runs with a history): what the checker found.
 //! - `unfair_waits` (fair runs): a fair `lock()` not served within
 //!   (threads waiting when it arrived + 1) × the longest hold of that lock
 //!   during its wait + 20 ms per thread ahead + 250 ms. Waits that overlapped
@@ -213,8 +251,11 @@
 //!   in the fair queues after every worker stopped; they age out).
 
 mod chaos;
+mod checker;
 mod cluster;
 mod failover;
+mod fenced_jvm;
+mod history;
 mod jvm;
 mod sem_supervisor;
 mod semaphore;
@@ -251,6 +292,9 @@ pub enum LockKind {
     Fair,
     /// Not a lock: `Client::semaphore` of `semaphore::PERMITS` permits.
     Semaphore,
+    /// The fenced lock (`Client::fenced_lock`, Redisson's `getFencedLock`),
+    /// with a history and JVM workers (see *Fenced runs*).
+    Fenced,
 }
 
 impl LockKind {
@@ -261,6 +305,7 @@ impl LockKind {
             "rw" => Some(LockKind::Rw),
             "fair" => Some(LockKind::Fair),
             "semaphore" => Some(LockKind::Semaphore),
+            "fenced" => Some(LockKind::Fenced),
             _ => None,
         }
     }
@@ -271,6 +316,7 @@ impl LockKind {
             LockKind::Rw => "rw",
             LockKind::Fair => "fair",
             LockKind::Semaphore => "semaphore",
+            LockKind::Fenced => "fenced",
         }
     }
 }
@@ -325,6 +371,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("worker") => worker::worker_main(&args[1..]),
+        Some("check-history") => checker::main(&args[1..]),
         Some("free-port") => {
             // For scripts/torture.sh: a free loopback port for redis-server.
             loop {
@@ -390,7 +437,8 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         LockKind::from_args(args),
     ) else {
         eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore [--java-jar <driver jar>]]\n\
+            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore|fenced [--java-jar <driver jar>]...] [--history <file>]\n\
+             torture check-history <file>...\n\
              (scripts/torture.sh starts a throwaway server and passes these)"
         );
         return ExitCode::from(2);
@@ -406,8 +454,18 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         eprintln!("torture: --kind semaphore runs on a single server, within the lease only");
         return ExitCode::from(2);
     }
-    if kind != LockKind::Semaphore && args.iter().any(|a| a == "--java-jar") {
-        eprintln!("torture: --java-jar is for --kind semaphore");
+    let java_jars: Vec<PathBuf> = args
+        .windows(2)
+        .filter(|w| w[0] == "--java-jar")
+        .map(|w| PathBuf::from(&w[1]))
+        .collect();
+    if !matches!(kind, LockKind::Semaphore | LockKind::Fenced) && !java_jars.is_empty() {
+        eprintln!("torture: --java-jar is for --kind semaphore or fenced");
+        return ExitCode::from(2);
+    }
+    let history_arg = arg_value(args, "--history").map(PathBuf::from);
+    if kind == LockKind::Semaphore && history_arg.is_some() {
+        eprintln!("torture: --history is for the locks, not --kind semaphore");
         return ExitCode::from(2);
     }
     let chaos_for = if args.iter().any(|a| a == "--quick") {
@@ -423,6 +481,18 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
         PathBuf::from,
     );
+    // A fenced run always keeps a history (in the log directory unless
+    // `--history` names a file).
+    let history_path =
+        history_arg.or_else(|| (kind == LockKind::Fenced).then(|| log_dir.join("history.txt")));
+    let history = match history_path.as_deref().map(history::History::create) {
+        None => None,
+        Some(Ok(history)) => Some(history),
+        Some(Err(e)) => {
+            eprintln!("torture: the history file: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cluster = match cluster_dir.map(|dir| {
         eprintln!(
             "torture: starting a 3 masters + 3 replicas cluster in {}",
@@ -431,7 +501,10 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         cluster::Nodes::start(&dir).and_then(failover::ClusterState::new)
     }) {
         None => None,
-        Some(Ok(cluster)) => Some(cluster),
+        Some(Ok(mut cluster)) => {
+            cluster.history = history.clone();
+            Some(cluster)
+        }
         Some(Err(e)) => {
             eprintln!("torture: {e}");
             return ExitCode::from(2);
@@ -465,8 +538,22 @@ fn supervisor_main(args: &[String]) -> ExitCode {
         reaped_waiters: 0,
         sem: None,
         reclaims: Default::default(),
-        java_jar: arg_value(args, "--java-jar").map(PathBuf::from),
+        java_jar: java_jars
+            .first()
+            .cloned()
+            .filter(|_| kind == LockKind::Semaphore),
         java: None,
+        fenced_jars: if kind == LockKind::Fenced {
+            java_jars
+        } else {
+            Vec::new()
+        },
+        fenced_javas: Vec::new(),
+        history,
+        history_path,
+        faults: 0,
+        worker_stops: 0,
+        java_kills: 0,
         beyond_lease,
         cluster,
     };

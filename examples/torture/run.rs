@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 
 use crate::chaos::{ContinueOnDrop, Supervisor};
+use crate::history::sup_event;
 use crate::summary::{Summary, stats_of, summarize};
 use crate::{LEASE_MS, LockKind, NAMES, Rng, WORKERS, fair_queue_key, ms, now_ms};
-use crate::{jvm, sem_supervisor};
+use crate::{checker, jvm, sem_supervisor};
 
 /// How often a semaphore run takes a census (`sem_supervisor::census`), at
 /// the latest: also after every connection kill.
@@ -52,6 +53,14 @@ pub fn run(
     if let Some(jar) = sup.java_jar.clone() {
         eprintln!("torture: starting a JVM worker ({})", jar.display());
         sup.java = Some(jvm::spawn(&jar, &url, &sup.log_dir, &sup.stats)?);
+    }
+    for slot in 0..sup.fenced_jars.len() {
+        eprintln!(
+            "torture: starting a JVM worker ({})",
+            sup.fenced_jars[slot].display()
+        );
+        let jvm = sup.spawn_java(slot, 0, true)?;
+        sup.fenced_javas.push(jvm);
     }
     // Let the workers get going before the chaos starts.
     sup.idle(ms(1000))?;
@@ -116,7 +125,11 @@ pub fn run(
     if let Some(mut java) = sup.java.take() {
         hangs += jvm::stop(&mut java, &mut sup.redis);
     }
+    for mut jvm in std::mem::take(&mut sup.fenced_javas) {
+        hangs += jvm.stop(sup.history.as_ref());
+    }
     hangs += sup.stop_workers();
+    sup_event(sup.history.as_ref(), format_args!("process end target=run"));
     let duration = started.elapsed();
     // A lock released by an unlock that failed expires within a lease.
     thread::sleep(ms(LEASE_MS + 500));
@@ -173,6 +186,7 @@ pub fn run(
     };
     let stuck = sup.cluster.as_ref().map_or(0, |c| c.stuck);
     let phantoms = stats.phantom_counts.len() as u64;
+    let (history_failures, history_columns) = check_history(&sup)?;
     let failures = overlap_failures
         + summary.without_signal
         + summary.slow_waits
@@ -184,18 +198,41 @@ pub fn run(
         + phantoms
         + summary.unfair_waits
         + stuck
-        + sem_failures;
+        + sem_failures
+        + history_failures;
     let kind_columns = match sup.kind {
         LockKind::Reentrant => String::new(),
         LockKind::Rw => format!(", read_sections={}", stats.read_sections),
         LockKind::Fair => fair_columns(&summary, &sup, stale_queue_entries),
         LockKind::Semaphore => sem_info,
+        LockKind::Fenced => format!(
+            ", worker_stops={}, java_kills={}, java={}",
+            sup.worker_stops,
+            sup.java_kills,
+            if sup.fenced_jars.is_empty() {
+                "none".to_owned()
+            } else {
+                let versions: Vec<String> = sup
+                    .fenced_jars
+                    .iter()
+                    .map(|jar| {
+                        jar.file_stem()
+                            .and_then(|s| s.to_str())
+                            .and_then(|s| s.strip_prefix("redisson-driver-"))
+                            .unwrap_or("?")
+                            .to_owned()
+                    })
+                    .collect();
+                format!("{}/{}sections", versions.join("+"), stats.java_sections)
+            }
+        ),
     };
     let mut unfair = if sup.kind == LockKind::Fair {
         format!(" unfair_waits={}", summary.unfair_waits)
     } else {
         sem_columns
     };
+    unfair.push_str(&history_columns);
     let mut kind_columns = kind_columns;
     if let Some(cluster) = &sup.cluster {
         unfair.push_str(&format!(" stuck_failovers={stuck}"));
@@ -241,6 +278,20 @@ pub fn run(
         errors,
     );
     Ok(failures == 0)
+}
+
+/// Runs the checker on the run's history (`checker.rs`): its violations
+/// (failures) and the summary's column.
+fn check_history(sup: &Supervisor) -> std::io::Result<(u64, String)> {
+    let (Some(history), Some(path)) = (&sup.history, &sup.history_path) else {
+        return Ok((0, String::new()));
+    };
+    history.flush();
+    let report = checker::check_file(path)?;
+    checker::print(&report);
+    eprintln!("torture: history in {}", path.display());
+    let violations = report.violation_count();
+    Ok((violations, format!(" history_violations={violations}")))
 }
 
 fn fair_columns(summary: &Summary, sup: &Supervisor, stale_queue_entries: u64) -> String {

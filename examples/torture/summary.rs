@@ -16,6 +16,10 @@ pub const FAIR_HANDOVER_MS: u64 = 20;
 #[derive(Default)]
 pub struct TokenInfo {
     pub acquired_ms: u64,
+    /// The fencing token of a fenced run's acquisition: the order in
+    /// which Redis granted the lock, which the report time of a holder
+    /// stopped before it could report is not.
+    pub fencing: Option<u64>,
     /// `Some(lost signal)` once the section reported back.
     pub done: Option<bool>,
     /// A long hold (cluster runs) reported its lock lost before its end.
@@ -84,15 +88,14 @@ impl Stats {
                 self.client_ids
                     .insert((*instance).to_owned(), (*client_id).to_owned());
             }
-            ["A", name, token, at] => {
+            ["A", name, token, at, ..] if fields.len() <= 5 => {
                 let Ok(at) = at.parse() else {
                     self.garbled += 1;
                     return;
                 };
-                self.tokens
-                    .entry((*token).to_owned())
-                    .or_default()
-                    .acquired_ms = at;
+                let info = self.tokens.entry((*token).to_owned()).or_default();
+                info.acquired_ms = at;
+                info.fencing = fields.get(4).and_then(|f| f.parse().ok());
                 self.acquires
                     .entry((*name).to_owned())
                     .or_default()
@@ -129,7 +132,8 @@ impl Stats {
             }
             ["S", name, token, value, lost, outcome, released] => {
                 self.sections += 1;
-                self.java_sections += u64::from(instance == crate::jvm::JAVA_INSTANCE);
+                // JVM workers: `j0` (semaphore runs), `j<slot>g<generation>`.
+                self.java_sections += u64::from(instance.starts_with('j'));
                 self.read_sections += u64::from(token.ends_with("/r"));
                 let signalled = *lost == "true" || matches!(*outcome, "lost" | "not_held");
                 self.lost_signals += u64::from(signalled);
@@ -247,9 +251,15 @@ pub fn summarize(sup: &Supervisor, stats: &Stats, chaos_start: u64, chaos_end: u
     };
     for ((a, b), report) in &pairs {
         let acquired = |t: &str| stats.tokens.get(t).map_or(0, |info| info.acquired_ms);
-        // The earlier holder is the one that acquired first; the one already in
-        // the set when the reporter entered breaks ties.
-        let earlier = match acquired(a).cmp(&acquired(b)) {
+        let fencing = |t: &str| stats.tokens.get(t).and_then(|info| info.fencing);
+        // The earlier holder is the one that acquired first (by the fencing
+        // tokens when both have one); the one already in the set when the
+        // reporter entered breaks ties.
+        let order = match (fencing(a), fencing(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => acquired(a).cmp(&acquired(b)),
+        };
+        let earlier = match order {
             std::cmp::Ordering::Less => a,
             std::cmp::Ordering::Greater => b,
             std::cmp::Ordering::Equal => &report.earlier,
