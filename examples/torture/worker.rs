@@ -866,7 +866,9 @@ fn critical_section<K: Fencing>(
             );
         }
         let attempt = if short {
-            LockGuard::lock_of(&guard).with_lease(ms(rng.range(30, 200))).try_lock()
+            LockGuard::lock_of(&guard)
+                .with_lease(ms(rng.range(30, 200)))
+                .try_lock()
         } else {
             LockGuard::lock_of(&guard).try_lock()
         };
