@@ -120,9 +120,12 @@ for version in "$newest" 3.52.0 3.24.3 3.21.3 3.16.8 3.12.4; do
 done
 
 # At the workspace root, `cargo test` builds the root package (the library)
-# only; the command-line tool's tests are the next step's.
-stage "cargo test"
-cargo test --all-targets
+# only; the command-line tool's tests are the next step's. Its test binaries
+# run in two lanes (scripts/lib.sh's test_in_lanes: the Java interop ones
+# beside the others): they spend most of their time waiting on servers and
+# JVMs, one after another they took 14.4 min of CI's 52.
+stage "cargo test --all-targets (the test binaries in two lanes)"
+test_in_lanes --all-targets
 # The command-line tool (cli/): its unit tests, its runs against throwaway
 # redis-server processes and beside Redisson (about 45 s). With the CLI's
 # default feature, tls-rustls: watch_topologies's TLS test (a TLS-only

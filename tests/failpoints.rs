@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use redisson_lock::{Client, Error, OwnedLockGuard};
+use redisson_lock::{Client, Error, LostReason, OwnedLockGuard};
 use support::RedisServer;
 use support::proxy::{Fault, Proxy};
 
@@ -163,6 +163,77 @@ fn a_renewal_answered_between_the_unlock_and_its_reply_is_never_read_as_lost() {
     );
     assert!(!signal.is_lost(), "reads as lost: {:?}", signal.reason());
     assert_eq!(signal.reason(), None);
+    scenario.teardown();
+}
+
+#[test]
+fn a_loss_a_renewal_found_during_an_inferred_release_is_still_signalled() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(600);
+    let client = Client::builder(server.url())
+        .pool_size(2)
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("client");
+    let guard = client.lock("gone-first").lock_owned().expect("lock");
+    let signal = guard.lost_signal();
+    let (renewal_stopped_tx, renewal_stopped) = mpsc::channel::<()>();
+    let (renewal_go_tx, renewal_go) = mpsc::channel::<()>();
+    let renewal_go = Mutex::new(renewal_go);
+    let once = Mutex::new(Some(renewal_stopped_tx));
+    fail::cfg_callback("renewal-before-send", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = renewal_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    renewal_stopped
+        .recv_timeout(watchdog * 3)
+        .expect("the watchdog reached its fail point");
+    // The lock is lost behind the client's back (a failover that lost it,
+    // an operator's DEL) while the renewal waits to go out.
+    let _: i64 = server.cmd(&["DEL", "gone-first"]);
+    // The release finds the field gone, its reply is lost, and its flagged
+    // resend finds the field gone too: read as "the first one freed it".
+    let (release_stopped_tx, release_stopped) = mpsc::channel::<()>();
+    let (release_go_tx, release_go) = mpsc::channel::<()>();
+    let release_go = Mutex::new(release_go);
+    let once = Mutex::new(Some(release_stopped_tx));
+    fail::cfg_callback("release-after-reply", move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = release_go
+                .lock()
+                .expect("go")
+                .recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    fail::cfg("reply-lost", "1*return").expect("fail point");
+    let releasing = thread::spawn(move || guard.unlock());
+    release_stopped
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the release reached its fail point");
+    fail::remove("reply-lost");
+    // The renewal finds the field gone and is answered first.
+    renewal_go_tx.send(()).expect("go");
+    thread::sleep(watchdog / 2);
+    release_go_tx.send(()).expect("go");
+    let released = releasing.join().expect("the releasing thread");
+    fail::remove("renewal-before-send");
+    fail::remove("release-after-reply");
+    released.expect("the release, inferred");
+    assert_eq!(
+        signal.reason(),
+        Some(LostReason::KeyGone),
+        "a lock lost before its release (the renewal saw it gone, the release only inferred it freed it) was never signalled"
+    );
     scenario.teardown();
 }
 

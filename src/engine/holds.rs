@@ -105,6 +105,10 @@ pub(crate) struct Hold {
     renewers: AtomicU32,
     /// 0 while held, else the [`LostReason`]'s code.
     lost: AtomicU8,
+    /// What a renewal found while the last guard's release was on its way
+    /// (0: nothing; else the [`LostReason`]'s code): the release decides
+    /// (see `Registry::lose_held`).
+    gone_while_releasing: AtomicU8,
     /// The earliest moment the key may expire, in ns since [`EPOCH`]: the
     /// minimum over `ledger`, cached for a lock-free [`Hold::is_lost`].
     deadline: AtomicU64,
@@ -214,6 +218,7 @@ impl Hold {
             count: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(renew)),
             lost: AtomicU8::new(0),
+            gone_while_releasing: AtomicU8::new(0),
             deadline: AtomicU64::new(expires),
             ledger: Mutex::new(Ledger {
                 clock: 2,
@@ -257,6 +262,24 @@ impl Hold {
             return LostReason::from_code(self.lost.load(Ordering::Acquire));
         }
         None
+    }
+
+    /// Notes that a renewal found the hold's field gone (or its key
+    /// overwritten) while its last guard's release was on its way: the
+    /// release decides whether that was a loss (see
+    /// `Registry::lose_held`). The first note wins.
+    pub fn note_gone_while_releasing(&self, reason: LostReason) {
+        let _ = self.gone_while_releasing.compare_exchange(
+            0,
+            reason.code(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// What [`Hold::note_gone_while_releasing`] noted, if anything.
+    pub fn gone_while_releasing(&self) -> Option<LostReason> {
+        LostReason::from_code(self.gone_while_releasing.load(Ordering::Acquire))
     }
 
     /// Marks the hold lost (the first reason wins), with a warning the first

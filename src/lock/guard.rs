@@ -1,7 +1,6 @@
 //! [`LockGuard`], one hold on a lock of any type: released on drop, with
 //! the latch-free release retry every type shares.
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use crate::engine::observe::{ReleaseOutcome, Releasing};
 use crate::error::{LostReason, Result, Verdict};
 use crate::lock::Lock;
 use crate::lock::signal::LostSignal;
-use crate::lock::unlock::{ReplicaCheck, Unlock};
+use crate::lock::unlock::{ReleaseNotes, ReplicaCheck, Unlock};
 use crate::net::scatter::Prefetched;
 use crate::protocol::UnlockOutcome;
 use crate::protocol::{Kind, Reentrant, Wake};
@@ -270,11 +269,11 @@ fn finish_release<K: Kind>(
         sent,
     } = sending;
     let registry = &lock.engine.registry;
-    let kept_ttl_ms = Cell::new(None);
+    let notes = ReleaseNotes::default();
     let result = lock.unlock_raw_from(
         &hold.field,
         Unlock::Release { remaining },
-        &kept_ttl_ms,
+        &notes,
         ticket.as_ref(),
         first,
         check,
@@ -283,7 +282,7 @@ fn finish_release<K: Kind>(
     // read; a renewal sent before it may answer meanwhile.
     crate::failpoint::failpoint!("release-after-reply");
     if let Some(ticket) = ticket {
-        match (&result, kept_ttl_ms.get()) {
+        match (&result, notes.kept_ttl_ms.get()) {
             (Ok(Some(UnlockOutcome::StillHeld)), Some(ttl)) => {
                 hold.end_lease_with_ttl(ticket, sent, Duration::from_millis(ttl));
             }
@@ -304,12 +303,16 @@ fn finish_release<K: Kind>(
             Ok(())
         }
         Ok(Some(UnlockOutcome::Released)) => {
-            if last {
-                hold.end();
-            } else {
+            match (last, hold.gone_while_releasing()) {
+                // A renewal found the field gone while this release was on
+                // its way, and the release only inferred that it freed the
+                // lock (its resend found the field gone): it may have been
+                // lost before. Signalled, the safe side.
+                (true, Some(reason)) if notes.inferred.get() => registry.lose(hold, reason),
+                (true, _) => hold.end(),
                 // Redis had fewer holds than this thread counts: the
                 // other guards of this hold hold nothing any more.
-                registry.lose(hold, LostReason::Released);
+                (false, _) => registry.lose(hold, LostReason::Released),
             }
             // A thread of this client is waiting for this lock and is being
             // woken by the unlock message, one hop (the subscriber thread)

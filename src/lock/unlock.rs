@@ -55,7 +55,7 @@ impl<K: Kind> Lock<K> {
         let ticket = hold.as_ref().map(|hold| hold.begin_lease(lease));
         // The caller knows this id and may send it again: the latch stays.
         let unlock = Unlock::Latched(request_id);
-        let (unreported, check) = (Cell::new(None), ReplicaCheck::Enforce);
+        let (unreported, check) = (ReleaseNotes::default(), ReplicaCheck::Enforce);
         let result =
             self.unlock_raw_from(&field, unlock, &unreported, ticket.as_ref(), None, check);
         if let (Some(hold), Some(ticket)) = (&hold, ticket) {
@@ -97,7 +97,7 @@ impl<K: Kind> Lock<K> {
         field: &str,
         unlock: Unlock<'_>,
     ) -> Result<Option<UnlockOutcome>> {
-        let unreported = Cell::new(None);
+        let unreported = ReleaseNotes::default();
         self.unlock_raw_from(
             field,
             unlock,
@@ -135,9 +135,10 @@ impl<K: Kind> Lock<K> {
         }
     }
 
-    /// [`Lock::unlock_raw`], and in `kept_ttl_ms` the TTL the type reports
-    /// the key was left with when holds remain (see
-    /// [`ReleaseRequest::kept_ttl_ms`]); `ticket`, the hold's lease ticket
+    /// [`Lock::unlock_raw`], and in `notes` the TTL the type reports the
+    /// key was left with when holds remain (see
+    /// [`ReleaseRequest::kept_ttl_ms`]) and whether a release was only
+    /// inferred (see [`ReleaseNotes`]); `ticket`, the hold's lease ticket
     /// for the command, learns of a resend. Its first attempt is answered
     /// by `first`, a reply already read for the command
     /// [`Lock::release_command`] packed (when there is one); `check` says
@@ -146,7 +147,7 @@ impl<K: Kind> Lock<K> {
         &self,
         field: &str,
         unlock: Unlock<'_>,
-        kept_ttl_ms: &Cell<Option<u64>>,
+        notes: &ReleaseNotes,
         ticket: Option<&LeaseTicket>,
         mut first: Option<Prefetched<'_>>,
         check: ReplicaCheck,
@@ -192,6 +193,7 @@ impl<K: Kind> Lock<K> {
                 }
                 Ok(match (unlock, outcome) {
                     (Unlock::Release { remaining: 0 }, None) if may_have_run => {
+                        notes.inferred.set(true);
                         Some(UnlockOutcome::Released)
                     }
                     (_, outcome) => outcome,
@@ -239,12 +241,24 @@ impl<K: Kind> Lock<K> {
                     std::thread::sleep(config.retry_delay);
                 }
                 other => {
-                    kept_ttl_ms.set(request.kept_ttl_ms.get());
+                    notes.kept_ttl_ms.set(request.kept_ttl_ms.get());
                     return other;
                 }
             }
         }
     }
+}
+
+/// What a release learnt besides its outcome ([`Lock::unlock_raw_from`]).
+#[derive(Default)]
+pub(crate) struct ReleaseNotes {
+    /// The TTL the type reports the key was left with when holds remain
+    /// ([`ReleaseRequest::kept_ttl_ms`]).
+    pub kept_ttl_ms: Cell<Option<u64>>,
+    /// The release was only inferred: an attempt that may have run was
+    /// followed by one that found the field gone, read as "the first one
+    /// freed it" (it may also have been gone before).
+    pub inferred: Cell<bool>,
 }
 
 /// A possible hold left by an acquire whose reply never came, as a value

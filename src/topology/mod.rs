@@ -212,7 +212,16 @@ impl Topology {
         let endpoint = pool.connector().endpoint();
         let generation = endpoint.generation();
         let fresh = || pool.get_within(RECONNECT_GRACE);
-        let result = once_more(fresh()?, false, fresh, &mut command).result();
+        // Whether an attempt that may have run was sent: a dropped first
+        // send, answered READONLY on its resend, may have run on the
+        // master before it was demoted, so the send to the new master is
+        // flagged as a resend too.
+        let mut may_have_run = false;
+        let result = once_more(fresh()?, false, fresh, |con, resend| {
+            may_have_run |= resend;
+            command(con, resend)
+        })
+        .result();
         match result {
             // A former master (only a Sentinel's endpoint is watched).
             Err(e)
@@ -220,7 +229,7 @@ impl Topology {
                     && endpoint.await_move(generation, config.connect_timeout) =>
             {
                 match pool.get_within(RECONNECT_GRACE) {
-                    Ok(mut con) => command(&mut con, false),
+                    Ok(mut con) => command(&mut con, may_have_run),
                     Err(_) => Err(e),
                 }
             }

@@ -251,15 +251,20 @@ impl Registry {
 
     /// A renewal's finding that `hold`'s field is gone (or its key
     /// overwritten): marks it lost, unless its last guard's release has
-    /// begun meanwhile (no acquisition left): then the release's own
-    /// answer decides, since a renewal that reached Redis after the unlock
-    /// finds the field gone too, while its reply may come back first (the
-    /// watchdog has its own connection). A release that finds the field
-    /// gone marks the hold lost itself; one whose outcome is unknown
-    /// returns its error to the caller. Stops renewing it either way.
+    /// begun meanwhile (no acquisition left): then the finding is noted
+    /// and the release's own answer decides, since a renewal that reached
+    /// Redis after the unlock finds the field gone too, while its reply may
+    /// come back first (the watchdog has its own connection). A release
+    /// that finds the field gone marks the hold lost itself; one that only
+    /// inferred it freed the lock (its resend found the field gone) marks
+    /// it lost with the noted reason, the safe side of a doubly ambiguous
+    /// case; one whose outcome is unknown returns its error and leaves the
+    /// hold to its deadline. Stops renewing it either way.
     pub fn lose_held(&self, hold: &Arc<Hold>, reason: LostReason) {
         if Registry::count(hold) > 0 {
             hold.mark_lost(reason);
+        } else {
+            hold.note_gone_while_releasing(reason);
         }
         self.remove(hold);
     }
