@@ -124,46 +124,56 @@ ensure_cargo_fuzz() {
 
 # `cargo test ARGS`, its test binaries run in two lanes at once instead of
 # one after another: the Java interop binaries (`java_*`: mostly a JVM
-# starting and Redis waited on) in one lane, every other binary in the
-# other. Built once first (`--no-run`); each binary runs from the package's
-# root with `CARGO` set, as `cargo test` runs it. Each lane's output goes to
-# its own log, printed when both are done; fails if a binary failed, naming
-# each one that did (every binary runs, as with `--no-fail-fast`).
+# starting and Redis waited on) and `security` in one lane, every other
+# binary in the other. Built once first (`--no-run`); each binary runs from the package's
+# root with `CARGO` set, as `cargo test` runs it. When the caller defines a
+# shell function `second_lane_extra`, the Java lane runs it last, given the
+# file listing every test binary (one path a line). Each lane's output goes
+# to its own log, printed when both are done; fails if a binary failed,
+# naming each one that did (every binary runs, as with `--no-fail-fast`).
 test_in_lanes() {
   local dir=${CARGO_TARGET_DIR:-target}/test-lanes
   rm -rf "$dir"
   mkdir -p "$dir"
   cargo test "$@" --no-run --message-format=json-render-diagnostics >"$dir/build.json"
+  grep '"test":true' "$dir/build.json" | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' >"$dir/binaries"
   local binary java=() rest=()
   while IFS= read -r binary; do
     case $(basename "$binary") in
-      java_*) java+=("$binary") ;;
+      # security-*: 48 s of TLS and ACL servers, which evens the lanes.
+      java_* | security-*) java+=("$binary") ;;
       *) rest+=("$binary") ;;
     esac
-  done < <(grep '"test":true' "$dir/build.json" | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+  done <"$dir/binaries"
   CARGO=${CARGO:-$(command -v cargo)}
   export CARGO
-  run_lane() {
-    local lane=$1 failed=0
-    shift
+  run_binaries() {
+    local failed=0
     for binary in "$@"; do
       echo "==> $(basename "$binary")"
       if ! "$binary"; then
         echo "FAILED: $(basename "$binary")" | tee -a "$dir/failed"
         failed=1
       fi
-    done >"$dir/$lane.log" 2>&1
+    done
     return $failed
   }
   local started=$SECONDS status=0
-  run_lane java "${java[@]}" &
+  (
+    lane_status=0
+    run_binaries "${java[@]}" || lane_status=1
+    if declare -F second_lane_extra >/dev/null; then
+      second_lane_extra "$dir/binaries" || { echo "FAILED: second_lane_extra" >>"$dir/failed"; lane_status=1; }
+    fi
+    exit $lane_status
+  ) >"$dir/java.log" 2>&1 &
   local java_pid=$!
-  run_lane rest "${rest[@]}" || status=1
+  run_binaries "${rest[@]}" >"$dir/rest.log" 2>&1 || status=1
   wait "$java_pid" || status=1
   cat "$dir/rest.log" "$dir/java.log"
   echo "    ${#rest[@]} + ${#java[@]} test binaries in two lanes: $((SECONDS - started)) s"
   if [ "$status" != 0 ]; then
-    echo "failed test binaries:" >&2
+    echo "failed:" >&2
     cat "$dir/failed" >&2
     return 1
   fi

@@ -22,8 +22,28 @@ use crate::spawn::Stoppable;
 use crate::topology::Topology;
 use crate::topology::renewal::{Renewals, Route};
 
-/// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`).
+/// Locks per renewal script call (Redisson's `lockWatchdogBatchSize`), up
+/// to [`CALLS_PER_RUN`] calls per run; beyond, the calls grow (see
+/// [`batch_size`]).
 pub(crate) const RENEWAL_BATCH_SIZE: usize = 100;
+
+/// The most locks one renewal script call renews: two commands each, about
+/// a millisecond of the server's time for the whole call.
+const MAX_RENEWAL_BATCH: usize = 1_000;
+
+/// Script calls per renewal run that the batches grow to keep to: beyond
+/// 100,000 locks due, a call renews more than [`RENEWAL_BATCH_SIZE`], so
+/// that a million locks are renewed in 1,000 calls (50 round trips), not
+/// 10,000.
+const CALLS_PER_RUN: usize = 1_000;
+
+/// Locks per renewal script call for a run of `due` locks:
+/// [`RENEWAL_BATCH_SIZE`] up to 100,000, then as many as keep the run to
+/// [`CALLS_PER_RUN`] calls, [`MAX_RENEWAL_BATCH`] at most.
+fn batch_size(due: usize) -> usize {
+    due.div_ceil(CALLS_PER_RUN)
+        .clamp(RENEWAL_BATCH_SIZE, MAX_RENEWAL_BATCH)
+}
 
 /// Renewal script calls written at once, before their replies are read: one
 /// round trip renews this many chunks. Bounded so that the commands and
@@ -140,7 +160,7 @@ impl Worker {
         let complete = self.renewals.run(
             vec![fields, readers, permits],
             renewal_key,
-            (RENEWAL_BATCH_SIZE, PIPELINED_CHUNKS),
+            (batch_size(due), PIPELINED_CHUNKS),
             |route, round| self.renew_round(round, lease_ms, route),
         );
         log::debug!(
@@ -253,4 +273,26 @@ impl Worker {
 /// The key a hold's renewal script names, whose slot it goes to.
 fn renewal_key(hold: &Arc<Hold>) -> &str {
     hold.renewal.key(&hold.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_keeps_to_its_calls_beyond_a_hundred_thousand_locks() {
+        for (due, size) in [
+            (1, 100),
+            (10_000, 100),
+            (100_000, 100),
+            (100_001, 101),
+            (250_000, 250),
+            (1_000_000, 1_000),
+            (5_000_000, 1_000),
+        ] {
+            assert_eq!(batch_size(due), size, "{due} locks due");
+        }
+        // A million locks in at most 1,000 calls.
+        assert!(1_000_000usize.div_ceil(batch_size(1_000_000)) <= CALLS_PER_RUN);
+    }
 }
