@@ -27,7 +27,8 @@
 #                                       # acquire, hold and release with its token;
 #                                       # the chaos also SIGSTOPs workers and
 #                                       # SIGKILLs JVMs; the checker
-#                                       # (examples/torture/checker.rs) must find no
+#                                       # (examples/torture/checker.rs and
+#                                       # checker/) must find no
 #                                       # violation. TORTURE_NO_JAVA=1: without JVMs
 #   ... --history [FILE]                # keep the history (any lock kind; fenced
 #                                       # runs always check one): in FILE, by

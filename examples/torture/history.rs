@@ -1,6 +1,7 @@
 //! The run's history (`--history <file>`, always on with `--kind fenced`):
 //! one line per event, from every worker (Rust threads and Java actors) and
-//! from the supervisor (faults, processes), read back by `checker.rs`.
+//! from the supervisor (faults, processes), read back by the checker
+//! (`checker.rs`; the reading itself in `checker/read.rs`).
 //!
 //! A line is `<t> <who> <op> <phase> key=value...`, where `<t>` is the
 //! machine's realtime clock in ns (`CLOCK_REALTIME`: Rust's `SystemTime`,

@@ -10,8 +10,9 @@
 //!
 //! # Design
 //!
-//! The supervisor (this program without `worker`, `main.rs` and `chaos.rs`)
-//! spawns 3 worker processes (this program with `worker`, `worker.rs`), each
+//! The supervisor (this program without `worker`: `main.rs`, `args.rs`,
+//! `run.rs`, `chaos.rs` and `chaos/`) spawns 3 worker processes (this program
+//! with `worker`: `worker.rs` and `worker/`), each
 //! running 8 threads that loop over: take one of 3 locks (mostly `lock()`,
 //! sometimes `try_lock_for`/`try_lock`, sometimes with an explicit lease,
 //! sometimes re-entering), run a critical section, unlock. Locks use a 1.5 s
@@ -148,7 +149,7 @@
 //! clock in ns, the fencing token, the guard's valid-until and its lost
 //! reason; a watcher thread per worker records each hold's `LostSignal`
 //! when it fires; the supervisor records processes and faults. After the
-//! run, the checker (`checker.rs`; also `torture check-history <file>`)
+//! run, the checker (`checker.rs` and `checker/`; also `torture check-history <file>`)
 //! reads it: no two holds within their lease at once, tokens strictly
 //! increasing in acquisition order, every overlap beyond a lease preceded
 //! by the lost signal of the holder past its lease. Its violations are the
@@ -249,7 +250,17 @@
 //! - `read_sections` (rw), `worst_fair_wait` (fair: the largest wait as a
 //!   percentage of its allowance), `stale_queue_entries` (fair: entries left
 //!   in the fair queues after every worker stopped; they age out).
+//!
+//! # Files
+//!
+//! This file holds the shared constants, the lock kinds, the clock, and
+//! the entry point (`worker`, `check-history`, `free-port`, or the
+//! supervisor, started from its checked arguments); `args.rs` parses the
+//! command line, `keys.rs` names the keys, `rng.rs` is the random number
+//! generator, `run.rs` runs the supervisor. Each file's module docs say
+//! what it holds.
 
+mod args;
 mod chaos;
 mod checker;
 mod cluster;
@@ -257,15 +268,23 @@ mod failover;
 mod fenced_jvm;
 mod history;
 mod jvm;
+mod keys;
+mod rng;
 mod sem_supervisor;
 mod semaphore;
 mod summary;
 mod worker;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub use args::arg_value;
+pub use keys::{
+    counter_key, dead_key, fair_queue_key, fair_timeout_key, instance_of, occupancy_key,
+    waiting_key,
+};
+pub use rng::Rng;
 
 pub const NAMES: [&str; 3] = ["torture-a", "{torture}-b", "torture:c"];
 pub const WORKERS: usize = 3;
@@ -298,18 +317,6 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    /// `--kind` from the arguments (`reentrant` when absent); `None` when unknown.
-    pub fn from_args(args: &[String]) -> Option<LockKind> {
-        match arg_value(args, "--kind").unwrap_or("reentrant") {
-            "reentrant" => Some(LockKind::Reentrant),
-            "rw" => Some(LockKind::Rw),
-            "fair" => Some(LockKind::Fair),
-            "semaphore" => Some(LockKind::Semaphore),
-            "fenced" => Some(LockKind::Fenced),
-            _ => None,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Reentrant => "reentrant",
@@ -329,42 +336,6 @@ pub fn now_ms() -> u64 {
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// xorshift64*, seeded from the clock: chaos needs no cryptography.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn seeded(salt: u64) -> Rng {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ salt.wrapping_mul(0x9e37_79b9);
-        // splitmix64 finalizer, so that close seeds diverge at once.
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    pub fn percent(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
 }
 
 fn main() -> ExitCode {
@@ -387,100 +358,21 @@ fn main() -> ExitCode {
     }
 }
 
-pub fn arg_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-}
-
-pub fn counter_key(name: &str) -> String {
-    format!("torture:counter:{name}")
-}
-
-pub fn occupancy_key(name: &str) -> String {
-    format!("torture:occ:{name}")
-}
-
-pub fn waiting_key(name: &str) -> String {
-    format!("torture:waiting:{name}")
-}
-
-pub fn dead_key(instance: &str) -> String {
-    format!("torture:dead:{instance}")
-}
-
-/// Redisson's `prefixName(prefix, name)`: braces unless the name has one.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-pub fn fair_queue_key(name: &str) -> String {
-    prefix_name("redisson_lock_queue", name)
-}
-
-pub fn fair_timeout_key(name: &str) -> String {
-    prefix_name("redisson_lock_timeout", name)
-}
-
-pub fn instance_of(token: &str) -> &str {
-    token.split('/').next().unwrap_or(token)
-}
-
 fn supervisor_main(args: &[String]) -> ExitCode {
-    let (Some(url), Some(kind)) = (
-        arg_value(args, "--url").map(str::to_owned),
-        LockKind::from_args(args),
-    ) else {
-        eprintln!(
-            "usage: torture --url redis://127.0.0.1:<port>/ [--redis-pid <pid>] [--quick | --minutes <n>] [--beyond-lease | --cluster-dir <dir>] [--kind reentrant|rw|fair|semaphore|fenced [--java-jar <driver jar>]...] [--history <file>]\n\
-             torture check-history <file>...\n\
-             (scripts/torture.sh starts a throwaway server and passes these)"
-        );
-        return ExitCode::from(2);
+    let args::Args {
+        url,
+        kind,
+        redis_pid,
+        cluster_dir,
+        beyond_lease,
+        java_jars,
+        history: history_arg,
+        chaos_for,
+        log_dir,
+    } = match args::Args::parse(args) {
+        Ok(args) => args,
+        Err(code) => return code,
     };
-    let redis_pid = arg_value(args, "--redis-pid").and_then(|p| p.parse::<u32>().ok());
-    let cluster_dir = arg_value(args, "--cluster-dir").map(PathBuf::from);
-    let beyond_lease = args.iter().any(|a| a == "--beyond-lease");
-    if cluster_dir.is_some() && beyond_lease {
-        eprintln!("torture: --beyond-lease is not supported with a cluster");
-        return ExitCode::from(2);
-    }
-    if kind == LockKind::Semaphore && (cluster_dir.is_some() || beyond_lease) {
-        eprintln!("torture: --kind semaphore runs on a single server, within the lease only");
-        return ExitCode::from(2);
-    }
-    let java_jars: Vec<PathBuf> = args
-        .windows(2)
-        .filter(|w| w[0] == "--java-jar")
-        .map(|w| PathBuf::from(&w[1]))
-        .collect();
-    if !matches!(kind, LockKind::Semaphore | LockKind::Fenced) && !java_jars.is_empty() {
-        eprintln!("torture: --java-jar is for --kind semaphore or fenced");
-        return ExitCode::from(2);
-    }
-    let history_arg = arg_value(args, "--history").map(PathBuf::from);
-    if kind == LockKind::Semaphore && history_arg.is_some() {
-        eprintln!("torture: --history is for the locks, not --kind semaphore");
-        return ExitCode::from(2);
-    }
-    let chaos_for = if args.iter().any(|a| a == "--quick") {
-        // A cluster run needs a few failovers of each kind.
-        Duration::from_secs(if cluster_dir.is_some() { 75 } else { 30 })
-    } else {
-        let minutes = arg_value(args, "--minutes")
-            .and_then(|m| m.parse::<f64>().ok())
-            .unwrap_or(10.0);
-        Duration::from_secs_f64(minutes.max(0.05) * 60.0)
-    };
-    let log_dir = arg_value(args, "--log-dir").map_or_else(
-        || std::env::temp_dir().join(format!("redisson-lock-torture-{}", std::process::id())),
-        PathBuf::from,
-    );
     // A fenced run always keeps a history (in the log directory unless
     // `--history` names a file).
     let history_path =
