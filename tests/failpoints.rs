@@ -65,17 +65,7 @@ fn a_release_during_a_renewal_in_flight_is_never_read_as_lost() {
     let guard = client.lock("raced").lock_owned().expect("lock");
     let signal = guard.lost_signal();
     // The watchdog stops at its next round, after it took the hold.
-    let (stopped_tx, stopped) = mpsc::channel::<()>();
-    let (go_tx, go) = mpsc::channel::<()>();
-    let go = Mutex::new(go);
-    let once = Mutex::new(Some(stopped_tx));
-    fail::cfg_callback("renewal-before-send", move || {
-        if let Some(stopped) = once.lock().expect("once").take() {
-            let _ = stopped.send(());
-            let _ = go.lock().expect("go").recv_timeout(Duration::from_secs(10));
-        }
-    })
-    .expect("fail point");
+    let (stopped, go_tx) = pause_once("renewal-before-send");
     stopped
         .recv_timeout(watchdog * 3)
         .expect("the watchdog reached the fail point");
@@ -110,38 +100,12 @@ fn a_renewal_answered_between_the_unlock_and_its_reply_is_never_read_as_lost() {
     let guard = client.lock("crossed").lock_owned().expect("lock");
     let signal = guard.lost_signal();
     // The watchdog stops at its next round, with the hold taken for renewal.
-    let (renewal_stopped_tx, renewal_stopped) = mpsc::channel::<()>();
-    let (renewal_go_tx, renewal_go) = mpsc::channel::<()>();
-    let renewal_go = Mutex::new(renewal_go);
-    let once = Mutex::new(Some(renewal_stopped_tx));
-    fail::cfg_callback("renewal-before-send", move || {
-        if let Some(stopped) = once.lock().expect("once").take() {
-            let _ = stopped.send(());
-            let _ = renewal_go
-                .lock()
-                .expect("go")
-                .recv_timeout(Duration::from_secs(10));
-        }
-    })
-    .expect("fail point");
+    let (renewal_stopped, renewal_go_tx) = pause_once("renewal-before-send");
     renewal_stopped
         .recv_timeout(watchdog * 3)
         .expect("the watchdog reached its fail point");
     // The release runs in Redis, then stops before reading its reply.
-    let (release_stopped_tx, release_stopped) = mpsc::channel::<()>();
-    let (release_go_tx, release_go) = mpsc::channel::<()>();
-    let release_go = Mutex::new(release_go);
-    let once = Mutex::new(Some(release_stopped_tx));
-    fail::cfg_callback("release-after-reply", move || {
-        if let Some(stopped) = once.lock().expect("once").take() {
-            let _ = stopped.send(());
-            let _ = release_go
-                .lock()
-                .expect("go")
-                .recv_timeout(Duration::from_secs(10));
-        }
-    })
-    .expect("fail point");
+    let (release_stopped, release_go_tx) = pause_once("release-after-reply");
     let releasing = thread::spawn(move || guard.unlock());
     release_stopped
         .recv_timeout(Duration::from_secs(10))
@@ -179,20 +143,7 @@ fn a_loss_a_renewal_found_during_an_inferred_release_is_still_signalled() {
         .expect("client");
     let guard = client.lock("gone-first").lock_owned().expect("lock");
     let signal = guard.lost_signal();
-    let (renewal_stopped_tx, renewal_stopped) = mpsc::channel::<()>();
-    let (renewal_go_tx, renewal_go) = mpsc::channel::<()>();
-    let renewal_go = Mutex::new(renewal_go);
-    let once = Mutex::new(Some(renewal_stopped_tx));
-    fail::cfg_callback("renewal-before-send", move || {
-        if let Some(stopped) = once.lock().expect("once").take() {
-            let _ = stopped.send(());
-            let _ = renewal_go
-                .lock()
-                .expect("go")
-                .recv_timeout(Duration::from_secs(10));
-        }
-    })
-    .expect("fail point");
+    let (renewal_stopped, renewal_go_tx) = pause_once("renewal-before-send");
     renewal_stopped
         .recv_timeout(watchdog * 3)
         .expect("the watchdog reached its fail point");
@@ -201,20 +152,7 @@ fn a_loss_a_renewal_found_during_an_inferred_release_is_still_signalled() {
     let _: i64 = server.cmd(&["DEL", "gone-first"]);
     // The release finds the field gone, its reply is lost, and its flagged
     // resend finds the field gone too: read as "the first one freed it".
-    let (release_stopped_tx, release_stopped) = mpsc::channel::<()>();
-    let (release_go_tx, release_go) = mpsc::channel::<()>();
-    let release_go = Mutex::new(release_go);
-    let once = Mutex::new(Some(release_stopped_tx));
-    fail::cfg_callback("release-after-reply", move || {
-        if let Some(stopped) = once.lock().expect("once").take() {
-            let _ = stopped.send(());
-            let _ = release_go
-                .lock()
-                .expect("go")
-                .recv_timeout(Duration::from_secs(10));
-        }
-    })
-    .expect("fail point");
+    let (release_stopped, release_go_tx) = pause_once("release-after-reply");
     fail::cfg("reply-lost", "1*return").expect("fail point");
     let releasing = thread::spawn(move || guard.unlock());
     release_stopped
@@ -522,4 +460,22 @@ fn a_reply_cut_by_the_response_timeout_is_not_resent_and_its_tail_never_read() {
             "{mode}: resent"
         );
     }
+}
+
+/// Stops the first thread that reaches fail point `name` there, until the
+/// returned sender sends (or 10 s pass); the receiver hears when it got
+/// there.
+fn pause_once(name: &str) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (stopped_tx, stopped) = mpsc::channel::<()>();
+    let (go_tx, go) = mpsc::channel::<()>();
+    let go = Mutex::new(go);
+    let once = Mutex::new(Some(stopped_tx));
+    fail::cfg_callback(name, move || {
+        if let Some(stopped) = once.lock().expect("once").take() {
+            let _ = stopped.send(());
+            let _ = go.lock().expect("go").recv_timeout(Duration::from_secs(10));
+        }
+    })
+    .expect("fail point");
+    (stopped, go_tx)
 }
