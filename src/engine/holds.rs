@@ -36,12 +36,15 @@
 //! a lost signal fires no later than the key can have expired, never at a
 //! deadline that was since moved earlier.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::num::NonZeroU64;
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use smallvec::SmallVec;
 
 use super::events::{Event, Events, LockEvent};
 use super::observe::{self, HoldObserver};
@@ -125,11 +128,15 @@ pub(crate) struct Hold {
 struct Ledger {
     /// Orders the starts and ends of commands.
     clock: u64,
-    entries: Vec<LeaseEntry>,
+    entries: Entries,
 }
 
+/// A held lock's ledger has one entry at rest and two while a renewal or a
+/// reentry is in flight: both inline in the hold, no allocation per lock
+/// (BENCHMARKS.md, "Watchdog curve").
+type Entries = SmallVec<[LeaseEntry; 2]>;
+
 struct LeaseEntry {
-    ticket: u64,
     /// `sent + lease`, ns since [`EPOCH`]; for an unknown outcome, raised by
     /// the commands answered after it.
     expires: u64,
@@ -137,9 +144,10 @@ struct LeaseEntry {
     lease: u64,
     /// When it was sent, ns since [`EPOCH`].
     sent: u64,
-    /// `clock` when it was sent, and when its reply came (`None`: in flight).
+    /// `clock` when it was sent (also the ticket's id), and when its reply
+    /// came (`None`: in flight; the clock is at least 1 by then).
     started: u64,
-    ended: Option<u64>,
+    ended: Option<NonZeroU64>,
     /// It got no reply that says whether it ran: it may still run.
     unknown: bool,
 }
@@ -201,7 +209,7 @@ impl Hold {
         let expires = deadline_after(sent, lease);
         Hold {
             name: Arc::clone(name),
-            field: field.into(),
+            field: shared_field(field),
             renewal,
             kind: "",
             since: sent,
@@ -222,13 +230,12 @@ impl Hold {
             deadline: AtomicU64::new(expires),
             ledger: Mutex::new(Ledger {
                 clock: 2,
-                entries: vec![LeaseEntry {
-                    ticket: 0,
+                entries: smallvec::smallvec![LeaseEntry {
                     expires,
                     lease: lease_nanos(lease),
                     sent: nanos_since_epoch(sent),
                     started: 0,
-                    ended: Some(1),
+                    ended: Some(NonZeroU64::MIN),
                     unknown: false,
                 }],
             }),
@@ -479,7 +486,6 @@ impl Hold {
         ledger.clock += 1;
         let started = ledger.clock;
         ledger.entries.push(LeaseEntry {
-            ticket: started,
             expires: sent.saturating_add(lease),
             lease,
             sent,
@@ -520,8 +526,9 @@ impl Hold {
         };
         let mut ledger = self.ledger.lock();
         ledger.clock += 1;
-        let now = ledger.clock;
-        let Some(index) = ledger.entries.iter().position(|e| e.ticket == ticket.id) else {
+        // Never 0: it was incremented from at least 2.
+        let now = NonZeroU64::new(ledger.clock);
+        let Some(index) = ledger.entries.iter().position(|e| e.started == ticket.id) else {
             return;
         };
         if let Some(expires) = expires {
@@ -533,14 +540,18 @@ impl Hold {
             }
             LeaseOutcome::Unknown => {
                 let entry = &mut ledger.entries[index];
-                entry.ended = Some(now);
+                entry.ended = now;
                 entry.unknown = true;
             }
             LeaseOutcome::Set => {
                 let LeaseEntry { started, sent, .. } = ledger.entries[index];
-                ledger.entries[index].ended = Some(now);
+                ledger.entries[index].ended = now;
                 supersede(&mut ledger.entries, started, sent);
             }
+        }
+        if ledger.entries.spilled() && ledger.entries.len() <= 2 {
+            // Back inline after a burst (a reentry beside a renewal).
+            ledger.entries.shrink_to_fit();
         }
         self.publish_deadline(&ledger);
     }
@@ -569,13 +580,31 @@ impl Hold {
     }
 }
 
+/// `field` as a shared string: the one this thread's last hold used when it
+/// is the same (a thread's holds share their owner field), so that a
+/// client holding many locks does not keep a copy per lock.
+fn shared_field(field: &str) -> Arc<str> {
+    thread_local! {
+        static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
+    }
+    let shared = LAST.try_with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(known) if **known == *field => Arc::clone(known),
+            _ => Arc::clone(last.insert(field.into())),
+        }
+    });
+    // The thread is ending (its thread-locals are gone): a copy.
+    shared.unwrap_or_else(|_| field.into())
+}
+
 /// A command sent at `sent` (ledger clock `started`) was answered: the
 /// commands answered before it was sent ran before it and stop counting,
 /// except those whose outcome is unknown, which may run after it: their
 /// bound rises to `sent + their lease`. Unknown ones of equal lease then
 /// have equal bounds: one of them is kept.
-fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
-    entries.retain_mut(|e| match e.ended {
+fn supersede(entries: &mut Entries, started: u64, sent: u64) {
+    entries.retain_mut(|e| match e.ended.map(NonZeroU64::get) {
         Some(ended) if ended <= started && e.unknown => {
             e.expires = e.expires.max(sent.saturating_add(e.lease));
             true
@@ -585,7 +614,7 @@ fn supersede(entries: &mut Vec<LeaseEntry>, started: u64, sent: u64) {
     });
     let mut seen = Vec::new();
     entries.retain(|e| {
-        if !e.unknown || e.ended.is_none_or(|ended| ended > started) {
+        if !e.unknown || e.ended.is_none_or(|ended| ended.get() > started) {
             return true;
         }
         let first = !seen.contains(&(e.lease, e.expires));
@@ -625,6 +654,26 @@ mod tests {
 
     const LONG: Duration = Duration::from_secs(3);
     const SHORT: Duration = Duration::from_millis(500);
+
+    #[test]
+    fn a_held_lock_costs_no_allocation_beyond_its_hold_while_it_is_renewed() {
+        // One thread's holds share its owner field (no copy per lock) ...
+        let (a, b) = (hold(LONG), hold(LONG));
+        assert!(Arc::ptr_eq(&a.field, &b.field));
+        let other = Hold::new(&a.name, "g", Renewal::Field, true, Instant::now(), LONG);
+        assert_eq!(&*other.field, "g");
+        // ... and its ledger is inline at rest, also after a reentry beside a
+        // renewal in flight took it to the heap for a moment.
+        for _ in 0..3 {
+            let renewal = a.begin_lease(LONG);
+            answered(&a, SHORT, LeaseOutcome::Set);
+            a.end_lease(renewal, LeaseOutcome::Set);
+            answered(&a, LONG, LeaseOutcome::Set);
+        }
+        let ledger = a.ledger.lock();
+        assert_eq!(ledger.entries.len(), 1);
+        assert!(!ledger.entries.spilled());
+    }
 
     #[test]
     fn a_renewal_answered_after_a_shorter_reentry_does_not_extend_the_deadline() {

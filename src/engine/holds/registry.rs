@@ -53,8 +53,9 @@ fn check_watched(watched: &Mutex<Vec<Weak<Hold>>>, now: Instant) -> Option<Insta
 
 /// Every hold of one client, by lock name.
 pub(crate) struct Registry {
-    /// Keyed by the locks' own names (no copy per acquisition).
-    holds: Mutex<HashMap<Arc<str>, Vec<Arc<Hold>>>>,
+    /// Keyed by the locks' own names (no copy per acquisition); a name
+    /// almost always has one hold, kept inline.
+    holds: Mutex<HashMap<Arc<str>, SmallVec<[Arc<Hold>; 1]>>>,
     /// The client's event handler's queue, if it has one.
     events: Option<Events>,
     /// The client's metrics settings, for each new hold.
@@ -198,12 +199,16 @@ impl Registry {
 
     /// The holds on `name` right now.
     pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
-        self.holds.lock().get(name).cloned().unwrap_or_default()
+        self.holds
+            .lock()
+            .get(name)
+            .map(|holds| holds.to_vec())
+            .unwrap_or_default()
     }
 
     /// Number of holds (one per thread and lock) currently registered.
     pub fn len(&self) -> usize {
-        self.holds.lock().values().map(Vec::len).sum()
+        self.holds.lock().values().map(|holds| holds.len()).sum()
     }
 
     /// Stops tracking `hold` (its lease is no longer renewed).
