@@ -51,11 +51,15 @@ fn check_watched(watched: &Mutex<Vec<Weak<Hold>>>, now: Instant) -> Option<Insta
     next
 }
 
+/// The holds of one name: one nearly always (a thread's, or a read lock's
+/// several threads'), kept inline.
+type NameHolds = SmallVec<[Arc<Hold>; 1]>;
+
 /// Every hold of one client, by lock name.
 pub(crate) struct Registry {
     /// Keyed by the locks' own names (no copy per acquisition); a name
     /// almost always has one hold, kept inline.
-    holds: Mutex<HashMap<Arc<str>, SmallVec<[Arc<Hold>; 1]>>>,
+    holds: Mutex<HashMap<Arc<str>, NameHolds>>,
     /// The client's event handler's queue, if it has one.
     events: Option<Events>,
     /// The client's metrics settings, for each new hold.
