@@ -94,3 +94,43 @@ fn a_watch_on_a_cluster_client_sees_a_release() {
     drop(watch);
     assert_waiting(&watcher, 0, Duration::from_secs(1));
 }
+
+#[test]
+fn a_watch_on_a_cluster_client_counts_a_subscription_whose_slot_moved_as_a_release() {
+    let cluster = support::cluster::Cluster::shared();
+    let name = "watched-moved";
+    let watcher = cluster.client();
+    // Held (a hash without a TTL) on the slot's master, watched there.
+    let from = cluster.owner(name);
+    let _: i64 = from.cmd(&["HSET", name, "holder:1", "1"]);
+    let watch = watcher.watch_lock(name).expect("watch");
+    assert_waiting(&watcher, 1, Duration::from_secs(5));
+
+    // The slot moves; the new master serves it before the old one lets its
+    // shard subscribers go, and the lock is released there meanwhile: the
+    // unlock message reaches nobody.
+    let slot = cluster.slot(name);
+    let to = *cluster
+        .masters()
+        .iter()
+        .find(|m| m.port != from.port)
+        .expect("another master");
+    cluster.begin_migration(slot, to);
+    let port = to.port.to_string();
+    let _: String = from.cmd(&["MIGRATE", "127.0.0.1", &port, name, "0", "5000"]);
+    let _: () = to.cmd(&["CLUSTER", "SETSLOT", &slot.to_string(), "NODE", &to.id()]);
+    let _: i64 = to.cmd(&["DEL", name]);
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let heard: i64 = to.cmd(&["SPUBLISH", &channel, "0"]);
+    assert_eq!(heard, 0, "nobody listens at the new master yet");
+    cluster.finish_migration(slot, to);
+
+    // The watch subscribes again at the new master and tells of the
+    // release it may have missed.
+    assert_eq!(
+        watch.events().recv_timeout(Duration::from_secs(5)),
+        Ok(WatchEvent::Released)
+    );
+    drop(watch);
+    assert_waiting(&watcher, 0, Duration::from_secs(1));
+}

@@ -54,9 +54,10 @@ pub enum WatchEvent {
 /// expiries by the key being gone when its TTL, read with one `PTTL` round
 /// trip after each event and at least every second, was due (a hold
 /// taken and expired within one such second is not seen). A subscriber
-/// connection lost and restored wakes it as it wakes waiting threads: a
-/// release may have been missed meanwhile, so that counts as
-/// [`WatchEvent::Released`]. The channel is unbounded. Dropping it
+/// connection lost and restored wakes it as it wakes waiting threads, and
+/// in a cluster a subscription whose slot moved to another master is
+/// taken again there: a release may have been missed meanwhile, so each
+/// counts as [`WatchEvent::Released`]. The channel is unbounded. Dropping it
 /// stops the thread and waits for it; a [shutdown](crate::Client::shutdown)
 /// of the client ends it too (the channel then disconnects).
 ///
@@ -174,6 +175,13 @@ impl Watching {
         loop {
             stop.check()?;
             if parker.refresh(within)? {
+                // The subscription had moved (a cluster's slot migrated or
+                // failed over): a release meanwhile was announced where this
+                // watch did not listen, so it counts as one, as a restored
+                // connection does.
+                if self.tx.send(WatchEvent::Released).is_err() {
+                    return Ok(()); // nobody listens
+                }
                 continue;
             }
             let ttl = self.pttl()?;
@@ -182,7 +190,7 @@ impl Watching {
             let woken = parker.park(wait)? == Wakeup::Message;
             stop.check()?;
             if woken && parker.is_stale() {
-                continue; // moved: subscribe again, no release seen
+                continue; // moved: subscribed again (and told) above
             }
             let event = if woken {
                 Some(WatchEvent::Released)
