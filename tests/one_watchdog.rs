@@ -6,22 +6,12 @@
 
 mod support;
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use support::monitor::{Call, monitor_evalsha};
 use support::state::pttl;
 use support::{RedisServer, threads_named};
-
-/// One `EVALSHA` as `MONITOR` reported it.
-#[derive(Debug)]
-struct Call {
-    /// Server time, in microseconds.
-    at_us: u64,
-    /// The script's number of keys.
-    keys: usize,
-}
 
 /// A run of calls with no gap longer than half the renewal period: one tick.
 #[derive(Debug)]
@@ -48,50 +38,6 @@ fn bursts(calls: &[Call], period: Duration) -> Vec<Burst> {
         }
     }
     bursts
-}
-
-/// Every `EVALSHA` the server runs, seen through `MONITOR`, until `enough`
-/// says so or `window` passes.
-fn monitor_evalsha(
-    server: &RedisServer,
-    window: Duration,
-    enough: impl Fn(&[Call]) -> bool,
-) -> Vec<Call> {
-    let mut stream = TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
-    stream
-        .write_all(&redis::cmd("MONITOR").get_packed_command())
-        .expect("MONITOR");
-    let mut parser = redis::Parser::new();
-    let deadline = Instant::now() + window;
-    let mut calls = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || enough(&calls) {
-            return calls;
-        }
-        stream.set_read_timeout(Some(left)).expect("timeout");
-        let line = match parser.parse_value(&mut stream) {
-            Ok(redis::Value::SimpleString(line)) => line,
-            Ok(_) => continue, // +OK
-            Err(e) if e.is_timeout() => return calls,
-            Err(e) => panic!("MONITOR connection failed: {e}"),
-        };
-        // 1700000000.123456 [0 127.0.0.1:4242] "EVALSHA" "<sha>" "100" "key" ...
-        let quoted: Vec<&str> = line.split('"').collect();
-        if quoted.len() < 6 || !quoted[1].eq_ignore_ascii_case("evalsha") {
-            continue;
-        }
-        let (secs, micros) = line
-            .split(' ')
-            .next()
-            .and_then(|ts| ts.split_once('.'))
-            .expect("a timestamp");
-        calls.push(Call {
-            at_us: secs.parse::<u64>().expect("seconds") * 1_000_000
-                + micros.parse::<u64>().expect("microseconds"),
-            keys: quoted[5].parse().expect("numkeys"),
-        });
-    }
 }
 
 #[test]

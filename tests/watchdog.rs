@@ -4,12 +4,13 @@
 
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Error, LostReason};
+use support::monitor::monitor_evalsha;
 use support::state::{exists, lock_twice, pttl};
 use support::{RedisServer, eventually, logs};
 
@@ -255,4 +256,40 @@ fn renewal_survives_a_script_cache_flush() {
     for guard in guards {
         guard.unlock().expect("unlock");
     }
+}
+
+#[test]
+fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_lent_connection() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(1500);
+    let client = client(&server, watchdog);
+    // 45 chunks of 100 locks a tick: 3 round trips of up to 20 chunks.
+    let names: Vec<String> = (0..4500).map(|i| format!("many-{i:04}")).collect();
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(name.as_str()).lock().expect("lock"))
+        .collect();
+    let taken = Instant::now();
+    // Two whole ticks' renewal calls (100 locks each; an acquire names 1 or
+    // 2 keys).
+    let seen = monitor_evalsha(&server, Duration::from_secs(10), |calls| {
+        calls.iter().filter(|call| call.keys == 100).count() >= 90
+    });
+    let renewals: Vec<_> = seen.iter().filter(|call| call.keys == 100).collect();
+    assert!(renewals.len() >= 90, "{} renewal calls", renewals.len());
+    let connections: HashSet<&str> = renewals.iter().map(|call| call.client.as_str()).collect();
+    assert_eq!(
+        connections.len(),
+        2,
+        "the watchdog's own connection and one lent to the run: {connections:?}"
+    );
+    // Both lines renewed their locks: every one outlives its first lease.
+    thread::sleep(watchdog.saturating_sub(taken.elapsed()) + watchdog / 3);
+    for name in names.iter().step_by(97) {
+        let ttl = pttl(&server, name);
+        assert!(ttl > 0 && ttl <= 1500, "{name}: PTTL {ttl}");
+    }
+    assert!(guards.iter().all(|guard| !guard.is_lost()));
+    drop(guards);
+    assert_eq!(client.diagnostics().registered_holds, 0);
 }

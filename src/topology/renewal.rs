@@ -8,13 +8,18 @@
 //!   clients (`maxclients`) does not cost the locks their renewals. If it
 //!   drops and cannot be reopened, a round borrows an idle connection from
 //!   the command pool. After a Sentinel failover it is reopened to the new
-//!   master, and the watchdog is told to renew at once.
+//!   master, and the watchdog is told to renew at once. A run of more than
+//!   one round trip (beyond 2,000 locks) also borrows an idle pooled
+//!   connection, if one is, and sends every other round on it from a
+//!   scoped thread: the client readies one round while the server runs the
+//!   other's scripts, so a tick takes about the server's own time instead
+//!   of the server's and the client's one after the other (BENCHMARKS.md,
+//!   "Watchdog curve").
 //! - A cluster: the holds grouped by the master of their key's slot, each
 //!   master's rounds on one of its pooled connections, the masters in
 //!   parallel (one scoped thread per master beyond the first), so that a
 //!   master that stops answering does not delay the others' renewals.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -63,6 +68,37 @@ pub(crate) enum Route<'a> {
     Own(&'a Renewals, &'a Arc<Pool>),
     /// The cluster master at this `host:port`, over its pool.
     Master(&'a Cluster, &'a Arc<str>),
+    /// The one server or Sentinel master, over a pooled connection lent
+    /// for one run (see the module docs): like a cluster master's, a
+    /// connection lost costs this round, renewed early by the next run.
+    Lent(&'a dyn Lent),
+}
+
+/// A pooled connection lent to one run ([`Route::Lent`]); a trait object so
+/// that the route need not name the pool's lifetime.
+pub(crate) trait Lent: Sync {
+    /// The server it goes to (`host:port`).
+    fn describe(&self) -> String;
+    /// Runs `command` on the connection, with the server it goes to.
+    fn with(
+        &self,
+        command: &mut dyn FnMut(&mut dyn ConnectionLike, &Endpoint) -> RenewReplies,
+    ) -> RenewReplies;
+}
+
+impl Lent for Mutex<Checkout<'_>> {
+    fn describe(&self) -> String {
+        self.lock().endpoint().describe()
+    }
+
+    fn with(
+        &self,
+        command: &mut dyn FnMut(&mut dyn ConnectionLike, &Endpoint) -> RenewReplies,
+    ) -> RenewReplies {
+        let mut con = self.lock();
+        let endpoint = Arc::clone(con.endpoint());
+        command(&mut *con, &endpoint)
+    }
 }
 
 impl Renewals {
@@ -138,8 +174,27 @@ impl Renewals {
         match &*self.topology {
             Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => {
                 let chunks: Vec<&[T]> = classes.iter().flat_map(|c| c.chunks(chunk)).collect();
-                let route = Route::Own(self, pool);
-                chunks.chunks(pipelined).all(|chunks| round(route, chunks))
+                let rounds: Vec<&[&[T]]> = chunks.chunks(pipelined).collect();
+                let own = Route::Own(self, pool);
+                let lent = match rounds.len() {
+                    0 | 1 => None,
+                    _ => pool.try_get_idle().map(Mutex::new),
+                };
+                let Some(lent) = &lent else {
+                    return rounds.iter().all(|chunks| round(own, chunks));
+                };
+                // Two lines: the even rounds on the watchdog's own, the odd
+                // ones on the lent connection, each line in order.
+                let line = |route: Route<'_>, first: usize| {
+                    rounds
+                        .iter()
+                        .skip(first)
+                        .step_by(2)
+                        .all(|chunks| round(route, chunks))
+                };
+                in_parallel(&[(own, 0), (Route::Lent(lent), 1)], |&(route, first)| {
+                    line(route, first)
+                })
             }
             Topology::Cluster { cluster, .. } => {
                 let items = classes
@@ -147,11 +202,12 @@ impl Renewals {
                     .enumerate()
                     .flat_map(|(class, items)| items.into_iter().map(move |item| (item, class)));
                 let (by_master, complete) = cluster.group_by_master(items, key, chunk);
-                let renew_master = |addr: &Arc<str>, chunks: &Vec<Vec<T>>| {
+                let renew_master = |&(addr, chunks): &(&Arc<str>, &Vec<Vec<T>>)| {
                     let chunks: Vec<&[T]> = chunks.iter().map(Vec::as_slice).collect();
                     let route = Route::Master(cluster, addr);
                     chunks.chunks(pipelined).all(|chunks| round(route, chunks))
                 };
+                let by_master: Vec<_> = by_master.iter().collect();
                 complete & in_parallel(&by_master, renew_master)
             }
         }
@@ -223,34 +279,31 @@ enum Line<'a> {
     Idle(Checkout<'a>),
 }
 
-/// `renew` of each master's share, the first on this thread and each other
-/// on a scoped thread of its own (or here too, when no thread can be had);
-/// whether every one returned `true`.
-fn in_parallel<C: Sync>(
-    by_master: &HashMap<Arc<str>, C>,
-    renew: impl Fn(&Arc<str>, &C) -> bool + Sync,
-) -> bool {
-    let mut masters = by_master.iter();
-    let first = masters.next();
+/// `renew` of each share (a master's, or a line's), the first on this
+/// thread and each other on a scoped thread of its own (or here too, when
+/// no thread can be had); whether every one returned `true`.
+fn in_parallel<S: Sync>(shares: &[S], renew: impl Fn(&S) -> bool + Sync) -> bool {
+    let mut shares = shares.iter();
+    let first = shares.next();
     let renew = &renew;
     let mut complete = true;
     thread::scope(|scope| {
-        let others: Vec<_> = masters
-            .map(|(addr, share)| {
+        let others: Vec<_> = shares
+            .map(|share| {
                 thread::Builder::new()
                     .name("rlock-renew".into())
-                    .spawn_scoped(scope, move || renew(addr, share))
-                    // No thread to be had: renew that master here.
-                    .map_err(|_| (addr, share))
+                    .spawn_scoped(scope, move || renew(share))
+                    // No thread to be had: renew that share here.
+                    .map_err(|_| share)
             })
             .collect();
-        if let Some((addr, share)) = first {
-            complete &= renew(addr, share);
+        if let Some(share) = first {
+            complete &= renew(share);
         }
         for other in others {
             complete &= match other {
                 Ok(handle) => handle.join().unwrap_or(false),
-                Err((addr, share)) => renew(addr, share),
+                Err(share) => renew(share),
             };
         }
     });
@@ -263,6 +316,7 @@ impl Route<'_> {
         match self {
             Route::Own(_, pool) => pool.connector().endpoint().describe(),
             Route::Master(_, addr) => addr.to_string(),
+            Route::Lent(con) => con.describe(),
         }
     }
 
@@ -318,6 +372,7 @@ impl Route<'_> {
                 }
                 Ok(replies)
             }
+            Route::Lent(con) => con.with(&mut |con, endpoint| renew(con, endpoint, chunks)),
         }
     }
 }

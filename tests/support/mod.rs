@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod every_kind;
 pub mod every_synchronizer;
 pub mod java;
+pub mod monitor;
 pub mod mutex;
 pub mod proxy;
 pub mod replicated;
