@@ -30,6 +30,11 @@
 //!   counts 2, a latch's count-down (not idempotent) counts down one, and
 //!   the callers get their normal results. Pooled and multiplexed.
 //!
+//! - `renewal-before-send` set to `sleep(600)`: a renewal run that takes
+//!   most of a period (as a million locks' does). The next run starts a
+//!   period after this one started, not after it ended: a lock is renewed
+//!   every third of its lease, however long a run takes.
+//!
 //! And one race with no fail point of its own: a reply cut mid-way by the
 //! response timeout (the test proxy's `Fault::SplitReply` forwards its
 //! first bytes and holds the rest until the caller timed out). The caller
@@ -46,6 +51,7 @@ use std::time::Duration;
 
 use redisson_lock::{Client, Error, LostReason, OwnedLockGuard};
 use support::RedisServer;
+use support::monitor::monitor_evalsha;
 use support::proxy::{Fault, Proxy};
 
 /// The fail points are process-wide: one test at a time.
@@ -478,4 +484,53 @@ fn pause_once(name: &str) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
     })
     .expect("fail point");
     (stopped, go_tx)
+}
+
+#[test]
+fn a_long_renewal_run_does_not_put_the_next_one_off() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    // A renewal every second; each run spends 600 ms before its send.
+    let watchdog = Duration::from_secs(3);
+    let client = server.watchdog_client(watchdog);
+    let guard = client.lock("slow-runs").lock().expect("lock");
+    fail::cfg("renewal-before-send", "sleep(600)").expect("fail point");
+    // From here on every EVALSHA is a renewal of the one lock (the first
+    // sent twice, its script loaded after a NOSCRIPT).
+    let runs = |calls: &[support::monitor::Call]| -> Vec<u64> {
+        let mut starts: Vec<u64> = Vec::new();
+        for call in calls {
+            if starts
+                .last()
+                .is_none_or(|&last| call.at_us - last > 100_000)
+            {
+                starts.push(call.at_us);
+            }
+        }
+        starts
+    };
+    let seen = monitor_evalsha(&server, Duration::from_secs(8), |calls| {
+        runs(calls).len() >= 4
+    });
+    fail::remove("renewal-before-send");
+    let runs = runs(&seen);
+    assert!(
+        runs.len() >= 4,
+        "{} renewal runs in 8 s: {seen:?}",
+        runs.len()
+    );
+    let gaps: Vec<Duration> = runs
+        .windows(2)
+        .map(|pair| Duration::from_micros(pair[1] - pair[0]))
+        .collect();
+    println!("renewals apart: {gaps:?}");
+    for gap in &gaps {
+        // A period (1 s) apart; 1.6 s when the next run waited a period
+        // from the end of the last.
+        assert!(
+            *gap > Duration::from_millis(800) && *gap < Duration::from_millis(1350),
+            "renewals {gaps:?} apart, each run 600 ms long"
+        );
+    }
+    assert!(!guard.is_lost());
 }

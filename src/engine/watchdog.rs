@@ -124,14 +124,18 @@ impl Worker {
             if Instant::now() < next_tick && !self.renewals.master_moved() {
                 continue;
             }
-            let delay = if self.renew_all() {
-                period
+            // A period from this run's start, not its end: a run that takes
+            // long (a million locks, seconds) must not stretch the time
+            // between two renewals of one lock beyond a third of its lease.
+            let started = Instant::now();
+            next_tick = if self.renew_all() {
+                started + period
             } else {
-                (self.lease / 10)
-                    .clamp(RENEWAL_RETRY_DELAY_MIN, RENEWAL_RETRY_DELAY)
-                    .min(period)
+                Instant::now()
+                    + (self.lease / 10)
+                        .clamp(RENEWAL_RETRY_DELAY_MIN, RENEWAL_RETRY_DELAY)
+                        .min(period)
             };
-            next_tick = Instant::now() + delay;
         }
     }
 
