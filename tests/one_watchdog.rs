@@ -103,8 +103,10 @@ fn three_hundred_locks_are_renewed_by_one_thread_in_three_round_trips_per_tick()
     }
     for pair in complete.windows(2) {
         let gap = Duration::from_micros(pair[1].first_us - pair[0].first_us);
+        // A period from one run's start to the next's (the sends jitter
+        // by a fraction of a millisecond around it).
         assert!(
-            gap >= period && gap < period * 5,
+            gap >= period * 9 / 10 && gap < period * 5,
             "ticks {gap:?} apart: {bursts:?}"
         );
     }
