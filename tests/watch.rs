@@ -131,6 +131,11 @@ fn a_watch_on_a_cluster_client_counts_a_subscription_whose_slot_moved_as_a_relea
         watch.events().recv_timeout(Duration::from_secs(5)),
         Ok(WatchEvent::Released)
     );
+    // Once per move: listening at the new master, nothing more happens.
+    assert_eq!(
+        watch.events().recv_timeout(Duration::from_millis(1500)),
+        Err(crossbeam_channel::RecvTimeoutError::Timeout)
+    );
     drop(watch);
     assert_waiting(&watcher, 0, Duration::from_secs(1));
 }

@@ -259,7 +259,7 @@ fn renewal_survives_a_script_cache_flush() {
 }
 
 #[test]
-fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_lent_connection() {
+fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second_watchdog_connection() {
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(1500);
     let client = client(&server, watchdog);
@@ -281,7 +281,7 @@ fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_lent_c
     assert_eq!(
         connections.len(),
         2,
-        "the watchdog's own connection and one lent to the run: {connections:?}"
+        "the watchdog's two connections: {connections:?}"
     );
     // Both lines renewed their locks: every one outlives its first lease.
     thread::sleep(watchdog.saturating_sub(taken.elapsed()) + watchdog / 3);

@@ -549,8 +549,10 @@ impl Hold {
                 supersede(&mut ledger.entries, started, sent);
             }
         }
-        if ledger.entries.spilled() && ledger.entries.len() <= 2 {
-            // Back inline after a burst (a reentry beside a renewal).
+        if ledger.entries.spilled() && ledger.entries.len() <= 1 {
+            // Back inline after a burst (a reentry beside a renewal). Not
+            // while a command of unknown outcome still counts (it does for
+            // good): every renewal would spill again.
             ledger.entries.shrink_to_fit();
         }
         self.publish_deadline(&ledger);

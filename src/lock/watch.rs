@@ -23,6 +23,9 @@ use crate::names;
 const RECHECK: Duration = Duration::from_secs(1);
 /// How long after the TTL it read a watch looks whether the key expired.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(20);
+/// How long a watch whose subscription is still moved after subscribing
+/// again waits before it tries once more.
+const STALE_RETRY: Duration = Duration::from_millis(100);
 
 /// Numbers the watches, so that each has its own entry on the channel.
 static WATCHES: AtomicU64 = AtomicU64::new(0);
@@ -172,18 +175,28 @@ impl Watching {
         let entry = names::concat(&[channel, "#watch", &seq.to_string()]);
         let within = engine.config.subscription_timeout;
         let mut parker = Parker::subscribe(engine, stop, (channel, &entry), within, None)?;
+        // Parked on a live subscription since the last move was told.
+        let mut listened = false;
         loop {
             stop.check()?;
             if parker.refresh(within)? {
+                if parker.is_stale() {
+                    // Still moved (the slot table is behind): look again
+                    // in a moment, not in a busy loop.
+                    stop.sleep(STALE_RETRY)?;
+                    continue;
+                }
                 // The subscription had moved (a cluster's slot migrated or
                 // failed over): a release meanwhile was announced where this
                 // watch did not listen, so it counts as one, as a restored
-                // connection does.
-                if self.tx.send(WatchEvent::Released).is_err() {
+                // connection does. Once per move, and only if it listened
+                // before.
+                if std::mem::take(&mut listened) && self.tx.send(WatchEvent::Released).is_err() {
                     return Ok(()); // nobody listens
                 }
                 continue;
             }
+            listened = true;
             let ttl = self.pttl()?;
             let expires = u64::try_from(ttl).ok().map(Duration::from_millis);
             let wait = expires.map_or(RECHECK, |ttl| (ttl + EXPIRY_MARGIN).min(RECHECK));

@@ -9,12 +9,16 @@
 //!   drops and cannot be reopened, a round borrows an idle connection from
 //!   the command pool. After a Sentinel failover it is reopened to the new
 //!   master, and the watchdog is told to renew at once. A run of more than
-//!   one round trip (beyond 2,000 locks) also borrows an idle pooled
-//!   connection, if one is, and sends every other round on it from a
-//!   scoped thread: the client readies one round while the server runs the
-//!   other's scripts, so a tick takes about the server's own time instead
-//!   of the server's and the client's one after the other (BENCHMARKS.md,
-//!   "Watchdog curve").
+//!   one round trip (beyond 2,000 locks) sends every other round on a
+//!   second connection of the watchdog's own, from a scoped thread: the
+//!   client readies one round while the server runs the other's scripts,
+//!   so a tick takes about the server's own time instead of the server's
+//!   and the client's one after the other (BENCHMARKS.md, "Watchdog
+//!   curve"). That connection is opened by the first such run and kept,
+//!   and checked as the first is; the command pool's connections are not
+//!   borrowed for it (the application's commands would wait behind a
+//!   run, or share a multiplexed socket with its pipelines). When it
+//!   cannot be opened, the run goes on the first alone.
 //! - A cluster: the holds grouped by the master of their key's slot, each
 //!   master's rounds on one of its pooled connections, the masters in
 //!   parallel (one scoped thread per master beyond the first), so that a
@@ -51,54 +55,56 @@ pub(crate) type After<'a> = &'a (dyn Fn(&Endpoint, &mut dyn ConnectionLike) + Sy
 /// The connections a client's renewals go out on (see the module docs).
 pub(crate) struct Renewals {
     topology: Arc<Topology>,
-    /// The watchdog's own connection (one server, Sentinel). Behind a mutex
-    /// only so that a cluster run can share the renewals with its
-    /// per-master threads; locked once per round, never contended.
-    own: Mutex<Option<PooledConnection>>,
-    /// The endpoint generation `own` was opened at: after a Sentinel
+    /// The watchdog's own connections (one server, Sentinel): the first
+    /// opened with the client, the second by the first run of more than
+    /// one round trip (see the module docs).
+    own: [OwnLine; 2],
+}
+
+/// One of the watchdog's own connections. Behind a mutex only so that a
+/// run's two lines (and a cluster's per-master threads) can share the
+/// renewals; locked once per round, never contended.
+struct OwnLine {
+    con: Mutex<Option<PooledConnection>>,
+    /// The endpoint generation `con` was opened at: after a Sentinel
     /// failover the connection is reopened to the new master.
     generation: AtomicU64,
+}
+
+impl OwnLine {
+    fn new(con: Option<PooledConnection>, generation: u64) -> OwnLine {
+        OwnLine {
+            con: Mutex::new(con),
+            generation: AtomicU64::new(generation),
+        }
+    }
+
+    /// The connection, reopened if it was dropped or the master moved
+    /// (`None` if it cannot be).
+    fn ready<'a>(&'a self, pool: &Pool) -> MutexGuard<'a, Option<PooledConnection>> {
+        let now = pool.connector().endpoint().generation();
+        let mut con = self.con.lock();
+        if self.generation.swap(now, Ordering::AcqRel) != now {
+            *con = None;
+        }
+        if con.is_none() {
+            match pool.connector().open_pooled() {
+                Ok(opened) => *con = Some(opened),
+                Err(e) => log::debug!("redisson-lock: watchdog cannot connect: {e}"),
+            }
+        }
+        con
+    }
 }
 
 /// Where one round trip of renewals goes (see [`Renewals::run`]).
 #[derive(Clone, Copy)]
 pub(crate) enum Route<'a> {
     /// The one server or Sentinel master, over the watchdog's own
-    /// connection.
-    Own(&'a Renewals, &'a Arc<Pool>),
+    /// connection: its first, or (1) its second.
+    Own(&'a Renewals, &'a Arc<Pool>, usize),
     /// The cluster master at this `host:port`, over its pool.
     Master(&'a Cluster, &'a Arc<str>),
-    /// The one server or Sentinel master, over a pooled connection lent
-    /// for one run (see the module docs): like a cluster master's, a
-    /// connection lost costs this round, renewed early by the next run.
-    Lent(&'a dyn Lent),
-}
-
-/// A pooled connection lent to one run ([`Route::Lent`]); a trait object so
-/// that the route need not name the pool's lifetime.
-pub(crate) trait Lent: Sync {
-    /// The server it goes to (`host:port`).
-    fn describe(&self) -> String;
-    /// Runs `command` on the connection, with the server it goes to.
-    fn with(
-        &self,
-        command: &mut dyn FnMut(&mut dyn ConnectionLike, &Endpoint) -> RenewReplies,
-    ) -> RenewReplies;
-}
-
-impl Lent for Mutex<Checkout<'_>> {
-    fn describe(&self) -> String {
-        self.lock().endpoint().describe()
-    }
-
-    fn with(
-        &self,
-        command: &mut dyn FnMut(&mut dyn ConnectionLike, &Endpoint) -> RenewReplies,
-    ) -> RenewReplies {
-        let mut con = self.lock();
-        let endpoint = Arc::clone(con.endpoint());
-        command(&mut *con, &endpoint)
-    }
 }
 
 impl Renewals {
@@ -120,8 +126,10 @@ impl Renewals {
         };
         Ok(Renewals {
             topology,
-            own: Mutex::new(own),
-            generation: AtomicU64::new(generation),
+            own: [
+                OwnLine::new(own, generation),
+                OwnLine::new(None, generation),
+            ],
         })
     }
 
@@ -151,7 +159,7 @@ impl Renewals {
     /// (a Sentinel failover): a run is due now.
     pub fn master_moved(&self) -> bool {
         self.endpoint().is_some_and(|endpoint| {
-            endpoint.generation() != self.generation.load(Ordering::Acquire)
+            endpoint.generation() != self.own[0].generation.load(Ordering::Acquire)
         })
     }
 
@@ -175,25 +183,19 @@ impl Renewals {
             Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => {
                 let chunks: Vec<&[T]> = classes.iter().flat_map(|c| c.chunks(chunk)).collect();
                 let rounds: Vec<&[&[T]]> = chunks.chunks(pipelined).collect();
-                let own = Route::Own(self, pool);
-                let lent = match rounds.len() {
-                    0 | 1 => None,
-                    _ => pool.try_get_idle().map(Mutex::new),
-                };
-                let Some(lent) = &lent else {
-                    return rounds.iter().all(|chunks| round(own, chunks));
-                };
-                // Two lines: the even rounds on the watchdog's own, the odd
-                // ones on the lent connection, each line in order.
-                let line = |route: Route<'_>, first: usize| {
+                if rounds.len() < 2 || self.own[1].ready(pool).is_none() {
+                    return rounds
+                        .iter()
+                        .all(|chunks| round(Route::Own(self, pool, 0), chunks));
+                }
+                // Two lines: the even rounds on the first connection, the
+                // odd ones on the second, each line in order.
+                in_parallel(&[0, 1], |&line| {
                     rounds
                         .iter()
-                        .skip(first)
+                        .skip(line)
                         .step_by(2)
-                        .all(|chunks| round(route, chunks))
-                };
-                in_parallel(&[(own, 0), (Route::Lent(lent), 1)], |&(route, first)| {
-                    line(route, first)
+                        .all(|chunks| round(Route::Own(self, pool, line), chunks))
                 })
             }
             Topology::Cluster { cluster, .. } => {
@@ -213,21 +215,11 @@ impl Renewals {
         }
     }
 
-    /// The watchdog's connection, reopened if it was dropped or the master
-    /// moved; if it cannot be reopened (the server refuses new clients), an
-    /// idle pooled connection.
-    fn line<'a>(&'a self, pool: &'a Pool) -> Result<Line<'a>> {
-        let now = pool.connector().endpoint().generation();
-        let mut own = self.own.lock();
-        if self.generation.swap(now, Ordering::AcqRel) != now {
-            *own = None;
-        }
-        if own.is_none() {
-            match pool.connector().open_pooled() {
-                Ok(con) => *own = Some(con),
-                Err(e) => log::debug!("redisson-lock: watchdog cannot reconnect: {e}"),
-            }
-        }
+    /// The watchdog's connection `which`, reopened if it was dropped or the
+    /// master moved; if it cannot be reopened (the server refuses new
+    /// clients), an idle pooled connection.
+    fn line<'a>(&'a self, pool: &'a Pool, which: usize) -> Result<Line<'a>> {
+        let own = self.own[which].ready(pool);
         if own.is_some() {
             return Ok(Line::Own(own));
         }
@@ -248,6 +240,7 @@ impl Renewals {
     fn with_connection<T>(
         &self,
         pool: &Pool,
+        which: usize,
         mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> Result<T>,
     ) -> Result<T> {
         let run = |line: &mut Line<'_>, resend| match line {
@@ -265,7 +258,13 @@ impl Renewals {
             }
             Line::Idle(pooled) => command(pooled, resend),
         };
-        once_more(self.line(pool)?, false, || self.line(pool), run).result()
+        once_more(
+            self.line(pool, which)?,
+            false,
+            || self.line(pool, which),
+            run,
+        )
+        .result()
     }
 }
 
@@ -314,9 +313,8 @@ impl Route<'_> {
     /// The server this round goes to (`host:port`), for spans.
     pub fn describe(&self) -> String {
         match self {
-            Route::Own(_, pool) => pool.connector().endpoint().describe(),
+            Route::Own(_, pool, _) => pool.connector().endpoint().describe(),
             Route::Master(_, addr) => addr.to_string(),
-            Route::Lent(con) => con.describe(),
         }
     }
 
@@ -343,9 +341,9 @@ impl Route<'_> {
                 Ok(replies)
             };
         match *self {
-            Route::Own(renewals, pool) => {
+            Route::Own(renewals, pool, which) => {
                 let endpoint = pool.connector().endpoint();
-                renewals.with_connection(pool, |con, resend| {
+                renewals.with_connection(pool, which, |con, resend| {
                     if resend {
                         resending();
                     }
@@ -372,7 +370,6 @@ impl Route<'_> {
                 }
                 Ok(replies)
             }
-            Route::Lent(con) => con.with(&mut |con, endpoint| renew(con, endpoint, chunks)),
         }
     }
 }
