@@ -259,7 +259,8 @@ fn renewal_survives_a_script_cache_flush() {
 }
 
 #[test]
-fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second_watchdog_connection() {
+fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second_watchdog_connection()
+ {
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(1500);
     let client = client(&server, watchdog);
@@ -290,6 +291,60 @@ fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second
         assert!(ttl > 0 && ttl <= 1500, "{name}: PTTL {ttl}");
     }
     assert!(guards.iter().all(|guard| !guard.is_lost()));
+    drop(guards);
+    assert_eq!(client.diagnostics().registered_holds, 0);
+}
+
+#[test]
+fn beyond_two_thousand_locks_the_first_connection_renews_them_all_when_no_second_can_be_opened() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_millis(1500);
+    let client = client(&server, watchdog);
+    // The client's connections opened (its watchdog's first line, a
+    // command socket), the test's own, then no room for another: not for
+    // the renewals' second line.
+    drop(client.lock("crowded-first").lock().expect("lock"));
+    let mut con = server.con();
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut con)
+        .expect("INFO");
+    let connected = info
+        .lines()
+        .find_map(|line| line.strip_prefix("connected_clients:"))
+        .expect("connected_clients")
+        .trim()
+        .to_owned();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", connected.as_str()])
+        .query(&mut con)
+        .expect("CONFIG SET maxclients");
+    let names: Vec<String> = (0..4500).map(|i| format!("crowded-{i:04}")).collect();
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(name.as_str()).lock().expect("lock"))
+        .collect();
+    let taken = Instant::now();
+    let rejected = |con: &mut redis::Connection| -> u64 {
+        let stats: String = redis::cmd("INFO").arg("stats").query(con).expect("INFO");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("rejected_connections:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("rejected_connections")
+    };
+    // Two leases: every lock renewed on the first line alone.
+    thread::sleep((watchdog * 2).saturating_sub(taken.elapsed()));
+    for name in names.iter().step_by(97) {
+        let ttl: i64 = redis::cmd("PTTL").arg(name).query(&mut con).expect("PTTL");
+        assert!(ttl > 0 && ttl <= 1500, "{name}: PTTL {ttl}");
+    }
+    assert!(guards.iter().all(|guard| !guard.is_lost()));
+    assert!(rejected(&mut con) >= 1, "the second line was tried");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "10000"])
+        .query(&mut con)
+        .expect("CONFIG SET maxclients");
     drop(guards);
     assert_eq!(client.diagnostics().registered_holds, 0);
 }

@@ -127,9 +127,11 @@ impl Worker {
             // A period from this run's start, not its end: a run that takes
             // long (a million locks, seconds) must not stretch the time
             // between two renewals of one lock beyond a third of its lease.
+            // A tenth of a period after its end at least: a run longer than
+            // a period leaves the server a pause, not a back-to-back load.
             let started = Instant::now();
             next_tick = if self.renew_all() {
-                started + period
+                (started + period).max(Instant::now() + period / 10)
             } else {
                 Instant::now()
                     + (self.lease / 10)

@@ -175,26 +175,27 @@ impl Watching {
         let entry = names::concat(&[channel, "#watch", &seq.to_string()]);
         let within = engine.config.subscription_timeout;
         let mut parker = Parker::subscribe(engine, stop, (channel, &entry), within, None)?;
-        // Parked on a live subscription since the last move was told.
-        let mut listened = false;
+        // It has listened on a live subscription; the subscription moved
+        // since it last did.
+        let (mut listened, mut moved) = (false, false);
         loop {
             stop.check()?;
             if parker.refresh(within)? {
+                moved = true;
                 if parker.is_stale() {
                     // Still moved (the slot table is behind): look again
                     // in a moment, not in a busy loop.
                     stop.sleep(STALE_RETRY)?;
-                    continue;
-                }
-                // The subscription had moved (a cluster's slot migrated or
-                // failed over): a release meanwhile was announced where this
-                // watch did not listen, so it counts as one, as a restored
-                // connection does. Once per move, and only if it listened
-                // before.
-                if std::mem::take(&mut listened) && self.tx.send(WatchEvent::Released).is_err() {
-                    return Ok(()); // nobody listens
                 }
                 continue;
+            }
+            // Live again after a move (a cluster's slot migrated or failed
+            // over): a release meanwhile was announced where this watch did
+            // not listen, so it counts as one, as a restored connection
+            // does; once per move, and only if it had listened before.
+            if std::mem::take(&mut moved) && listened && self.tx.send(WatchEvent::Released).is_err()
+            {
+                return Ok(()); // nobody listens
             }
             listened = true;
             let ttl = self.pttl()?;

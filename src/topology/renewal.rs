@@ -8,24 +8,26 @@
 //!   clients (`maxclients`) does not cost the locks their renewals. If it
 //!   drops and cannot be reopened, a round borrows an idle connection from
 //!   the command pool. After a Sentinel failover it is reopened to the new
-//!   master, and the watchdog is told to renew at once. A run of more than
-//!   one round trip (beyond 2,000 locks) sends every other round on a
-//!   second connection of the watchdog's own, from a scoped thread: the
-//!   client readies one round while the server runs the other's scripts,
-//!   so a tick takes about the server's own time instead of the server's
-//!   and the client's one after the other (BENCHMARKS.md, "Watchdog
-//!   curve"). That connection is opened by the first such run and kept,
-//!   and checked as the first is; the command pool's connections are not
-//!   borrowed for it (the application's commands would wait behind a
-//!   run, or share a multiplexed socket with its pipelines). When it
-//!   cannot be opened, the run goes on the first alone.
+//!   master, and the watchdog is told to renew at once.
+//! - Beyond one round trip (2,000 locks), a run has a second line: a second
+//!   connection of the watchdog's own, on a scoped thread, the two lines
+//!   each taking the next round not yet taken, so that the client readies
+//!   one round while the server runs the other's scripts and a tick takes
+//!   about the server's own time instead of the server's and the client's
+//!   one after the other (BENCHMARKS.md, "Watchdog curve"). The second
+//!   connection is opened by that thread (the first line starts at once),
+//!   kept, and reopened after a failover as the first is; when it cannot be
+//!   opened the first line takes every round, and it is not tried again for
+//!   [`SECOND_LINE_RETRY`]. It never borrows from the command pool (the
+//!   application's commands would wait behind a run, or share a
+//!   multiplexed socket with its pipelines).
 //! - A cluster: the holds grouped by the master of their key's slot, each
 //!   master's rounds on one of its pooled connections, the masters in
 //!   parallel (one scoped thread per master beyond the first), so that a
 //!   master that stops answering does not delay the others' renewals.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,9 @@ use crate::net::endpoint::Endpoint;
 use crate::net::pool::{Checkout, Pool};
 use crate::net::resend::once_more;
 use crate::protocol::lease::{self, RenewChunk, Renewed};
+
+/// How long a second line that could not be opened is not tried again.
+const SECOND_LINE_RETRY: Duration = Duration::from_secs(30);
 
 /// How often the watchdog looks whether the master moved (Sentinel only).
 const MOVE_CHECK: Duration = Duration::from_millis(100);
@@ -59,6 +64,8 @@ pub(crate) struct Renewals {
     /// opened with the client, the second by the first run of more than
     /// one round trip (see the module docs).
     own: [OwnLine; 2],
+    /// Until when the second line is not tried (it could not be opened).
+    second_retry: Mutex<Option<Instant>>,
 }
 
 /// One of the watchdog's own connections. Behind a mutex only so that a
@@ -130,6 +137,7 @@ impl Renewals {
                 OwnLine::new(own, generation),
                 OwnLine::new(None, generation),
             ],
+            second_retry: Mutex::new(None),
         })
     }
 
@@ -183,19 +191,30 @@ impl Renewals {
             Topology::Single { pool, .. } | Topology::Sentinel { pool, .. } => {
                 let chunks: Vec<&[T]> = classes.iter().flat_map(|c| c.chunks(chunk)).collect();
                 let rounds: Vec<&[&[T]]> = chunks.chunks(pipelined).collect();
-                if rounds.len() < 2 || self.own[1].ready(pool).is_none() {
+                let second = rounds.len() > 1
+                    && self
+                        .second_retry
+                        .lock()
+                        .is_none_or(|retry| Instant::now() >= retry);
+                if !second {
                     return rounds
                         .iter()
                         .all(|chunks| round(Route::Own(self, pool, 0), chunks));
                 }
-                // Two lines: the even rounds on the first connection, the
-                // odd ones on the second, each line in order.
+                // Each line takes the next round not yet taken; a line whose
+                // round failed leaves the rest to the other.
+                let next = AtomicUsize::new(0);
                 in_parallel(&[0, 1], |&line| {
-                    rounds
-                        .iter()
-                        .skip(line)
-                        .step_by(2)
-                        .all(|chunks| round(Route::Own(self, pool, line), chunks))
+                    if line == 1 && !self.open_second(pool) {
+                        return true;
+                    }
+                    let route = Route::Own(self, pool, line);
+                    while let Some(chunks) = rounds.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if !round(route, chunks) {
+                            return false;
+                        }
+                    }
+                    true
                 })
             }
             Topology::Cluster { cluster, .. } => {
@@ -215,15 +234,30 @@ impl Renewals {
         }
     }
 
+    /// Opens the second line if it is not open (see the module docs);
+    /// whether it is.
+    fn open_second(&self, pool: &Pool) -> bool {
+        let open = self.own[1].ready(pool).is_some();
+        if !open {
+            *self.second_retry.lock() = Some(Instant::now() + SECOND_LINE_RETRY);
+        }
+        open
+    }
+
     /// The watchdog's connection `which`, reopened if it was dropped or the
-    /// master moved; if it cannot be reopened (the server refuses new
-    /// clients), an idle pooled connection.
+    /// master moved; if the first cannot be reopened (the server refuses
+    /// new clients), an idle pooled connection.
     fn line<'a>(&'a self, pool: &'a Pool, which: usize) -> Result<Line<'a>> {
         let own = self.own[which].ready(pool);
         if own.is_some() {
             return Ok(Line::Own(own));
         }
         drop(own);
+        if which > 0 {
+            return Err(Error::Unavailable {
+                reason: "the watchdog's second connection cannot be reopened".into(),
+            });
+        }
         match pool.try_get_idle() {
             Some(pooled) => Ok(Line::Idle(pooled)),
             None => Err(Error::Unavailable {
