@@ -258,18 +258,51 @@ fn renewal_survives_a_script_cache_flush() {
     }
 }
 
+/// 4,500 locks held by `client` on names `prefix-0000`...: 45 chunks of 100
+/// locks a tick, 3 round trips of up to 20 chunks.
+fn hold_many(client: &Client, prefix: &str) -> (Vec<String>, Vec<redisson_lock::LockGuard>) {
+    let names: Vec<String> = (0..4500).map(|i| format!("{prefix}-{i:04}")).collect();
+    let guards = names
+        .iter()
+        .map(|name| client.lock(name.as_str()).lock().expect("lock"))
+        .collect();
+    (names, guards)
+}
+
+/// Every 97th of `names` has a TTL within its `lease`, and no guard reads
+/// as lost.
+fn all_renewed(
+    con: &mut redis::Connection,
+    names: &[String],
+    guards: &[redisson_lock::LockGuard],
+    lease: Duration,
+) {
+    for name in names.iter().step_by(97) {
+        let ttl: i64 = redis::cmd("PTTL").arg(name).query(con).expect("PTTL");
+        assert!(
+            ttl > 0 && ttl <= lease.as_millis() as i64,
+            "{name}: PTTL {ttl}"
+        );
+    }
+    assert!(guards.iter().all(|guard| !guard.is_lost()));
+}
+
+/// A field of `INFO <section>`.
+fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section}: {field}"))
+}
+
 #[test]
 fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second_watchdog_connection()
  {
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(1500);
     let client = client(&server, watchdog);
-    // 45 chunks of 100 locks a tick: 3 round trips of up to 20 chunks.
-    let names: Vec<String> = (0..4500).map(|i| format!("many-{i:04}")).collect();
-    let guards: Vec<_> = names
-        .iter()
-        .map(|name| client.lock(name.as_str()).lock().expect("lock"))
-        .collect();
+    let (names, guards) = hold_many(&client, "many");
     let taken = Instant::now();
     // Two whole ticks' renewal calls (100 locks each; an acquire names 1 or
     // 2 keys).
@@ -286,11 +319,7 @@ fn beyond_two_thousand_locks_every_other_renewal_round_trip_goes_out_on_a_second
     );
     // Both lines renewed their locks: every one outlives its first lease.
     thread::sleep(watchdog.saturating_sub(taken.elapsed()) + watchdog / 3);
-    for name in names.iter().step_by(97) {
-        let ttl = pttl(&server, name);
-        assert!(ttl > 0 && ttl <= 1500, "{name}: PTTL {ttl}");
-    }
-    assert!(guards.iter().all(|guard| !guard.is_lost()));
+    all_renewed(&mut server.con(), &names, &guards, watchdog);
     drop(guards);
     assert_eq!(client.diagnostics().registered_holds, 0);
 }
@@ -305,42 +334,20 @@ fn beyond_two_thousand_locks_the_first_connection_renews_them_all_when_no_second
     // the renewals' second line.
     drop(client.lock("crowded-first").lock().expect("lock"));
     let mut con = server.con();
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query(&mut con)
-        .expect("INFO");
-    let connected = info
-        .lines()
-        .find_map(|line| line.strip_prefix("connected_clients:"))
-        .expect("connected_clients")
-        .trim()
-        .to_owned();
+    let connected = info_field(&mut con, "clients", "connected_clients").to_string();
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "maxclients", connected.as_str()])
         .query(&mut con)
         .expect("CONFIG SET maxclients");
-    let names: Vec<String> = (0..4500).map(|i| format!("crowded-{i:04}")).collect();
-    let guards: Vec<_> = names
-        .iter()
-        .map(|name| client.lock(name.as_str()).lock().expect("lock"))
-        .collect();
+    let (names, guards) = hold_many(&client, "crowded");
     let taken = Instant::now();
-    let rejected = |con: &mut redis::Connection| -> u64 {
-        let stats: String = redis::cmd("INFO").arg("stats").query(con).expect("INFO");
-        stats
-            .lines()
-            .find_map(|line| line.strip_prefix("rejected_connections:"))
-            .and_then(|n| n.trim().parse().ok())
-            .expect("rejected_connections")
-    };
     // Two leases: every lock renewed on the first line alone.
     thread::sleep((watchdog * 2).saturating_sub(taken.elapsed()));
-    for name in names.iter().step_by(97) {
-        let ttl: i64 = redis::cmd("PTTL").arg(name).query(&mut con).expect("PTTL");
-        assert!(ttl > 0 && ttl <= 1500, "{name}: PTTL {ttl}");
-    }
-    assert!(guards.iter().all(|guard| !guard.is_lost()));
-    assert!(rejected(&mut con) >= 1, "the second line was tried");
+    all_renewed(&mut con, &names, &guards, watchdog);
+    assert!(
+        info_field(&mut con, "stats", "rejected_connections") >= 1,
+        "the second line was tried"
+    );
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "maxclients", "10000"])
         .query(&mut con)
