@@ -2,6 +2,7 @@
 # Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of the targets in fuzz/:
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]
+#   scripts/fuzz.sh --defects [seconds]   # must find fuzz/defects/*.patch
 #
 # Builds every target (nightly toolchain, AddressSanitizer), then runs each
 # target named (default: all of them: resp, replies, parsers) for that many
@@ -19,6 +20,55 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 ensure_cargo
+
+# `scripts/fuzz.sh --defects [seconds]`: the tool checked against the
+# defects it is there to find (RELIABILITY.md, "Issue 29's defects"). Each
+# patch of fuzz/defects/ re-introduces one into the RESP reader, in a
+# throwaway worktree of HEAD; the resp target then runs from the checked-in
+# seeds alone (a fresh corpus) for at most that many seconds (default 300),
+# inputs up to 140,000 bytes (past the 64 KiB line limit). Each must crash
+# it; the script says how soon, and exits non-zero if one did not.
+if [ "${1:-}" = --defects ]; then
+  seconds=${2:-300}
+  ensure_cargo_fuzz
+  root=$PWD
+  scratch=$(mktemp -d)
+  trap 'git -C "$root" worktree remove --force "$scratch/tree" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+  missed=()
+  for patch in fuzz/defects/*.patch; do
+    name=$(basename "$patch" .patch)
+    git worktree remove --force "$scratch/tree" >/dev/null 2>&1 || true
+    git worktree add --quiet --detach "$scratch/tree" HEAD
+    git -C "$scratch/tree" apply "$root/$patch"
+    mkdir -p "$scratch/corpus-$name" "$scratch/artifacts-$name"
+    log=$scratch/$name.log
+    echo "==> $name: fuzz resp with it, at most ${seconds} s"
+    (cd "$scratch/tree" && cargo +nightly fuzz build resp --target-dir "$root/fuzz/target/defects") >"$log" 2>&1
+    began=$SECONDS
+    status=0
+    (cd "$scratch/tree" && cargo +nightly fuzz run resp --target-dir "$root/fuzz/target/defects" \
+      "$scratch/corpus-$name" "$root/fuzz/corpus/resp" -- \
+      -artifact_prefix="$scratch/artifacts-$name/" -max_total_time="$seconds" -timeout=10 \
+      -max_len=140000 -print_final_stats=1) >>"$log" 2>&1 || status=$?
+    took=$((SECONDS - began))
+    if [ "$status" -ne 0 ]; then
+      why=$(grep -m1 -E "panicked at|ERROR: libFuzzer|out-of-memory" -A1 "$log" | tr '\n' ' ' | cut -c1-160)
+      execs=$(grep -E '^#[0-9]+' "$log" | tail -n1 | sed 's/^#\([0-9]*\).*/\1/')
+      echo "    caught after ${took} s (~${execs:-?} executions): $why"
+    else
+      echo "    MISSED: ${seconds} s without a crash (log: kept in $root/fuzz/target/defects/$name.log)"
+      cp "$log" "$root/fuzz/target/defects/$name.log"
+      missed+=("$name")
+    fi
+  done
+  if [ ${#missed[@]} -gt 0 ]; then
+    echo "error: the fuzzer did not find: ${missed[*]}" >&2
+    exit 1
+  fi
+  echo "    every defect of fuzz/defects/ caught"
+  exit 0
+fi
+
 seconds=${1:-300}
 shift || true
 targets=("$@")

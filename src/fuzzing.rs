@@ -40,6 +40,11 @@ impl RespReader {
     pub fn buffer_capacity(&self) -> usize {
         self.0.buffer_len()
     }
+
+    /// Bytes searched for a CRLF while framing, since the reader was made.
+    pub fn scanned(&self) -> usize {
+        self.0.scanned()
+    }
 }
 
 const NAME: &str = "fuzz{lock}";

@@ -59,6 +59,10 @@ struct Framing {
     /// The element at `at` is not looked at again before this many bytes
     /// are in.
     need: usize,
+    /// Bytes searched for a CRLF so far, over every reply (the fuzz target
+    /// bounds it by the bytes fed: framing is linear, no byte rescanned).
+    #[cfg(any(test, feature = "fuzzing"))]
+    scanned: usize,
 }
 
 /// A reply reader over its own buffer (see the module docs). Bytes read
@@ -140,6 +144,13 @@ impl Reader {
     pub(crate) fn buffer_len(&self) -> usize {
         self.buf.capacity()
     }
+
+    /// Bytes searched for a CRLF while framing, since the reader was made
+    /// (tests: the work follows what arrived).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn scanned(&self) -> usize {
+        self.framing.scanned
+    }
 }
 
 impl Framing {
@@ -156,7 +167,13 @@ impl Framing {
                 return Err(parse_error("nested too deep"));
             }
             let body = at + 1;
-            let Some(end) = line_end(buf, self.scan.max(body)) else {
+            let from = self.scan.max(body);
+            let found = line_end(buf, from);
+            #[cfg(any(test, feature = "fuzzing"))]
+            {
+                self.scanned += found.map_or(buf.len(), |end| end + 2) - from.min(buf.len());
+            }
+            let Some(end) = found else {
                 if buf.len() - body > MAX_LINE + 1 {
                     return Err(parse_error("a line longer than 64 KiB"));
                 }
@@ -722,6 +739,36 @@ mod limits {
         );
         assert_eq!(ours.expect("within the budget"), expected);
         assert!(ours_took <= theirs * 2 + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn framing_searches_each_byte_once_whatever_the_chunks() {
+        // A long line, a padded bulk header and an array of short lines,
+        // one byte a read: every read resumes the search where it stopped.
+        let mut stream = b"+".to_vec();
+        stream.extend(std::iter::repeat_n(b'x', 60_000));
+        stream.extend_from_slice(b"\r\n$");
+        stream.extend(std::iter::repeat_n(b' ', 1_000));
+        stream.extend_from_slice(b"3000\r\n");
+        stream.extend(std::iter::repeat_n(b'y', 3_000));
+        stream.extend_from_slice(b"\r\n*500\r\n");
+        for i in 0..500 {
+            stream.extend_from_slice(format!(":{i}\r\n").as_bytes());
+        }
+        let mut reader = Reader::default();
+        let mut source = super::tests_support::Chunks {
+            bytes: &stream,
+            chunk: 1,
+        };
+        for _ in 0..3 {
+            reader.next(&mut source).expect("a reply");
+        }
+        let scanned = reader.scanned();
+        assert!(
+            scanned <= 3 * stream.len(),
+            "{scanned} bytes searched for {} bytes",
+            stream.len()
+        );
     }
 
     /// `*1\r\n` `depth` times around `inner`.
