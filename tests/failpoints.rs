@@ -35,6 +35,10 @@
 //!   period after this one started, not after it ended: a lock is renewed
 //!   every third of its lease, however long a run takes.
 //!
+//! - `renewal-before-send` sleeping 2 s a round, under a run of ten
+//!   rounds: a shutdown sends none of the run's later rounds (it waits
+//!   for those in flight only).
+//!
 //! And one race with no fail point of its own: a reply cut mid-way by the
 //! response timeout (the test proxy's `Fault::SplitReply` forwards its
 //! first bytes and holds the rest until the caller timed out). The caller
@@ -533,4 +537,41 @@ fn a_long_renewal_run_does_not_put_the_next_one_off() {
         );
     }
     assert!(!guard.is_lost());
+}
+
+#[test]
+fn a_shutdown_during_a_long_renewal_run_sends_no_more_of_its_rounds() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    // 20,000 locks: ten rounds of 2,000 (20 calls of 100) per run.
+    let client = server.watchdog_client(Duration::from_secs(6));
+    let lock = |i: usize| client.lock(&format!("run-{i}")).lock().expect("lock");
+    let guards: Vec<_> = (0..20_000).map(lock).collect();
+    // Each round now takes 2 s before its send: a 10 s run on two lines.
+    let rounds = Arc::new(Mutex::new(0usize));
+    let (started_tx, started) = mpsc::channel::<()>();
+    let started_tx = Mutex::new(started_tx);
+    {
+        let rounds = Arc::clone(&rounds);
+        fail::cfg_callback("renewal-before-send", move || {
+            *rounds.lock().expect("rounds") += 1;
+            let _ = started_tx.lock().expect("started").send(());
+            thread::sleep(Duration::from_secs(2));
+        })
+        .expect("fail point");
+    }
+    started
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a renewal run within a period");
+    client.shutdown(Duration::ZERO).expect("shutdown");
+    let sent = *rounds.lock().expect("rounds");
+    fail::remove("renewal-before-send");
+    drop(guards);
+    // The shutdown releases 20,000 holds (seconds), then stops the
+    // watchdog: the rounds in flight end, no later one is sent.
+    println!("{sent} of the run's 10 rounds sent before the shutdown returned");
+    assert!(
+        sent < 10,
+        "the shutdown waited for the whole run ({sent} rounds)"
+    );
 }

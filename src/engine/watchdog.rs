@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use redis::ConnectionLike;
 
 use super::holds::{Hold, LeaseOutcome, LeaseTicket, Registry};
@@ -90,8 +90,9 @@ impl Watchdog {
         Ok(Watchdog { thread })
     }
 
-    /// Stops the thread and waits for it (at most its current renewal
-    /// round, bounded by the response timeout).
+    /// Stops the thread and waits for it: at most the renewal round trips
+    /// in flight (one per line or master), each bounded by the response
+    /// timeout; a run's later rounds are not sent.
     pub fn stop(&self) {
         self.thread.stop_and_join();
     }
@@ -178,7 +179,12 @@ impl Worker {
 
     /// One round trip: up to [`PIPELINED_CHUNKS`] chunks pipelined, each of
     /// one renewal kind; `false` if some locks could not be renewed.
+    /// A run asked to stop sends no more rounds (a million locks' run is
+    /// seconds long; a shutdown waits for the rounds in flight only).
     fn renew_round(&self, round: &[&[Arc<Hold>]], lease_ms: u64, route: Route<'_>) -> bool {
+        if !matches!(self.stop_rx.try_recv(), Err(TryRecvError::Empty)) {
+            return false;
+        }
         let lease = self.lease;
         let chunks: Vec<RenewChunk<'_>> = round
             .iter()
