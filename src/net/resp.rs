@@ -483,6 +483,91 @@ mod tests {
         );
     }
 
+    /// Records the room each read was given.
+    struct Offered<'a> {
+        inner: Chunks<'a>,
+        rooms: Vec<usize>,
+    }
+
+    impl Read for Offered<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.rooms.push(buf.len());
+            self.inner.read(buf)
+        }
+    }
+
+    /// The buffer's sizes are part of the reader's cost (allocations,
+    /// reads, memory kept): each held to its documented figure, in bytes
+    /// written out (cargo-mutants found every constant free to change).
+    #[test]
+    fn the_buffer_is_sized_once_for_replies_under_16_kib() {
+        // A thousand 10 KiB replies in 3 KiB reads: one buffer of 16 KiB,
+        // never grown, every read given 4 KiB of room at least.
+        let reply = format!("${}\r\n{}\r\n", 10_000, "v".repeat(10_000));
+        let stream = reply.repeat(1_000).into_bytes();
+        let mut reader = Reader::default();
+        let mut source = Offered {
+            inner: Chunks {
+                bytes: &stream,
+                chunk: 3_000,
+            },
+            rooms: Vec::new(),
+        };
+        for _ in 0..1_000 {
+            reader.next(&mut source).expect("a reply");
+            assert_eq!(reader.buffer_len(), 16 * 1024);
+        }
+        let least = source.rooms.iter().min().copied();
+        assert!(least >= Some(4 * 1024), "a read given {least:?} bytes");
+    }
+
+    #[test]
+    fn replies_cut_by_every_read_do_not_grow_the_buffer() {
+        // 5-byte replies in 4,093-byte reads: nearly every read ends inside
+        // a reply, so the unread bytes are never all consumed: they must be
+        // moved to the front rather than the buffer grown.
+        let stream = b"+OK\r\n".repeat(200_000);
+        let mut reader = Reader::default();
+        let mut source = Chunks {
+            bytes: &stream,
+            chunk: 4_093,
+        };
+        for _ in 0..200_000 {
+            assert_eq!(reader.next(&mut source).expect("a reply"), Value::Okay);
+        }
+        assert_eq!(reader.buffer_len(), 16 * 1024);
+    }
+
+    #[test]
+    fn a_buffer_of_256_kib_is_kept_and_a_larger_one_given_back() {
+        // Grown by doubling from 16 KiB: a 200,000-byte reply leaves it at
+        // exactly 256 KiB, kept for the next; a 300,000-byte one at 512
+        // KiB, given back once read.
+        for (size, kept) in [(200_000, 256 * 1024), (300_000, 0)] {
+            let mut stream = format!("${size}\r\n").into_bytes();
+            stream.extend(std::iter::repeat_n(b'x', size));
+            stream.extend_from_slice(b"\r\n");
+            let mut reader = Reader::default();
+            let mut source = Chunks {
+                bytes: &stream,
+                chunk: 4 * 1024,
+            };
+            reader.next(&mut source).expect("the reply");
+            assert_eq!(reader.buffer_len(), kept, "after a {size}-byte reply");
+        }
+    }
+
+    #[test]
+    fn a_line_of_64_kib_is_taken_and_one_byte_more_refused() {
+        for (len, taken) in [(65_536, true), (65_537, false)] {
+            let mut line = b"+".to_vec();
+            line.extend(std::iter::repeat_n(b'y', len));
+            line.extend_from_slice(b"\r\n");
+            let reply = Reader::default().next(&mut line.as_slice());
+            assert_eq!(reply.is_ok(), taken, "a {len}-byte line: {reply:?}");
+        }
+    }
+
     #[test]
     fn garbage_and_the_end_of_the_stream_are_errors_not_panics() {
         for garbage in [
