@@ -46,9 +46,15 @@ group_files() {
   *) echo "unknown group $1" >&2; exit 2 ;;
   esac
 }
+# Features a group's tests need (tests/failpoints.rs: `failpoints`).
+group_features() {
+  case $1 in
+  holds) echo "failpoints" ;;
+  esac
+}
 group_tests() {
   case $1 in
-  holds) echo "operable lost_reasons lease_races keep_for hold_accounting" ;;
+  holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle" ;;
   unlock) echo "unlock_latch force_unlock conformance multilock" ;;
@@ -72,6 +78,9 @@ run_group() {
   for f in $(group_files "$group"); do args+=(--file "$f"); done
   if [ -z "${MUTANTS_UNIT_ONLY:-}" ]; then
     for t in $(group_tests "$group"); do args+=(--cargo-arg=--test="$t"); done
+    local features
+    features=$(group_features "$group")
+    if [ -n "$features" ]; then args+=(--features "$features"); fi
   fi
   args+=(--timeout "${MUTANTS_TEST_TIMEOUT:-300}")
   mkdir -p "target/mutants/$group"
