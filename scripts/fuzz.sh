@@ -2,7 +2,7 @@
 # Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of the targets in fuzz/:
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]
-#   scripts/fuzz.sh --defects [seconds]   # must find fuzz/defects/*.patch
+#   scripts/fuzz.sh --defects [seconds [name...]]  # must find fuzz/defects/*.patch
 #
 # Builds every target (nightly toolchain, AddressSanitizer), then runs each
 # target named (default: all of them: resp, replies, parsers) for that many
@@ -25,9 +25,23 @@ ensure_cargo
 # defects it is there to find (RELIABILITY.md, "Issue 29's defects"). Each
 # patch of fuzz/defects/ re-introduces one into the RESP reader, in a
 # throwaway worktree of HEAD; the resp target then runs from the checked-in
-# seeds alone (a fresh corpus) for at most that many seconds (default 300),
-# inputs up to 140,000 bytes (past the 64 KiB line limit). Each must crash
+# seeds and the long ones below alone (a fresh corpus) for at most that many
+# seconds (default 300), inputs up to 140,000 bytes. Each must crash
 # it; the script says how soon, and exits non-zero if one did not.
+# Seeds over the 64 KiB line limit, out of reach of the default -max_len
+# (4096) and too large to check in: made here, in `dir`. Each starts with a
+# 0 byte (the stream in one read).
+long_seeds() {
+  local dir=$1
+  mkdir -p "$dir"
+  repeat() { head -c "$2" /dev/zero | tr '\0' "$1"; }
+  { printf '\0+'; repeat y 65537; printf '\r\n'; } >"$dir/line-over"
+  { printf '\0+'; repeat y 65536; printf '\r\n'; } >"$dir/line-at"
+  { printf '\0*2\r\n-ERR '; repeat e 65546; printf '\r\n:1\r\n'; } >"$dir/error-over"
+  { printf '\0:'; repeat ' ' 65600; printf '1\r\n'; } >"$dir/padded-number"
+  { printf '\0$70000\r\n'; repeat x 70000; printf '\r\n'; } >"$dir/bulk-70000"
+}
+
 if [ "${1:-}" = --defects ]; then
   seconds=${2:-300}
   ensure_cargo_fuzz
@@ -35,19 +49,25 @@ if [ "${1:-}" = --defects ]; then
   scratch=$(mktemp -d)
   trap 'git -C "$root" worktree remove --force "$scratch/tree" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
   missed=()
-  for patch in fuzz/defects/*.patch; do
+  patches=(fuzz/defects/*.patch)
+  if [ $# -gt 2 ]; then
+    patches=()
+    for name in "${@:3}"; do patches+=("fuzz/defects/$name.patch"); done
+  fi
+  for patch in "${patches[@]}"; do
     name=$(basename "$patch" .patch)
     git worktree remove --force "$scratch/tree" >/dev/null 2>&1 || true
     git worktree add --quiet --detach "$scratch/tree" HEAD
     git -C "$scratch/tree" apply "$root/$patch"
     mkdir -p "$scratch/corpus-$name" "$scratch/artifacts-$name"
+    long_seeds "$scratch/long"
     log=$scratch/$name.log
     echo "==> $name: fuzz resp with it, at most ${seconds} s"
     (cd "$scratch/tree" && cargo +nightly fuzz build resp --target-dir "$root/fuzz/target/defects") >"$log" 2>&1
     began=$SECONDS
     status=0
     (cd "$scratch/tree" && cargo +nightly fuzz run resp --target-dir "$root/fuzz/target/defects" \
-      "$scratch/corpus-$name" "$root/fuzz/corpus/resp" -- \
+      "$scratch/corpus-$name" "$root/fuzz/corpus/resp" "$scratch/long" -- \
       -artifact_prefix="$scratch/artifacts-$name/" -max_total_time="$seconds" -timeout=10 \
       -max_len=140000 -print_final_stats=1) >>"$log" 2>&1 || status=$?
     took=$((SECONDS - began))

@@ -522,6 +522,25 @@ mod tests {
     }
 
     #[test]
+    fn a_large_reply_is_read_in_few_reads() {
+        // A 1 MB reply from a socket that fills whatever room it is given:
+        // the buffer doubles, so a handful of reads, not one per 4 KiB.
+        let mut stream = format!("${}\r\n", 1_000_000).into_bytes();
+        stream.extend(std::iter::repeat_n(b'x', 1_000_000));
+        stream.extend_from_slice(b"\r\n");
+        let mut reader = Reader::default();
+        let mut source = Offered {
+            inner: Chunks {
+                bytes: &stream,
+                chunk: usize::MAX,
+            },
+            rooms: Vec::new(),
+        };
+        reader.next(&mut source).expect("the reply");
+        assert!(source.rooms.len() <= 8, "{} reads", source.rooms.len());
+    }
+
+    #[test]
     fn replies_cut_by_every_read_do_not_grow_the_buffer() {
         // 5-byte replies in 4,093-byte reads: nearly every read ends inside
         // a reply, so the unread bytes are never all consumed: they must be
