@@ -25,8 +25,9 @@ ensure_cargo
 # defects it is there to find (RELIABILITY.md, "Issue 29's defects"). Each
 # patch of fuzz/defects/ re-introduces one into the RESP reader, in a
 # throwaway worktree of HEAD; the resp target then runs from the checked-in
-# seeds and the long ones below alone (a fresh corpus) for at most that many
-# seconds (default 300), inputs up to 140,000 bytes. Each must crash
+# seeds and the long ones below alone (a fresh corpus), with its dictionary
+# (fuzz/resp.dict), for at most that many seconds (default 300), inputs up
+# to 140,000 bytes. Each must crash
 # it; the script says how soon, and exits non-zero if one did not.
 # Seeds over the 64 KiB line limit, out of reach of the default -max_len
 # (4096) and too large to check in: made here, in `dir`. Each starts with a
@@ -69,7 +70,7 @@ if [ "${1:-}" = --defects ]; then
     (cd "$scratch/tree" && cargo +nightly fuzz run resp --target-dir "$root/fuzz/target/defects" \
       "$scratch/corpus-$name" "$root/fuzz/corpus/resp" "$scratch/long" -- \
       -artifact_prefix="$scratch/artifacts-$name/" -max_total_time="$seconds" -timeout=10 \
-      -max_len=140000 -print_final_stats=1) >>"$log" 2>&1 || status=$?
+      -max_len=140000 -dict="$root/fuzz/resp.dict" -print_final_stats=1) >>"$log" 2>&1 || status=$?
     took=$((SECONDS - began))
     if [ "$status" -ne 0 ]; then
       why=$(grep -m1 -E "panicked at|ERROR: libFuzzer|out-of-memory" -A1 "$log" | tr '\n' ' ' | cut -c1-160)
@@ -120,8 +121,12 @@ for target in "${targets[@]}"; do
   log=$logs/$target.log
   echo "==> fuzz $target for ${seconds} s (log: $log)"
   status=0
+  # A target's dictionary (fuzz/<target>.dict: the protocol's tokens), if
+  # it has one.
+  dict=()
+  if [ -f "fuzz/$target.dict" ]; then dict=(-dict="fuzz/$target.dict"); fi
   cargo +nightly fuzz run "$target" "$corpus" "fuzz/corpus/$target" -- \
-    -max_total_time="$seconds" -timeout=10 -print_final_stats=1 >"$log" 2>&1 || status=$?
+    -max_total_time="$seconds" -timeout=10 -print_final_stats=1 "${dict[@]}" >"$log" 2>&1 || status=$?
   executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   # The last status line: "#N  DONE|pulse|NEW  cov: C ft: F corp: U/S ...".
   status_line=$(grep -E '^#[0-9]+' "$log" | tail -n1 || true)

@@ -793,6 +793,24 @@ mod limits {
         assert_eq!(reply, Value::SimpleString("y".repeat(MAX_LINE)));
     }
 
+    #[test]
+    fn a_line_of_64_kib_cut_before_its_crlf_or_inside_it_is_taken() {
+        // The first read ends after the text, or after its CR: neither may
+        // be refused early as a line over the limit.
+        let mut line = b"+".to_vec();
+        line.extend(std::iter::repeat_n(b'y', MAX_LINE));
+        line.extend_from_slice(b"\r\n");
+        for cut in [1 + MAX_LINE, 2 + MAX_LINE] {
+            let (first, rest) = line.split_at(cut);
+            let reply = Reader::default().next(&mut first.chain(rest));
+            assert_eq!(
+                reply.expect("at the limit"),
+                Value::SimpleString("y".repeat(MAX_LINE)),
+                "cut after {cut} bytes"
+            );
+        }
+    }
+
     /// Hands out its bytes `chunk` at a time, failing a read once `budget`
     /// has passed since the first.
     struct Budgeted<'a> {
