@@ -64,7 +64,11 @@ if [ "${1:-}" = --defects ]; then
     long_seeds "$scratch/long"
     log=$scratch/$name.log
     echo "==> $name: fuzz resp with it, at most ${seconds} s"
-    (cd "$scratch/tree" && cargo +nightly fuzz build resp --target-dir "$root/fuzz/target/defects") >"$log" 2>&1
+    if ! (cd "$scratch/tree" && cargo +nightly fuzz build resp --target-dir "$root/fuzz/target/defects") >"$log" 2>&1; then
+      tail -n 20 "$log" >&2
+      echo "error: $name: the target does not build with the patch" >&2
+      exit 1
+    fi
     began=$SECONDS
     status=0
     (cd "$scratch/tree" && cargo +nightly fuzz run resp --target-dir "$root/fuzz/target/defects" \
