@@ -387,6 +387,9 @@ mod tests {
         b"+OK\r\n",
         b"+QUEUED\r\n",
         b"+\r\n",
+        // A lone CR or LF is text: only CRLF ends a line.
+        b"+a\rb\nc\n\r\n",
+        b"-ERR x\ry\r\n",
         b":0\r\n",
         b":-42\r\n",
         b":9223372036854775807\r\n",
