@@ -825,4 +825,40 @@ mod tests {
         hold.mark_lost(LostReason::KeyGone);
         assert_eq!(hold.lost_reason(), Some(LostReason::LeaseExpired));
     }
+
+    /// Only an answer proves a failed command left the TTL alone: the
+    /// server's error reply, or a forked process that sent nothing. A
+    /// dropped connection or a timeout may have run it (cargo-mutants: no
+    /// test told the two apart).
+    #[test]
+    fn only_an_answer_proves_a_failed_command_untouched() {
+        use crate::error::Error;
+        let Ok(redis::Value::ServerError(reply)) = redis::parse_redis_value(b"-ERR no\r\n") else {
+            panic!("an error reply");
+        };
+        let server = redis::RedisError::from(reply);
+        assert_eq!(server.code(), Some("ERR"));
+        let reset =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        for (error, outcome) in [
+            (Error::Redis(server), LeaseOutcome::Untouched),
+            (
+                Error::ForkedProcess {
+                    created_by: 1,
+                    used_by: 2,
+                },
+                LeaseOutcome::Untouched,
+            ),
+            (Error::Redis(reset), LeaseOutcome::Unknown),
+            (
+                Error::Timeout {
+                    operation: "renew",
+                    after: SHORT,
+                },
+                LeaseOutcome::Unknown,
+            ),
+        ] {
+            assert_eq!(LeaseOutcome::of_error(&error), outcome, "{error:?}");
+        }
+    }
 }
