@@ -64,6 +64,32 @@ fn a_waiter_wakes_at_a_deadline_another_thread_moved_earlier() {
     });
 }
 
+/// (b) No lost wake-up at the end either: a thread blocked in `wait_lost`
+/// returns at once when the hold ends without loss (its last guard
+/// released) or is marked lost, not at the deadline it read, however the
+/// two interleave (cargo-mutants: no test caught a waiter that skipped the
+/// check of the hold's state under the waiting lock).
+#[test]
+fn a_waiter_returns_when_the_hold_ends_or_is_lost() {
+    check(explore::iterations(1000), 0.0, || {
+        let hold = hold(LONG);
+        let started = now();
+        let waiter = {
+            let hold = Arc::clone(&hold);
+            thread::spawn(move || (hold.wait_lost(None), now()))
+        };
+        let lose = coin(0.5);
+        if lose {
+            hold.mark_lost(LostReason::KeyGone);
+        } else {
+            hold.end();
+        }
+        let (reason, woke) = waiter.join().expect("the waiter");
+        assert_eq!(reason, lose.then_some(LostReason::KeyGone));
+        assert_eq!(woke, started, "woke {:?} later", woke - started);
+    });
+}
+
 /// (b) The same for the `rlock-deadline` thread: a hold it watches is
 /// signalled lost (its lost channel) at a deadline moved earlier after the
 /// thread went to sleep until the old one.
