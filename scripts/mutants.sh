@@ -145,9 +145,33 @@ if [ "${1:-}" = --in-diff ]; then
   exit 0
 fi
 
+# The survivors of a group whose files have shuttle models (RELIABILITY.md,
+# "Schedule exploration") against those models: `--iterate` skips the
+# mutants the first pass caught; the library built with `shuttle` (its
+# synchronisation swapped for the model's) runs `schedules::` only.
+schedules_pass() {
+  local group=$1
+  local args=(--no-shuffle --baseline skip --iterate
+    --output "target/mutants/$group" --cargo-arg=--lib --features shuttle
+    --cargo-test-arg=schedules:: --timeout "${MUTANTS_TEST_TIMEOUT:-300}")
+  if [ "${CI:-}" = true ]; then args+=(--in-place); fi
+  local f
+  for f in $(group_files "$group"); do args+=(--file "$f"); done
+  echo "==> cargo mutants: $group's survivors against its schedule models"
+  cargo mutants "${args[@]}" || true
+  local out=target/mutants/$group/mutants.out
+  echo "    $group after the models: missed $(wc -l <"$out/missed.txt")"
+  if [ -s "$out/missed.txt" ]; then
+    sed 's/^/    missed: /' "$out/missed.txt"
+  fi
+}
+
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(holds resp mux unlock)
 ensure_mutants
 for group in "${groups[@]}"; do
   run_group "$group"
+  case $group in
+  holds | mux) [ -n "${MUTANTS_UNIT_ONLY:-}" ] || schedules_pass "$group" ;;
+  esac
 done
