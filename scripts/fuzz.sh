@@ -76,13 +76,13 @@ if [ "${1:-}" = --defects ]; then
       -artifact_prefix="$scratch/artifacts-$name/" -max_total_time="$seconds" -timeout=10 \
       -max_len=140000 -dict="$root/fuzz/resp.dict" -print_final_stats=1) >>"$log" 2>&1 || status=$?
     took=$((SECONDS - began))
+    cp "$log" "$root/fuzz/target/defects/$name.log"
     if [ "$status" -ne 0 ]; then
-      why=$(grep -m1 -E "panicked at|ERROR: libFuzzer|out-of-memory" -A1 "$log" | tr '\n' ' ' | cut -c1-160)
-      execs=$(grep -E '^#[0-9]+' "$log" | tail -n1 | sed 's/^#\([0-9]*\).*/\1/')
-      echo "    caught after ${took} s (~${execs:-?} executions): $why"
+      why=$(grep -m1 -E "panicked at|ERROR: |out-of-memory|deadly signal" -A1 "$log" | tr '\n' ' ' | cut -c1-160 || true)
+      execs=$(grep -E '^#[0-9]+' "$log" | tail -n1 | sed 's/^#\([0-9]*\).*/\1/' || true)
+      echo "    caught after ${took} s (~${execs:-?} executions): ${why:-exit $status}"
     else
-      echo "    MISSED: ${seconds} s without a crash (log: kept in $root/fuzz/target/defects/$name.log)"
-      cp "$log" "$root/fuzz/target/defects/$name.log"
+      echo "    MISSED: ${seconds} s without a crash (log: $root/fuzz/target/defects/$name.log)"
       missed+=("$name")
     fi
   done
