@@ -30,6 +30,7 @@ mod scenarios;
 mod session;
 mod soak;
 mod sync_types;
+mod waiters;
 
 #[global_allocator]
 static ALLOC: common::CountingAlloc = common::CountingAlloc;

@@ -64,6 +64,7 @@ pub fn run(args: &Args) -> Result<()> {
         "watchdog" | "watchdog_scale" if kind == Contender::Crate => crate_watchdog(url, args)?,
         "watchdog" if kind == Contender::Rslock => rslock_watchdog(url, args)?,
         "soak" if kind == Contender::Crate => crate::soak::run(url, args)?,
+        "waiters" if kind == Contender::Crate => crate::waiters::run(url, args)?,
         "sync_contended" if matches!(kind, Contender::Floor | Contender::Crate) => {
             crate::sync_types::contended(url, kind == Contender::Floor, args)?
         }
