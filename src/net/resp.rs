@@ -414,6 +414,9 @@ mod tests {
         b"=8\r\ntxt:some\r\n",
         b"%2\r\n+a\r\n:1\r\n+b\r\n*1\r\n:2\r\n",
         b"~2\r\n:1\r\n:2\r\n",
+        // Nulls inside the types redis-rs builds (a map, a set).
+        b"%1\r\n+a\r\n$-1\r\n",
+        b"~2\r\n$-1\r\n*-1\r\n",
         b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n",
         b"|1\r\n+key\r\n+val\r\n:5\r\n",
     ];
