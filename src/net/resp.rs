@@ -547,6 +547,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_that_fits_once_compacted_does_not_grow_the_buffer() {
+        // `+OK` and the first 12,288 bytes of a 12,310-byte reply in the
+        // first read: compacted, the buffer has exactly 4 KiB of room, as
+        // a read needs, and the reply fits in its 16 KiB.
+        let mut stream = b"+OK\r\n$12300\r\n".to_vec();
+        stream.extend(std::iter::repeat_n(b'x', 12_300));
+        stream.extend_from_slice(b"\r\n");
+        let mut reader = Reader::default();
+        let mut source = Chunks {
+            bytes: &stream,
+            chunk: 5 + 12_288,
+        };
+        assert_eq!(reader.next(&mut source).expect("+OK"), Value::Okay);
+        reader.next(&mut source).expect("the bulk string");
+        assert_eq!(reader.buffer_len(), 16 * 1024);
+    }
+
+    #[test]
     fn replies_cut_by_every_read_do_not_grow_the_buffer() {
         // 5-byte replies in 4,093-byte reads: nearly every read ends inside
         // a reply, so the unread bytes are never all consumed: they must be
