@@ -10,6 +10,8 @@
 #   ./scripts/mutants.sh --in-diff REV   # only mutants in lines changed since
 #                                        # REV, in the core's files, at most
 #                                        # MUTANTS_MAX of them in all (CI)
+#   MUTANTS_ITERATE=1 ...                # resume: skip what an earlier run
+#                                        # of the group caught
 #   MUTANTS_UNIT_ONLY=1 ...              # the library's unit tests only (CI:
 #                                        # one test binary to relink per
 #                                        # mutant instead of six)
@@ -83,6 +85,8 @@ run_group() {
     if [ -n "$features" ]; then args+=(--features "$features"); fi
   fi
   args+=(--timeout "${MUTANTS_TEST_TIMEOUT:-300}")
+  # Resumes a group's run: the mutants an earlier run caught are skipped.
+  if [ -n "${MUTANTS_ITERATE:-}" ]; then args+=(--iterate); fi
   mkdir -p "target/mutants/$group"
   echo "==> cargo mutants: $group ($(cargo mutants --list "${args[@]}" "$@" | wc -l) mutants)"
   # cargo-mutants exits 2 when a mutant survives, 3 on a timeout: the
