@@ -39,7 +39,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::num::NonZeroU64;
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -123,80 +122,6 @@ pub(crate) struct Hold {
     releaser: OnceLock<Releaser>,
 }
 
-/// The commands that may have set the key's TTL last (see the module docs).
-#[derive(Default)]
-struct Ledger {
-    /// Orders the starts and ends of commands.
-    clock: u64,
-    entries: Entries,
-}
-
-/// A held lock's ledger has one entry at rest and two while a renewal or a
-/// reentry is in flight: both inline in the hold, no allocation per lock
-/// (BENCHMARKS.md, "Watchdog curve").
-type Entries = SmallVec<[LeaseEntry; 2]>;
-
-struct LeaseEntry {
-    /// `sent + lease`, ns since [`EPOCH`]; for an unknown outcome, raised by
-    /// the commands answered after it.
-    expires: u64,
-    /// The lease it sets, in ns (`u64::MAX`: not known when sent).
-    lease: u64,
-    /// When it was sent, ns since [`EPOCH`].
-    sent: u64,
-    /// `clock` when it was sent (also the ticket's id), and when its reply
-    /// came (`None`: in flight; the clock is at least 1 by then).
-    started: u64,
-    ended: Option<NonZeroU64>,
-    /// It got no reply that says whether it ran: it may still run.
-    unknown: bool,
-}
-
-/// One command that sets the TTL, from send to reply; see [`Hold::begin_lease`].
-#[must_use = "a lease command must be ended"]
-pub(crate) struct LeaseTicket {
-    id: u64,
-    resent: AtomicBool,
-}
-
-impl LeaseTicket {
-    /// The command is being sent once more after a first send whose fate
-    /// is unknown (a dropped connection, a retried unlock): whatever the
-    /// last reply says, the first send may have run, so an outcome that
-    /// would prove it did not counts as unknown.
-    pub fn resending(&self) {
-        self.resent.store(true, Ordering::Relaxed);
-    }
-}
-
-/// What a TTL-setting command turned out to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LeaseOutcome {
-    /// It ran and set the TTL: it ran after every command answered before
-    /// it was sent, which no longer count.
-    Set,
-    /// It may have run (no reply: a timeout, a dropped connection), and may
-    /// still run after any later command: it counts for good, raised by
-    /// each later answered command (see the module docs).
-    Unknown,
-    /// It surely did not touch the TTL (the server answered otherwise, or
-    /// refused it).
-    Untouched,
-}
-
-impl LeaseOutcome {
-    /// The outcome of a command that failed with `error`: an error reply
-    /// from the server proves the command did not set the TTL (our scripts
-    /// check before they write); anything else leaves it unknown.
-    pub fn of_error(error: &crate::error::Error) -> LeaseOutcome {
-        match error {
-            crate::error::Error::Redis(e) if e.code().is_some() => LeaseOutcome::Untouched,
-            crate::error::Error::ForkedProcess { .. } => LeaseOutcome::Untouched,
-            _ => LeaseOutcome::Unknown,
-        }
-    }
-}
-
 impl Hold {
     fn new(
         name: &Arc<str>,
@@ -228,17 +153,11 @@ impl Hold {
             lost: AtomicU8::new(0),
             gone_while_releasing: AtomicU8::new(0),
             deadline: AtomicU64::new(expires),
-            ledger: Mutex::new(Ledger {
-                clock: 2,
-                entries: smallvec::smallvec![LeaseEntry {
-                    expires,
-                    lease: lease_nanos(lease),
-                    sent: nanos_since_epoch(sent),
-                    started: 0,
-                    ended: Some(NonZeroU64::MIN),
-                    unknown: false,
-                }],
-            }),
+            ledger: Mutex::new(Ledger::acquired(
+                nanos_since_epoch(sent),
+                lease_nanos(lease),
+                expires,
+            )),
             deadline_moved: OnceLock::new(),
             releaser: OnceLock::new(),
         }
@@ -481,23 +400,10 @@ impl Hold {
     /// to be sent. Until it is ended, the hold's deadline counts with it.
     pub fn begin_lease(&self, lease: Duration) -> LeaseTicket {
         let sent = nanos_since_epoch(now());
-        let lease = lease_nanos(lease);
         let mut ledger = self.ledger.lock();
-        ledger.clock += 1;
-        let started = ledger.clock;
-        ledger.entries.push(LeaseEntry {
-            expires: sent.saturating_add(lease),
-            lease,
-            sent,
-            started,
-            ended: None,
-            unknown: false,
-        });
+        let ticket = ledger.begin(sent, lease_nanos(lease));
         self.publish_deadline(&ledger);
-        LeaseTicket {
-            id: started,
-            resent: AtomicBool::new(false),
-        }
+        ticket
     }
 
     /// Records the reply (or the failure) of a command begun with
@@ -525,43 +431,14 @@ impl Hold {
             outcome => outcome,
         };
         let mut ledger = self.ledger.lock();
-        ledger.clock += 1;
-        // Never 0: it was incremented from at least 2.
-        let now = NonZeroU64::new(ledger.clock);
-        let Some(index) = ledger.entries.iter().position(|e| e.started == ticket.id) else {
-            return;
-        };
-        if let Some(expires) = expires {
-            ledger.entries[index].expires = expires;
-        }
-        match outcome {
-            LeaseOutcome::Untouched => {
-                ledger.entries.swap_remove(index);
-            }
-            LeaseOutcome::Unknown => {
-                let entry = &mut ledger.entries[index];
-                entry.ended = now;
-                entry.unknown = true;
-            }
-            LeaseOutcome::Set => {
-                let LeaseEntry { started, sent, .. } = ledger.entries[index];
-                ledger.entries[index].ended = now;
-                supersede(&mut ledger.entries, started, sent);
-            }
-        }
-        if ledger.entries.spilled() && ledger.entries.len() <= 1 {
-            // Back inline after a burst (a reentry beside a renewal). Not
-            // while a command of unknown outcome still counts (it does for
-            // good): every renewal would spill again.
-            ledger.entries.shrink_to_fit();
-        }
+        ledger.finish(ticket.id, outcome, expires);
         self.publish_deadline(&ledger);
     }
 
     /// Caches the ledger's earliest expiry; when that moved earlier, wakes
     /// whoever waits for the old one (see "Who hears of it").
     fn publish_deadline(&self, ledger: &Ledger) {
-        let Some(earliest) = ledger.entries.iter().map(|e| e.expires).min() else {
+        let Some(earliest) = ledger.earliest() else {
             return;
         };
         let before = self.deadline.swap(earliest, Ordering::AcqRel);
@@ -600,36 +477,14 @@ fn shared_field(field: &str) -> Arc<str> {
     shared.unwrap_or_else(|_| field.into())
 }
 
-/// A command sent at `sent` (ledger clock `started`) was answered: the
-/// commands answered before it was sent ran before it and stop counting,
-/// except those whose outcome is unknown, which may run after it: their
-/// bound rises to `sent + their lease`. Unknown ones of equal lease then
-/// have equal bounds: one of them is kept.
-fn supersede(entries: &mut Entries, started: u64, sent: u64) {
-    entries.retain_mut(|e| match e.ended.map(NonZeroU64::get) {
-        Some(ended) if ended <= started && e.unknown => {
-            e.expires = e.expires.max(sent.saturating_add(e.lease));
-            true
-        }
-        Some(ended) => ended > started,
-        None => true,
-    });
-    let mut seen = Vec::new();
-    entries.retain(|e| {
-        if !e.unknown || e.ended.is_none_or(|ended| ended.get() > started) {
-            return true;
-        }
-        let first = !seen.contains(&(e.lease, e.expires));
-        seen.push((e.lease, e.expires));
-        first
-    });
-}
-
+mod ledger;
 mod quiet;
 mod registry;
 mod releaser;
 #[cfg(all(test, feature = "shuttle"))]
 mod schedules;
+use ledger::Ledger;
+pub(crate) use ledger::{LeaseOutcome, LeaseTicket};
 pub(crate) use registry::Registry;
 pub(crate) use releaser::Releaser;
 
