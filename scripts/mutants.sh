@@ -44,7 +44,7 @@ group_files() {
   holds) echo "src/engine/holds.rs src/engine/holds/*.rs src/lock/signal.rs" ;;
   resp) echo "src/net/resp.rs" ;;
   mux) echo "src/net/mux.rs src/net/mux/**/*.rs src/net/mux/*.rs" ;;
-  unlock) echo "src/lock/unlock.rs src/lock/guard.rs" ;;
+  unlock) echo "src/lock/unlock.rs src/lock/guard.rs src/lock/guard/*.rs" ;;
   *) echo "unknown group $1" >&2; exit 2 ;;
   esac
 }
