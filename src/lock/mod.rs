@@ -6,7 +6,8 @@
 //!
 //! | file | its `Lock` methods |
 //! |---|---|
-//! | `mod.rs` | `name`, `with_lease`, `with_cancel`; `lock`, `try_lock`, `try_lock_for`, `try_lock_until` and the waiting loop behind them |
+//! | `mod.rs` | `name`, `with_lease`, `with_cancel`; `lock`, `try_lock`, `try_lock_for`, `try_lock_until` |
+//! | `acquire.rs` | the waiting loop behind them: attempt, wait on the type's channel (or its backoff), attempt again |
 //! | `attempt.rs` | one acquire attempt split at its command (`begin_attempt`, `finish_attempt`), which MultiLock and RedLock share |
 //! | `owned.rs` | `lock_owned`, `try_lock_owned`, `try_lock_owned_for` (and [`OwnedLockGuard`](crate::OwnedLockGuard)) |
 //! | `handoff.rs` | `adopt` (and [`HoldToken`](crate::HoldToken), the guards' `hold_token` and `detach`) |
@@ -19,6 +20,7 @@
 //! `signal.rs`, [`LockWatch`](crate::LockWatch) in `watch.rs`,
 //! [`LeaderElection`](crate::LeaderElection) in `election.rs`.
 
+mod acquire;
 pub(crate) mod attempt;
 pub(crate) mod election;
 pub(crate) mod guard;
@@ -34,19 +36,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cancel::{CancelToken, Stop};
+use crate::cancel::CancelToken;
 use crate::config::millis as lease_millis;
 use crate::engine::Engine;
 use crate::engine::observe::{AcquireOutcome, Acquiring};
-use crate::engine::replicas::Synced;
-use crate::engine::waiting::{Parker, within_deadline};
 use crate::error::{Error, LostReason, Result};
 use crate::owner;
-use crate::protocol::{Kind, Queue, Reentrant, Spinning, Wake};
+use crate::protocol::{Kind, Reentrant};
 use guard::LockGuard;
-
-/// What one acquire attempt got: the guard, or the holder's TTL.
-type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
 
 /// A handle on one named lock of the Redisson family; `Lock` alone (the
 /// default type parameter) is the reentrant lock, byte-for-byte a Redisson
@@ -253,244 +250,6 @@ impl<K: Kind> Lock<K> {
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<K>>> {
         let wait = deadline.saturating_duration_since(Instant::now());
         self.acquire(Some(deadline), Some(wait))
-    }
-
-    /// The first attempt, then wait (on the type's channel, or by its
-    /// backoff), then attempt again after every wake-up or TTL slice until
-    /// `deadline`. A timed wait that gives up runs the type's give-up hook.
-    /// `wait` is the caller's budget as given (Redisson's `waitTime`): a
-    /// fair lock queues the thread with it in whole ms, or with its own
-    /// wait timeout when that is 0, as Redisson does.
-    fn acquire(
-        &self,
-        deadline: Option<Instant>,
-        wait: Option<Duration>,
-    ) -> Result<Option<LockGuard<K>>> {
-        self.acquire_as(deadline, wait, self.owner_field())
-    }
-
-    /// [`Lock::acquire`] for the owner `field`.
-    pub(crate) fn acquire_as(
-        &self,
-        deadline: Option<Instant>,
-        wait: Option<Duration>,
-        field: String,
-    ) -> Result<Option<LockGuard<K>>> {
-        self.check()?;
-        let _active = self.engine.enter()?;
-        let stop = self.engine.stop(self.cancel.as_ref());
-        stop.check()?;
-        let (lease, lease_ms) = self.lease()?;
-        let wait_ms = wait.map_or(0, |wait| {
-            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
-        });
-        let mut observed = self.observe_acquire(wait, lease);
-        let result = self.wait_for(
-            &field,
-            lease,
-            lease_ms,
-            (deadline, stop),
-            wait_ms,
-            &mut observed,
-        );
-        observed.left_wait();
-        // A wait that ends without the lock leaves the queue (a fair lock's
-        // place would otherwise hold up everyone behind it until its
-        // deadline, 5 min by default). Redisson gives up after a timed wait
-        // and, since 4.7.0, a response timeout; this crate also after any
-        // error, of `lock()` too: the place is of no use to anyone then.
-        let gave_up = match &result {
-            Ok(found) => found.is_none(),
-            Err(_) => true,
-        };
-        if K::GIVES_UP && gave_up {
-            let give_up = self
-                .engine
-                .with_logged_sync("give up", &self.name, |con, _| {
-                    self.kind.give_up(con, &field, wait_ms)
-                });
-            if let Err(e) = give_up {
-                log::debug!("redisson-lock: giving up on `{}` failed: {e}", self.name);
-            }
-        }
-        Self::observed(observed, &result, AcquireOutcome::Timeout);
-        result
-    }
-
-    /// The waiting loop every lock type shares. It ends when `stop` is
-    /// set (its error), woken like by a message; a guard got as it was set
-    /// is released on the way out.
-    fn wait_for(
-        &self,
-        field: &str,
-        lease: Duration,
-        lease_ms: u64,
-        (deadline, stop): (Option<Instant>, Stop<'_>),
-        wait_ms: u64,
-        observed: &mut Acquiring,
-    ) -> Result<Option<LockGuard<K>>> {
-        let queue = || Some(Queue { wait_ms });
-        // A guard got as the wait was stopped is dropped: released.
-        let unless_stopped = |guard: LockGuard<K>| stop.check().map(|()| Some(guard));
-        observed.attempted();
-        let mut ttl = match self.attempt(field, lease, lease_ms, queue(), deadline)? {
-            Ok(guard) => return unless_stopped(guard),
-            Err(ttl) => ttl,
-        };
-        observed.contended();
-        let config = &self.engine.config;
-        let now = Instant::now();
-        if deadline.is_some_and(|deadline| now >= deadline) {
-            return Ok(None);
-        }
-        observed.waiting();
-        let fallback = config.watchdog_timeout / 3;
-        // A subscription is waited for at most the holder's TTL.
-        let within =
-            |ttl: Option<Duration>| config.subscription_timeout.min(ttl.unwrap_or(fallback));
-        let wake = self.kind.wake(&self.name, field);
-        let (mut parker, mut backoff) = match &wake {
-            Wake::Channel { channel, entry } => {
-                let on = (&**channel, &**entry);
-                let parker = Parker::subscribe(&self.engine, stop, on, within(ttl), deadline)?;
-                (parker, None)
-            }
-            Wake::Backoff(backoff) => (
-                Parker::sleeper(&self.engine, stop),
-                Some(Spinning::new(*backoff)),
-            ),
-        };
-        // One connection lost while waiting (a server restarting under the
-        // waiters: the attempt right after the subscriber lost its connection
-        // finds the server down) is retried once, after the retry delay; a
-        // refused connection or a timeout is reported at once.
-        let mut dropped = false;
-        loop {
-            stop.check()?;
-            observed.attempted();
-            ttl = match self.attempt(field, lease, lease_ms, queue(), deadline) {
-                Ok(Ok(guard)) => return unless_stopped(guard),
-                Ok(Err(ttl)) => {
-                    dropped = false;
-                    ttl
-                }
-                Err(e) if e.is_connection_dropped() && !dropped => {
-                    dropped = true;
-                    log::debug!("redisson-lock: waiting for `{}`: {e}; retrying", self.name);
-                    Some(config.retry_delay)
-                }
-                Err(e) => return Err(e),
-            };
-            // In a cluster, a subscription whose slot moved or whose master
-            // failed over woke its waiter to subscribe where the slot lives
-            // now, and to try again once subscribed: a release meanwhile
-            // was announced where nobody listened.
-            if parker.refresh(within(ttl))? {
-                continue;
-            }
-            // A key without a TTL: wait for a message, but poll now and then.
-            let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
-            if let Some(backoff) = &mut backoff {
-                wait = wait.min(backoff.next());
-            }
-            let Some(wait) = within_deadline(wait, deadline) else {
-                return Ok(None);
-            };
-            // tests/failpoints.rs: the subscription lost (and a release
-            // announced) after the failed attempt, before the park.
-            crate::failpoint::failpoint!("waiter-before-park");
-            observed.woken(parker.park(wait)?);
-        }
-    }
-
-    /// One acquire attempt: the guard, or the holder's TTL. With replica
-    /// sync checked, an acquisition no replica acknowledged is undone and
-    /// sent again (Redisson's `handleNoSync`), at most the unlock retries
-    /// and only while `deadline` has not passed; then
-    /// [`Error::NotReplicated`].
-    fn attempt(
-        &self,
-        field: &str,
-        lease: Duration,
-        lease_ms: u64,
-        queue: Option<Queue>,
-        deadline: Option<Instant>,
-    ) -> Result<Attempt<K>> {
-        let config = &self.engine.config;
-        let mut retries = 0;
-        loop {
-            let (acquired, synced) = self.attempt_once(field, lease, lease_ms, queue)?;
-            let guard = match acquired {
-                Ok(guard) => guard,
-                Err(ttl) => return Ok(Err(ttl)),
-            };
-            let Some(error) = synced.error("lock", &self.name) else {
-                return Ok(Ok(guard));
-            };
-            if !self.engine.checks_replicas() {
-                log::warn!("redisson-lock: {error}");
-                return Ok(Ok(guard));
-            }
-            // One release, whose own acknowledgement is not waited on
-            // again: the replicas that did not take the lock need not see
-            // it go, and the caller's budget is spent on the next attempt.
-            if let Err(e) = guard.undo() {
-                log::debug!(
-                    "redisson-lock: undoing an unreplicated `{}` failed: {e}",
-                    self.name
-                );
-            }
-            let past = |at: Instant| deadline.is_some_and(|deadline| at >= deadline);
-            if retries >= config.retry_attempts || past(Instant::now() + config.retry_delay) {
-                return Err(error);
-            }
-            retries += 1;
-            std::thread::sleep(config.retry_delay);
-        }
-    }
-
-    /// [`Lock::attempt`] without the replica check.
-    fn attempt_once(
-        &self,
-        field: &str,
-        lease: Duration,
-        lease_ms: u64,
-        queue: Option<Queue>,
-    ) -> Result<(Attempt<K>, Synced)> {
-        let begun = self.begin_attempt(field, lease)?;
-        // The lease counts from the last send that may have set the TTL: a
-        // command sent again after a reply that proves it did not run (in a
-        // cluster: `CLUSTERDOWN`, `BUSY`, a refused connection, a redirect;
-        // up to seconds) starts it afresh, a flagged resend (the first may
-        // have run) does not.
-        let mut sent = None;
-        let acquired = self
-            .engine
-            .with_synced_connection(&self.name, "lock", |con, resend| {
-                if !resend || sent.is_none() {
-                    sent = Some(Instant::now());
-                }
-                if resend {
-                    begun.resending();
-                }
-                let request = begun.request(self, lease_ms, field, resend, queue);
-                self.kind.acquire(con, &request)
-            });
-        let (acquired, synced) = match acquired {
-            Ok((acquired, synced)) => (Ok(acquired), synced),
-            Err(e) => (Err(e), Synced::Yes),
-        };
-        Ok((
-            // Never sent: the lease would count from now.
-            self.finish_attempt(
-                begun,
-                field,
-                lease,
-                sent.unwrap_or_else(Instant::now),
-                acquired,
-            )?,
-            synced,
-        ))
     }
 
     /// The lease an acquisition through this handle sets. (The caller has
