@@ -58,7 +58,7 @@ group_tests() {
   case $1 in
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints" ;;
   resp) echo "trickle hostile_input" ;;
-  mux) echo "multiplexed signals trickle" ;;
+  mux) echo "multiplexed signals trickle shared_resources election doctor" ;;
   unlock) echo "unlock_latch force_unlock conformance multilock" ;;
   esac
 }
