@@ -94,6 +94,9 @@ public final class Bench {
                 case "redlock":
                     out = redlock(client, a);
                     break;
+                case "waiters":
+                    out = waiters(client, a);
+                    break;
                 default:
                     throw new IllegalArgumentException("scenario " + scenario + " does not apply to redisson");
             }
@@ -695,6 +698,114 @@ public final class Bench {
         while (!pending.isEmpty()) {
             pending.removeFirst().join();
         }
+    }
+
+    /**
+     * Issue 36's waiters scenario (bench/src/waiters.rs has the crate's): one thread holds
+     * {@code names} locks (60 s lease), {@code per-name} threads per name wait on each; once
+     * every name has a subscriber and a second more has passed, the holder releases them all and
+     * each waiter takes its name, holds it {@code hold-us}, releases it and waits again until
+     * its name was taken {@code handoffs} times. Hand-off: a release's start to the next
+     * acquisition of that name. Attempts: the server's EVAL/EVALSHA calls less the releases.
+     */
+    static Json waiters(RedissonClient client, Map<String, String> a) throws Exception {
+        int names = (int) num(a, "names", 1_000);
+        int perName = (int) num(a, "per-name", 10);
+        long handoffs = Math.max(num(a, "handoffs", 20), perName);
+        long holdNs = TimeUnit.MICROSECONDS.toNanos(num(a, "hold-us", 200));
+        boolean fair = "fair".equals(a.getOrDefault("lock-type", "lock"));
+        String runId = a.getOrDefault("run-id", "0");
+        java.util.function.IntFunction<RLock> lockOf = i -> fair
+                ? client.getFairLock("bench:wj:" + runId + ":" + i)
+                : client.getLock("bench:wj:" + runId + ":" + i);
+        for (int i = 0; i < names; i++) {
+            lockOf.apply(i).lock(60, TimeUnit.SECONDS);
+        }
+        java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(names);
+        List<long[]>[] taken = new List[names];
+        for (int i = 0; i < names; i++) {
+            taken[i] = java.util.Collections.synchronizedList(new ArrayList<>());
+        }
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < names; i++) {
+            for (int w = 0; w < perName; w++) {
+                final int name = i;
+                Thread t = new Thread(null, () -> {
+                    RLock lock = lockOf.apply(name);
+                    while (true) {
+                        lock.lock(60, TimeUnit.SECONDS);
+                        long acquired = System.nanoTime();
+                        long n = counts.incrementAndGet(name);
+                        hold(holdNs);
+                        long release = System.nanoTime();
+                        lock.unlock();
+                        taken[name].add(new long[] {acquired, release});
+                        if (n >= handoffs) {
+                            break;
+                        }
+                    }
+                }, "waiter-" + i + "-" + w, 256 * 1024);
+                t.start();
+                threads.add(t);
+            }
+        }
+        // Every name has a subscriber (Redisson subscribes once per channel), then a second.
+        RedisSingle single = client.getRedisNodes(RedisNodes.SINGLE);
+        long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(300);
+        while (true) {
+            Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.ALL);
+            long channels = Long.parseLong(info.getOrDefault("pubsub_channels", "0").trim());
+            if (channels >= names || System.nanoTime() > giveUp) {
+                break;
+            }
+            Thread.sleep(50);
+        }
+        Thread.sleep(1_000);
+        long calls0 = scriptCalls(single);
+        long t0 = System.nanoTime();
+        for (int i = 0; i < names; i++) {
+            lockOf.apply(i).unlock();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        long elapsed = System.nanoTime() - t0;
+        long calls = scriptCalls(single) - calls0;
+        long acquisitions = 0;
+        List<Long> gaps = new ArrayList<>();
+        for (int i = 0; i < names; i++) {
+            List<long[]> events = new ArrayList<>(taken[i]);
+            events.sort((x, y) -> Long.compare(x[0], y[0]));
+            acquisitions += events.size();
+            for (int k = 1; k < events.size(); k++) {
+                gaps.add(Math.max(0, events.get(k)[0] - events.get(k - 1)[1]));
+            }
+        }
+        long[] sorted = gaps.stream().mapToLong(Long::longValue).sorted().toArray();
+        long releases = names + acquisitions;
+        return new Json().put("kind", "waiters").put("names", names).put("per_name", perName)
+                .put("waiters", (long) names * perName).put("acquisitions", acquisitions)
+                .put("attempts_per_acquisition", Math.max(0, calls - releases) / (double) Math.max(1, acquisitions))
+                .put("handoff_p50_us", percentile(sorted, 0.50) / 1000.0)
+                .put("handoff_p99_us", percentile(sorted, 0.99) / 1000.0)
+                .put("handoffs_per_s", acquisitions / (elapsed / 1e9));
+    }
+
+    /** The EVAL and EVALSHA calls the server ran so far. */
+    static long scriptCalls(RedisSingle single) {
+        Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.COMMANDSTATS);
+        long calls = 0;
+        for (String key : new String[] {"cmdstat_eval", "cmdstat_evalsha"}) {
+            String v = info.get(key);
+            if (v != null) {
+                for (String part : v.split(",")) {
+                    if (part.startsWith("calls=")) {
+                        calls += Long.parseLong(part.substring(6));
+                    }
+                }
+            }
+        }
+        return calls;
     }
 
     // ------------------------------------------------------------ helpers
