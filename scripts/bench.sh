@@ -23,6 +23,9 @@
 #                              at delay 0);
 #                              10: a thousand threads: the paired measurement with the
 #                              default client at 1, 4, 16, 64, 256 and 1024 threads;
+#                              11: many waiters: 1 and 1000 names x 10 waiters on one
+#                              client, the crate and Redisson, lock and fair lock
+#                              (first repetition only; --quick: 1 and 100 names);
 #                              with --quick, to check one
 #                              scenario: the report then holds that scenario only)
 #
@@ -59,8 +62,8 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --report-only) report_only=1 ;;  # re-render the report from the last run's raw data
     --only) only=${2:-}; shift
-      case "$only" in [1-9]|10) ;; *) echo "--only takes a scenario number, 1 to 10 (7: the paired measurements, 8: on a cluster, 9: through the delay proxy, 10: to 1024 threads)" >&2; exit 2 ;; esac ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+      case "$only" in [1-9]|10|11) ;; *) echo "--only takes a scenario number, 1 to 11 (7: the paired measurements, 8: on a cluster, 9: through the delay proxy, 10: to 1024 threads, 11: many waiters)" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--report-only] [--only N]" >&2; exit 2 ;;
   esac
   shift
@@ -152,6 +155,8 @@ proxy_ping_samples=2000
 # blocks of pair_block_ms x threads/64 in pair_rounds x 64/threads rounds, at
 # least 4).
 s10_threads=${BENCH_S10_THREADS:-1 4 16 64 256 1024}
+# Scenario 11's large shape: this many names x 10 waiters (--quick: 100).
+if [ "$quick" = 1 ]; then s11_names=${BENCH_S11_NAMES:-100}; else s11_names=${BENCH_S11_NAMES:-1000}; fi
 # Scenario 8: the paired measurement on a Redis Cluster of this many masters
 # (no replicas: the lock commands go to masters only), all on the server CPU.
 cluster_masters=3
@@ -729,6 +734,16 @@ for ((rep = 1; rep <= reps; rep++)); do
       else
         paired_default paired_many "$t" 1000
       fi
+    done
+  fi
+  if wanted 11 && [ "$rep" = 1 ]; then
+    for lt in lock fair; do
+      for names in 1 "$s11_names"; do
+        for c in crate redisson; do
+          [ "$c" = crate ] || [ "$java_ok" = 1 ] || continue
+          simple "$c" waiters --names "$names" --per-name 10 --handoffs 20 --lock-type "$lt"
+        done
+      done
     done
   fi
   if wanted 8; then

@@ -20,6 +20,7 @@ mod scale_chart;
 mod scale_targets;
 mod stats;
 mod targets;
+mod waiters;
 mod watchdog;
 
 use std::collections::BTreeMap;

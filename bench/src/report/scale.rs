@@ -64,6 +64,7 @@ pub fn section(w: &mut String, d: &Data, svg_link: &str) {
         "proxied_paired",
         "proxied_contended",
         "paired_many",
+        "waiters",
     ]
     .iter()
     .any(|s| records(d, s).next().is_some());
@@ -93,6 +94,7 @@ pub fn section(w: &mut String, d: &Data, svg_link: &str) {
     proxy(w, d);
     proxied(w, d);
     many(w, d);
+    super::waiters::section(w, d);
     watchdog_curve(w, d, &curve);
 }
 

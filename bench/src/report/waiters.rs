@@ -1,0 +1,134 @@
+//! Issue 36, item 2: many waiters on many names (scenario 11,
+//! bench/src/waiters.rs and Bench.java's `waiters`). One row per contender,
+//! lock type and shape; the goals are checked against the same contender's
+//! 10-waiter row and against Redisson's attempts.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use super::Data;
+use super::scale::{of, records};
+use super::stats::cell;
+
+/// Hand-off p99 at the large shape, at most this times the 10-waiter one.
+const HANDOFF_P99_GOAL: f64 = 1.2;
+/// Live heap per parked waiter beyond its thread's stack, bytes.
+const HEAP_PER_WAITER_GOAL: f64 = 2_048.0;
+
+/// The rows of `contender` and `lock_type` with `waiters` waiters.
+fn rows<'a>(d: &'a Data, contender: &str, lock_type: &str, waiters: u64) -> Vec<&'a Value> {
+    records(d, "waiters")
+        .filter(|r| {
+            r["contender"] == contender
+                && r["lock_type"] == lock_type
+                && r["waiters"].as_u64() == Some(waiters)
+        })
+        .collect()
+}
+
+pub fn section(w: &mut String, d: &Data) {
+    let all: Vec<&Value> = records(d, "waiters").collect();
+    if all.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "### Many waiters (scenario 11)\n\n\
+         One client; one thread holds every name, then `per-name` threads per name wait on it; \
+         once they are all parked the holder releases every name and each waiter takes its \
+         name, holds it 200 µs, releases it and waits again, until the name was taken 20 times \
+         (each waiter once at least). A hand-off is a release's start to the next acquisition of \
+         that name; attempts are the server's script calls less the releases, per acquisition \
+         (a waiter that releases and queues again races the one it woke: about 2 for an unfair \
+         lock; a thundering herd reads near `per-name`). Heap and RSS per parked waiter are the \
+         crate's (threads of 64 KiB stacks, reserved). Goals: hand-off p99 at 10,000 waiters ≤ \
+         {HANDOFF_P99_GOAL}× the same contender's at 10, attempts no more than Redisson's, heap \
+         per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B.\n\n\
+         | contender | lock | names × per name | acquisitions | attempts per acquisition | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|",
+    );
+    let mut shapes: Vec<(String, String, u64, u64, u64)> = all
+        .iter()
+        .map(|r| {
+            (
+                r["contender"].as_str().unwrap_or("?").to_owned(),
+                r["lock_type"].as_str().unwrap_or("lock").to_owned(),
+                r["waiters"].as_u64().unwrap_or(0),
+                r["names"].as_u64().unwrap_or(0),
+                r["per_name"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    shapes.sort();
+    shapes.dedup();
+    for (contender, lock_type, waiters, names, per_name) in shapes {
+        let at = rows(d, &contender, &lock_type, waiters);
+        let p99 = of(at.iter().copied(), "handoff_p99_us");
+        let base = of(rows(d, &contender, &lock_type, 10), "handoff_p99_us");
+        let vs_base = match (p99, base) {
+            (Some(p), Some(b)) if waiters > 10 && b.median > 0.0 => {
+                let r = p.median / b.median;
+                let mark = if r <= HANDOFF_P99_GOAL { "✓" } else { "✗" };
+                format!("{r:.2}× {mark}")
+            }
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            w,
+            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {} | {} | {vs_base} | {} | {} | {} | {} |",
+            cell(of(at.iter().copied(), "acquisitions")),
+            cell(of(at.iter().copied(), "attempts_per_acquisition")),
+            cell(of(at.iter().copied(), "handoff_p50_us")),
+            cell(p99),
+            cell(of(at.iter().copied(), "handoffs_per_s")),
+            cell(of(at.iter().copied(), "subscriber_cpu_us_per_message")),
+            cell(of(at.iter().copied(), "heap_per_waiter_b")),
+            cell(of(at.iter().copied(), "rss_per_waiter_b")),
+        );
+    }
+    let _ = writeln!(w);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(contender: &str, names: u64, p99: f64) -> Value {
+        json!({"scenario": "waiters", "contender": contender, "lock_type": "lock",
+               "names": names, "per_name": 10, "waiters": names * 10,
+               "acquisitions": names * 20, "attempts_per_acquisition": 2.0,
+               "handoff_p50_us": p99 / 2.0, "handoff_p99_us": p99})
+    }
+
+    #[test]
+    fn the_large_shape_is_held_to_the_ten_waiters_p99() {
+        let d = Data {
+            records: vec![
+                row("crate", 1, 1_000.0),
+                row("crate", 1_000, 1_100.0),
+                row("redisson", 1, 1_000.0),
+                row("redisson", 1_000, 1_500.0),
+            ],
+            machine: BTreeMap::new(),
+        };
+        let mut w = String::new();
+        section(&mut w, &d);
+        assert!(w.contains("| crate | lock | 1000 × 10 |"), "{w}");
+        assert!(w.contains("1.10× ✓"), "{w}");
+        assert!(w.contains("1.50× ✗"), "{w}");
+        let mut empty = String::new();
+        section(
+            &mut empty,
+            &Data {
+                records: vec![],
+                machine: BTreeMap::new(),
+            },
+        );
+        assert!(empty.is_empty());
+    }
+}
