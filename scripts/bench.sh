@@ -741,6 +741,9 @@ for ((rep = 1; rep <= reps; rep++)); do
       for names in 1 "$s11_names"; do
         for c in crate redisson; do
           [ "$c" = crate ] || [ "$java_ok" = 1 ] || continue
+          # Redisson's fair lock with 1,000 waiters did not finish within the
+          # quick run's 15 minutes (2026-11-28): its large shape is the crate's.
+          [ "$c" = crate ] || [ "$lt" = lock ] || [ "$names" = 1 ] || continue
           simple "$c" waiters --names "$names" --per-name 10 --handoffs 20 --lock-type "$lt"
         done
       done
