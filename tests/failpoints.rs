@@ -545,7 +545,7 @@ fn a_shutdown_during_a_long_renewal_run_sends_no_more_of_its_rounds() {
     let server = RedisServer::start();
     // 20,000 locks: ten rounds of 2,000 (20 calls of 100) per run.
     let client = server.watchdog_client(Duration::from_secs(6));
-    let lock = |i: usize| client.lock(&format!("run-{i}")).lock().expect("lock");
+    let lock = |i: usize| client.lock(format!("run-{i}")).lock().expect("lock");
     let guards: Vec<_> = (0..20_000).map(lock).collect();
     // Each round now takes 2 s before its send: a 10 s run on two lines.
     let rounds = Arc::new(Mutex::new(0usize));
