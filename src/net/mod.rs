@@ -16,6 +16,8 @@ pub(crate) mod resend;
 pub(crate) mod resp;
 pub(crate) mod scatter;
 pub(crate) mod stream;
+#[cfg(test)]
+pub(crate) mod test_server;
 pub(crate) mod tls;
 
 /// The `ConnectionLike` methods that a decorator over the connection in its

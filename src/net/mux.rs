@@ -272,3 +272,6 @@ impl Drop for Shared {
         self.discard();
     }
 }
+
+#[cfg(test)]
+mod tests;
