@@ -39,6 +39,10 @@
 //!   rounds: a shutdown sends none of the run's later rounds (it waits
 //!   for those in flight only).
 //!
+//! - `read-trickle` (every read of the crate's sockets waits and brings
+//!   one byte): a reply trickled over seconds fails at the response
+//!   timeout, pooled and multiplexed (issue 29 item 6).
+//!
 //! And one race with no fail point of its own: a reply cut mid-way by the
 //! response timeout (the test proxy's `Fault::SplitReply` forwards its
 //! first bytes and holds the rest until the caller timed out). The caller
@@ -470,6 +474,50 @@ fn a_reply_cut_by_the_response_timeout_is_not_resent_and_its_tail_never_read() {
             "{mode}: resent"
         );
     }
+}
+
+/// Issue 29 item 6: the response timeout bounds a whole reply, not each
+/// read. `read-trickle` makes every read of the crate's sockets wait 30 ms
+/// and bring one byte: a server trickling a reply of ~150 bytes over
+/// seconds, each read well inside the timeout. The call must fail at about
+/// the response timeout (outcome unknown), not succeed seconds later.
+#[test]
+fn a_reply_trickled_a_byte_a_read_times_out_at_the_response_timeout() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let response_timeout = Duration::from_millis(300);
+    for (mode, builder) in [
+        ("pooled", Client::builder(server.url()).pool_size(1)),
+        ("multiplexed", Client::builder(server.url()).multiplexed(1)),
+    ] {
+        let client = builder
+            .response_timeout(response_timeout)
+            .build()
+            .expect("client");
+        let name = format!("trickled-{mode}");
+        let guard = client.lock(&name).lock().expect("hold");
+        let info = client.inspect(&name).expect("inspect, promptly");
+        assert_eq!(info.holders.len(), 1, "{mode}");
+        fail::cfg("read-trickle", "return(30)").expect("fail point");
+        let (trickled, took) = support::timed(|| client.inspect(&name));
+        fail::remove("read-trickle");
+        let Err(e) = trickled else {
+            panic!("{mode}: a reply trickled over {took:?} was taken whole (per-read timeout)");
+        };
+        assert!(
+            matches!(e, Error::Timeout { .. }),
+            "{mode}: expected a timeout, got {e:?}"
+        );
+        assert!(
+            took < response_timeout * 4,
+            "{mode}: the timeout came after {took:?}"
+        );
+        // The client goes on, on a fresh connection.
+        assert_eq!(client.inspect(&name).expect("inspect").holders.len(), 1);
+        guard.unlock().expect("unlock");
+    }
+    scenario.teardown();
 }
 
 /// Stops the first thread that reaches fail point `name` there, until the

@@ -162,6 +162,20 @@ impl Stream {
     /// `Interrupted` error (for a caller that looks at its deadline before
     /// reading again; [`Read::read`] reads again at once).
     pub(crate) fn read_once(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // tests/failpoints.rs, `read-trickle` set to `return(ms)`: a server
+        // trickling its replies, each read waiting `ms` and bringing one
+        // byte (or a timeout, when nothing is there).
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("read-trickle", |ms: Option<String>| {
+            let ms = ms.and_then(|ms| ms.parse().ok()).unwrap_or(10);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let one = buf.len().min(1);
+            self.read_raw(&mut buf[..one])
+        });
+        self.read_raw(buf)
+    }
+
+    fn read_raw(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             #[cfg(unix)]
