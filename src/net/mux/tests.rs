@@ -84,6 +84,19 @@ fn checkouts_fill_the_first_socket_to_its_depth_before_the_next_opens() {
 }
 
 #[test]
+fn with_every_socket_at_its_depth_checkouts_go_to_the_least_loaded() {
+    let server = TestServer::start();
+    let connector = connector(server.port, Duration::from_secs(3));
+    let mux = Mux::new(2);
+    let shares: Vec<Shared> = (0..2 * super::DEPTH + 4)
+        .map(|_| checkout(&mux, &connector))
+        .collect();
+    let on_first = shares.iter().filter(|s| s.index == 0).count();
+    assert_eq!(on_first, super::DEPTH + 2, "balanced past the depth");
+    assert_eq!(mux.state(), (2, 0));
+}
+
+#[test]
 fn a_failed_open_is_tried_again_by_the_next_caller() {
     let port = free_port();
     let connector = connector(port, Duration::from_secs(3));
@@ -181,6 +194,16 @@ fn a_caller_that_gives_up_abandons_its_request_and_the_socket_stays() {
     );
     assert!(shared.is_open());
 
+    // A reply that comes within the limit is the caller's.
+    shared
+        .send_packed(&packed(&["BLPOP", "absent", "0.2"]))
+        .expect("sent");
+    assert_eq!(
+        shared
+            .recv_within(Duration::from_secs(2), Duration::from_secs(5))
+            .expect("within the limit"),
+        Value::Nil
+    );
     // A limit no shorter than the response timeout is the socket's own.
     shared
         .send_packed(&packed(&["BLPOP", "absent", "0.3"]))
@@ -341,4 +364,60 @@ fn many_threads_on_one_socket_get_their_own_replies_promptly() {
         assert!(slowest < Duration::from_millis(1500), "{slowest:?}");
     }
     assert_eq!(mux.state(), (1, 1));
+}
+
+/// A server that answers the handshake's `PING`, then reads `requests`
+/// commands and answers them all with `reply` in one write.
+fn scripted_server(requests: usize, reply: &'static [u8]) -> (u16, thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = thread::spawn(move || {
+        let (mut socket, _) = listener.accept().expect("accept");
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        let count = |seen: &[u8]| seen.windows(4).filter(|w| w == b"PING").count();
+        let mut answered_handshake = false;
+        while count(&seen) < requests + 1 {
+            let n = socket.read(&mut buf).expect("read");
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if !answered_handshake && count(&seen) >= 1 {
+                socket.write_all(b"+PONG\r\n").expect("write");
+                answered_handshake = true;
+            }
+        }
+        socket.write_all(reply).expect("write");
+        // Held open until the client closes it.
+        let _ = socket.read(&mut buf);
+    });
+    (port, server)
+}
+
+#[test]
+fn replies_read_before_garbage_still_reach_their_callers() {
+    // Two requests; their first reply comes, then bytes that are no RESP,
+    // in the same read: the first caller keeps its reply, the second gets
+    // a dropped connection.
+    let (port, server) = scripted_server(2, b"+FIRST\r\n\x00garbage\r\n");
+    let connector = connector(port, Duration::from_secs(3));
+    let mux = Mux::new(1);
+    let mut first = checkout(&mux, &connector);
+    first.send_packed(&packed(&["PING"])).expect("sent");
+    let mut second = checkout(&mux, &connector);
+    let e = second
+        .request_one(&packed(&["PING"]))
+        .expect_err("garbage for a reply");
+    assert!(e.is_connection_dropped(), "{e}");
+    assert_eq!(
+        first
+            .recv_within(Duration::from_secs(3), Duration::from_secs(3))
+            .expect("its reply, read before the garbage"),
+        Value::SimpleString("FIRST".into())
+    );
+    assert!(!first.is_open());
+    drop((first, second));
+    server.join().expect("server");
 }
