@@ -716,4 +716,112 @@ mod tests {
             assert_eq!(LeaseOutcome::of_error(&error), outcome, "{error:?}");
         }
     }
+
+    #[test]
+    fn a_hold_handed_off_ends_its_waiters_and_channels_without_loss() {
+        let hold = Arc::new(hold(LONG));
+        assert!(!hold.is_over());
+        let lost = hold.lost_channel();
+        let waiter = {
+            let hold = Arc::clone(&hold);
+            std::thread::spawn(move || hold.wait_lost(None))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        hold.hand_off();
+        assert_eq!(waiter.join().expect("waiter"), None, "no loss");
+        assert_eq!(
+            lost.recv_timeout(SHORT),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        );
+        assert!(hold.is_over() && !hold.is_lost());
+        // A channel asked for afterwards is disconnected at once too.
+        assert_eq!(
+            hold.lost_channel().recv_timeout(SHORT),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        );
+        // A lost hold stays lost: a hand-off after it changes nothing.
+        let lost_first = lost_hold();
+        lost_first.hand_off();
+        assert_eq!(lost_first.lost_reason(), Some(LostReason::KeyGone));
+        assert!(lost_first.is_over());
+    }
+
+    fn lost_hold() -> Hold {
+        let hold = hold(LONG);
+        hold.mark_lost(LostReason::KeyGone);
+        hold
+    }
+
+    #[test]
+    fn a_hold_is_over_once_it_ended_or_is_lost_and_not_before() {
+        let ended = hold(LONG);
+        assert!(!ended.is_over());
+        ended.end();
+        assert!(ended.is_over());
+        assert!(lost_hold().is_over());
+    }
+
+    /// CPU time this thread has used, in clock ticks (Linux).
+    #[cfg(target_os = "linux")]
+    fn thread_cpu_ticks() -> u64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("stat");
+        // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_waiting_for_a_loss_sleeps() {
+        let hold = hold(LONG);
+        let before = thread_cpu_ticks();
+        let until = Instant::now() + Duration::from_millis(400);
+        assert_eq!(hold.wait_lost(Some(until)), None);
+        assert!(Instant::now() >= until);
+        // A spinning wait would take ~40 ticks (100 a second) here.
+        let used = thread_cpu_ticks() - before;
+        assert!(used < 10, "{used} ticks of CPU while waiting");
+    }
+
+    #[test]
+    fn a_renewal_that_gets_through_ends_the_run_of_failures() {
+        let hold = hold(LONG);
+        let error = Error::Timeout {
+            operation: "renew",
+            after: SHORT,
+        };
+        hold.renewal_failed(&error);
+        assert!(hold.renewal_failing.load(Ordering::Acquire));
+        hold.expiring_raised.store(true, Ordering::Release);
+        hold.renewal_succeeded();
+        assert!(!hold.renewal_failing.load(Ordering::Acquire));
+        assert!(!hold.expiring_raised.load(Ordering::Acquire), "re-armed");
+    }
+
+    #[test]
+    fn unknown_outcomes_raised_to_the_same_bound_are_kept_once() {
+        let hold = hold(LONG);
+        let (a, b) = (hold.begin_lease(LONG), hold.begin_lease(LONG));
+        hold.end_lease(a, LeaseOutcome::Unknown);
+        hold.end_lease(b, LeaseOutcome::Unknown);
+        answered(&hold, LONG, LeaseOutcome::Set);
+        // Both raised to the answered command's send + LONG: one kept,
+        // beside the answered command.
+        assert_eq!(hold.ledger.lock().entries.len(), 2);
+    }
+
+    #[test]
+    fn the_lease_clock_tells_commands_sent_after_it() {
+        let hold = hold(LONG);
+        answered(&hold, LONG, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
+        let clock = hold.lease_clock();
+        assert!(!hold.lease_begun_since(clock, None), "none since");
+        let ticket = hold.begin_lease(LONG);
+        assert!(hold.lease_begun_since(clock, None));
+        assert!(!hold.lease_begun_since(clock, Some(ticket.id)), "mine");
+        hold.end_lease(ticket, LeaseOutcome::Set);
+        assert!(!hold.lease_begun_since(hold.lease_clock(), None));
+    }
 }
