@@ -455,3 +455,30 @@ fn a_reentry_of_unknown_outcome_still_bounds_the_deadline_after_a_later_reply() 
     drop(later);
     drop(guard);
 }
+
+/// A loss that the unlock itself finds (the key deleted behind the
+/// holder's back, no renewal in between) is the unlock's error, not an
+/// event: no guard relies on the hold any more. Its lost signal still
+/// hears of it, and says so in its `Debug`.
+#[test]
+fn a_loss_the_unlock_finds_is_its_error_and_raises_no_lost_event() {
+    let server = RedisServer::start();
+    let events = Recorder::default();
+    let client = recorded_client(&server.url(), Duration::from_secs(30), &events);
+    let guard = client.lock("deleted").lock().expect("lock");
+    let signal = guard.lost_signal();
+    assert_eq!(
+        format!("{signal:?}"),
+        r#"LostSignal { name: "deleted", lost: None }"#
+    );
+    let _: i64 = server.cmd(&["DEL", "deleted"]);
+    let unlocked = guard.unlock();
+    assert!(matches!(unlocked, Err(Error::NotHeld { .. })), "{unlocked:?}");
+    assert_eq!(signal.reason(), Some(LostReason::KeyGone));
+    assert_eq!(
+        format!("{signal:?}"),
+        r#"LostSignal { name: "deleted", lost: Some(KeyGone) }"#
+    );
+    assert!(events.of("lost", "deleted").is_empty(), "{:?}", events.of("lost", "deleted"));
+    assert_eq!(events.of("acquired", "deleted").len(), 1);
+}
