@@ -250,6 +250,45 @@ fn a_waiter_behind_a_slow_leader_is_answered_within_the_response_timeout() {
 }
 
 #[test]
+fn a_waiter_that_gives_up_leaves_the_socket_to_the_others() {
+    let server = TestServer::start();
+    let connector = Arc::new(connector(server.port, Duration::from_secs(3)));
+    let mux = Arc::new(Mux::new(1));
+    let slow = {
+        let (mux, connector) = (Arc::clone(&mux), Arc::clone(&connector));
+        thread::spawn(move || {
+            let mut shared = checkout(&mux, &connector);
+            shared.request_one(&packed(&["BLPOP", "absent", "1"]))
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    // Behind the slow one (its leader reads): it waits, and gives up.
+    let mut shared = checkout(&mux, &connector);
+    shared.send_packed(&packed(&["PING"])).expect("sent");
+    let began = Instant::now();
+    let e = shared
+        .recv_within(Duration::from_millis(200), Duration::from_secs(3))
+        .expect_err("given up");
+    assert!(e.is_timeout(), "{e}");
+    assert!(
+        began.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(shared.is_open(), "the socket is kept");
+    assert_eq!(
+        slow.join()
+            .expect("thread")
+            .expect("the slow one is answered"),
+        Value::Nil
+    );
+    assert_eq!(
+        shared.request_one(&packed(&["PING"])).expect("ping"),
+        pong()
+    );
+}
+
+#[test]
 fn a_connection_killed_mid_request_fails_it_at_once_and_suspects_the_server() {
     let server = TestServer::start();
     let connector = connector(server.port, Duration::from_secs(5));
