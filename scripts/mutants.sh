@@ -55,14 +55,14 @@ group_files() {
 # Features a group's tests need (tests/failpoints.rs: `failpoints`).
 group_features() {
   case $1 in
-  holds) echo "failpoints" ;;
+  holds | mux) echo "failpoints" ;;
   esac
 }
 group_tests() {
   case $1 in
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints" ;;
   resp) echo "trickle hostile_input" ;;
-  mux) echo "multiplexed signals trickle shared_resources election doctor" ;;
+  mux) echo "multiplexed signals trickle failpoints" ;;
   unlock) echo "unlock_latch force_unlock conformance multilock" ;;
   esac
 }
