@@ -1,0 +1,358 @@
+//! Checked histories of `redisson-lock run` under faults: the fifth tool of
+//! RELIABILITY.md ("Checked histories"), for the command-line tool.
+//!
+//! Worker threads run jobs through `redisson-lock run` in a loop, on one
+//! lock and on a semaphore of two permits. Each job records what it does
+//! in a shared history file (an `O_APPEND` line per event, with the time
+//! from `date +%s%N`): its start, its end, and, for half of them, the
+//! beats of a background process (`cmd &`) that outlives the job's own
+//! process by up to 300 ms. A chaos thread meanwhile stops jobs as Ctrl-Z
+//! does (SIGTSTP to the job's group or to the wrapper; SIGCONT to the
+//! wrapper, `fg`, after 0.2 to 3.5 s: often past the 2 s lease, which
+//! nothing renews while stopped), and SIGTERMs and SIGKILLs wrappers.
+//!
+//! The checker then reads the history:
+//! - **exclusion**: a job's events span an interval during which it ran;
+//!   the intervals of one name never overlap more than its permits (1 for
+//!   the lock, 2 for the semaphore);
+//! - **liveness**: a run no fault touched exits 0 (a healthy job is never
+//!   killed as if its lock were lost).
+//!
+//! `CLI_HISTORY_SECS` sets the chaos's length (default 20 s; the long run
+//! in RELIABILITY.md is `CLI_HISTORY_SECS=600`).
+#![allow(unsafe_code)] // kill(2) of the test's own processes
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Tmp, spawn_run, state};
+use support::RedisServer;
+
+/// A run in progress: its wrapper's pid and the job's id.
+#[derive(Clone)]
+struct Running {
+    wrapper: i32,
+    job: String,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Per worker, its run in progress.
+    running: HashMap<usize, Running>,
+    /// Jobs a fault was aimed at (their exit code is not checked).
+    faulted: HashSet<String>,
+    /// Every run: job id, name, exit code (`None`: killed by a signal).
+    exits: Vec<(String, String, Option<i32>)>,
+    faults: BTreeMap<&'static str, usize>,
+}
+
+/// The names and how many may run at once.
+const NAMES: [(&str, usize); 2] = [("hist-lock", 1), ("hist-pool", 2)];
+
+fn job_script(tmp: &Tmp, id: &str, name: &str, background: bool) -> String {
+    let history = tmp.path("history");
+    let pgid = tmp.path(&format!("{id}.pgid"));
+    let event = |kind: &str| format!("echo \"{id} {name} {kind} $(date +%s%N)\" >> {history}");
+    let beats = if background {
+        format!(
+            "( for k in 1 2 3; do sleep 0.1; {}; done ) & ",
+            event("beat")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "echo $$ > {pgid}; {}; {beats}sleep 0.$(( $$ % 3 + 1 )); {}",
+        event("start"),
+        event("end")
+    )
+}
+
+fn worker(
+    url: String,
+    tmp: Arc<Tmp>,
+    book: Arc<Mutex<Book>>,
+    stop: Arc<AtomicBool>,
+    w: usize,
+    (name, permits): (&'static str, usize),
+) {
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let id = format!("w{w}-{i}");
+        let script = job_script(&tmp, &id, name, i % 2 == 0);
+        let permits_arg = permits.to_string();
+        let mut args = vec!["run", "--watchdog-timeout", "2s", "-w", "60"];
+        if permits > 1 {
+            args.extend(["--permits", &permits_arg]);
+        }
+        args.extend([name, "--", "sh", "-c", &script]);
+        let child: Child = spawn_run(&url, &args);
+        let wrapper = i32::try_from(child.id()).expect("pid");
+        book.lock().expect("book").running.insert(
+            w,
+            Running {
+                wrapper,
+                job: id.clone(),
+            },
+        );
+        let code = wait(child, Duration::from_secs(90));
+        let mut book = book.lock().expect("book");
+        book.running.remove(&w);
+        book.exits.push((id, name.to_owned(), code));
+    }
+}
+
+/// The exit code (`None`: ended by a signal); a run that does not end in
+/// `within` is killed and fails the test.
+fn wait(mut child: Child, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a run did not end within {within:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (at most `within`) until `pid` is stopped.
+fn stopped_within(pid: i32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        match state(pid) {
+            Some('T') => return true,
+            None | Some('Z') => return false,
+            _ => thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    false
+}
+
+fn chaos(tmp: &Tmp, book: &Mutex<Book>, until: Instant, seed: u64) {
+    let mut rng = seed;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    while Instant::now() < until {
+        thread::sleep(Duration::from_millis(200 + next() % 400));
+        let target = {
+            let book = book.lock().expect("book");
+            let running: Vec<Running> = book.running.values().cloned().collect();
+            if running.is_empty() {
+                continue;
+            }
+            running[(next() % running.len() as u64) as usize].clone()
+        };
+        let fault = match next() % 10 {
+            0..=5 => "ctrl-z",
+            6 | 7 => "sigterm",
+            _ => "sigkill",
+        };
+        {
+            let mut book = book.lock().expect("book");
+            if !book.running.values().any(|r| r.job == target.job) {
+                continue;
+            }
+            book.faulted.insert(target.job.clone());
+            *book.faults.entry(fault).or_default() += 1;
+        }
+        match fault {
+            "ctrl-z" => {
+                // To the job's group (a terminal's Ctrl-Z) or to the wrapper.
+                let pgid = std::fs::read_to_string(tmp.path(&format!("{}.pgid", target.job)))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok());
+                match pgid {
+                    Some(pgid) if next() % 2 == 0 => kill_quietly(-pgid, libc::SIGTSTP),
+                    _ => kill_quietly(target.wrapper, libc::SIGTSTP),
+                }
+                // `fg`: once the wrapper stopped itself (never before: a
+                // SIGCONT it gets first would leave it stopped for good).
+                if stopped_within(target.wrapper, Duration::from_secs(3)) {
+                    thread::sleep(Duration::from_millis(200 + next() % 3300));
+                    kill_quietly(target.wrapper, libc::SIGCONT);
+                }
+            }
+            "sigterm" => kill_quietly(target.wrapper, libc::SIGTERM),
+            _ => kill_quietly(target.wrapper, libc::SIGKILL),
+        }
+    }
+}
+
+/// `kill(pid, signal)` (a negative `pid`: to that group), a process gone
+/// meanwhile being no error; only ever to processes this test started.
+fn kill_quietly(pid: i32, sig: i32) {
+    // SAFETY: kill takes plain integers.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// One job's events: its name and the interval they span.
+fn intervals(history: &str) -> BTreeMap<String, (String, u128, u128)> {
+    let mut jobs: BTreeMap<String, (String, u128, u128)> = BTreeMap::new();
+    for line in history.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [id, name, _kind, at] = fields[..] else {
+            panic!("a malformed history line: {line:?}");
+        };
+        let at: u128 = at.parse().expect("a time");
+        let job = jobs
+            .entry(id.to_owned())
+            .or_insert_with(|| (name.to_owned(), at, at));
+        job.1 = job.1.min(at);
+        job.2 = job.2.max(at);
+    }
+    jobs
+}
+
+/// The exclusion violations: for each name, sets of jobs whose intervals
+/// overlap more than its permits allow.
+fn exclusion_violations(jobs: &BTreeMap<String, (String, u128, u128)>) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (name, permits) in NAMES {
+        // Starts before ends at the same instant would be an overlap of
+        // zero length: ends first.
+        let mut points: Vec<(u128, i32, &str)> = Vec::new();
+        for (id, (n, start, end)) in jobs {
+            if n == name {
+                points.push((*start, 1, id));
+                points.push((*end, -1, id));
+            }
+        }
+        points.sort_by_key(|&(at, delta, _)| (at, delta));
+        let mut open: Vec<&str> = Vec::new();
+        // A job with one event ends "before" it starts in that order.
+        let mut ended_first: HashSet<&str> = HashSet::new();
+        for (_, delta, id) in points {
+            if delta > 0 {
+                if ended_first.remove(id) {
+                    continue;
+                }
+                open.push(id);
+                if open.len() > permits {
+                    violations.push(format!("{name}: {} at once", open.join(", ")));
+                }
+            } else if open.contains(&id) {
+                open.retain(|o| *o != id);
+            } else {
+                ended_first.insert(id);
+            }
+        }
+    }
+    violations
+}
+
+#[test]
+fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
+    let server = RedisServer::start();
+    let tmp = Arc::new(Tmp::new("history"));
+    std::fs::write(tmp.path("history"), "").expect("history file");
+    let secs: u64 = std::env::var("CLI_HISTORY_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let book = Arc::new(Mutex::new(Book::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..7)
+        .map(|w| {
+            let (url, tmp, book, stop) = (
+                server.url(),
+                Arc::clone(&tmp),
+                Arc::clone(&book),
+                Arc::clone(&stop),
+            );
+            // 3 workers on the lock, 4 on the two permits.
+            let name = if w < 3 { NAMES[0] } else { NAMES[1] };
+            thread::spawn(move || worker(url, tmp, book, stop, w, name))
+        })
+        .collect();
+    let seed = u64::from(std::process::id()) | 1;
+    chaos(
+        &tmp,
+        &book,
+        Instant::now() + Duration::from_secs(secs),
+        seed,
+    );
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    // Background beats of the last jobs.
+    thread::sleep(Duration::from_millis(500));
+
+    let history = std::fs::read_to_string(tmp.path("history")).expect("history");
+    let jobs = intervals(&history);
+    let book = book.lock().expect("book");
+    let unfaulted_failures: Vec<_> = book
+        .exits
+        .iter()
+        .filter(|(id, _, code)| !book.faulted.contains(id) && *code != Some(0))
+        .collect();
+    let violations = exclusion_violations(&jobs);
+    eprintln!(
+        "cli history (seed {seed}): {} runs, {} jobs started, {} events, faults {:?}, \
+         exclusion violations {}, unfaulted runs not exiting 0: {}",
+        book.exits.len(),
+        jobs.len(),
+        history.lines().count(),
+        book.faults,
+        violations.len(),
+        unfaulted_failures.len()
+    );
+    if !violations.is_empty() {
+        // The first offender's story, for the reader.
+        let first = violations[0]
+            .split([':', ',', ' '])
+            .find(|w| w.starts_with('w'));
+        if let Some(id) = first {
+            let events: Vec<&str> = history
+                .lines()
+                .filter(|l| l.starts_with(&format!("{id} ")))
+                .collect();
+            let exit = book.exits.iter().find(|(j, _, _)| j == id);
+            eprintln!(
+                "{id}: events {events:?}, exit {exit:?}, faulted {}",
+                book.faulted.contains(id)
+            );
+        }
+    }
+    assert!(violations.is_empty(), "jobs ran at once: {violations:#?}");
+    assert!(
+        unfaulted_failures.is_empty(),
+        "runs no fault touched did not exit 0: {unfaulted_failures:?}"
+    );
+    assert!(jobs.len() >= 10, "too few jobs ran: {}", jobs.len());
+}
+
+#[test]
+fn the_checker_finds_overlaps_and_allows_permits() {
+    let history = "a hist-lock start 10\na hist-lock end 20\nb hist-lock start 20\n\
+                   b hist-lock beat 25\nb hist-lock end 30\nc hist-lock start 29\nc hist-lock end 40\n\
+                   p hist-pool start 0\nq hist-pool start 1\np hist-pool end 9\nq hist-pool end 9\n";
+    let violations = exclusion_violations(&intervals(history));
+    assert_eq!(violations, ["hist-lock: b, c at once"]);
+    let three = "p hist-pool start 0\nq hist-pool start 1\nr hist-pool start 2\n\
+                 p hist-pool end 9\nq hist-pool end 9\nr hist-pool end 9\n";
+    assert_eq!(exclusion_violations(&intervals(three)).len(), 1);
+    // A job with a single event (killed right after its start) closes.
+    let single = "a hist-lock start 5\nb hist-lock start 6\nb hist-lock end 8\n";
+    assert!(exclusion_violations(&intervals(single)).is_empty());
+}
