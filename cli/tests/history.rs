@@ -2,13 +2,14 @@
 //! RELIABILITY.md ("Checked histories"), for the command-line tool.
 //!
 //! Worker threads run jobs through `redisson-lock run` in a loop, on one
-//! lock and on a semaphore of two permits. Each job records what it does
-//! in a shared history file (an `O_APPEND` line per event, with the time
-//! from `date +%s%N`): its start, its end, and, for half of them, the
-//! beats of a background process (`cmd &`) that outlives the job's own
-//! process by up to 300 ms. A chaos thread meanwhile stops jobs as Ctrl-Z
+//! lock and on a semaphore of two permits. Each job (a few lines of
+//! `python3`) records what it does in a shared history file (an `O_APPEND`
+//! line per event, with the wall clock in ns): its start, its end, every
+//! SIGCONT it gets (at once, from a signal handler), and, for half of them,
+//! the beats of a background process that outlives the job's own process
+//! by up to 300 ms. A chaos thread meanwhile stops jobs as Ctrl-Z
 //! does (SIGTSTP to the job's group or to the wrapper; SIGCONT to the
-//! wrapper, `fg`, after 0.2 to 3.5 s: often past the 2 s lease, which
+//! wrapper, `fg`, after 1 to 4.5 s: often past the 2 s lease, which
 //! nothing renews while stopped), and SIGTERMs and SIGKILLs wrappers.
 //!
 //! The checker then reads the history:
@@ -18,7 +19,7 @@
 //! - **liveness**: a run no fault touched exits 0 (a healthy job is never
 //!   killed as if its lock were lost).
 //!
-//! `CLI_HISTORY_SECS` sets the chaos's length (default 20 s; the long run
+//! `CLI_HISTORY_SECS` sets the chaos's length (default 30 s; the long run
 //! in RELIABILITY.md is `CLI_HISTORY_SECS=600`).
 #![allow(unsafe_code)] // kill(2) of the test's own processes
 
@@ -58,23 +59,40 @@ struct Book {
 /// The names and how many may run at once.
 const NAMES: [(&str, usize); 2] = [("hist-lock", 1), ("hist-pool", 2)];
 
-fn job_script(tmp: &Tmp, id: &str, name: &str, background: bool) -> String {
-    let history = tmp.path("history");
-    let pgid = tmp.path(&format!("{id}.pgid"));
-    let event = |kind: &str| format!("echo \"{id} {name} {kind} $(date +%s%N)\" >> {history}");
-    let beats = if background {
-        format!(
-            "( for k in 1 2 3; do sleep 0.1; {}; done ) & ",
-            event("beat")
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "echo $$ > {pgid}; {}; {beats}sleep 0.$(( $$ % 3 + 1 )); {}",
-        event("start"),
-        event("end")
-    )
+/// The job: a small Python program (started in a few tens of ms) that
+/// records its start, its end 100 to 300 ms later, the beats of a
+/// background child when asked, and, at once, every SIGCONT it gets: a job
+/// continued after its lock was lost records it before anyone can kill it.
+const JOB: &str = r#"
+import os, sys, time, signal
+history, job, name, background = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+def event(kind):
+    with open(history, "a") as f:
+        f.write(f"{job} {name} {kind} {time.time_ns()}\n")
+signal.signal(signal.SIGCONT, lambda *_: event("cont"))
+with open(sys.argv[5], "w") as f:
+    f.write(str(os.getpid()))
+event("start")
+if background and os.fork() == 0:
+    for _ in range(3):
+        time.sleep(0.1)
+        event("beat")
+    os._exit(0)
+time.sleep(0.1 * (1 + os.getpid() % 3))
+event("end")
+"#;
+
+fn job_args(tmp: &Tmp, id: &str, name: &str, background: bool) -> Vec<String> {
+    vec![
+        "python3".into(),
+        "-c".into(),
+        JOB.into(),
+        tmp.path("history"),
+        id.into(),
+        name.into(),
+        if background { "1" } else { "0" }.into(),
+        tmp.path(&format!("{id}.pgid")),
+    ]
 }
 
 fn worker(
@@ -89,13 +107,14 @@ fn worker(
     while !stop.load(Ordering::Relaxed) {
         i += 1;
         let id = format!("w{w}-{i}");
-        let script = job_script(&tmp, &id, name, i % 2 == 0);
+        let job = job_args(&tmp, &id, name, i % 2 == 0);
         let permits_arg = permits.to_string();
         let mut args = vec!["run", "--watchdog-timeout", "2s", "-w", "60"];
         if permits > 1 {
             args.extend(["--permits", &permits_arg]);
         }
-        args.extend([name, "--", "sh", "-c", &script]);
+        args.extend([name, "--"]);
+        args.extend(job.iter().map(String::as_str));
         let child: Child = spawn_run(&url, &args);
         let wrapper = i32::try_from(child.id()).expect("pid");
         book.lock().expect("book").running.insert(
@@ -129,6 +148,13 @@ fn wait(mut child: Child, within: Duration) -> Option<i32> {
     }
 }
 
+/// The process group of job `id`, once it started.
+fn job_pgid(tmp: &Tmp, id: &str) -> Option<i32> {
+    std::fs::read_to_string(tmp.path(&format!("{id}.pgid")))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
 /// Waits (at most `within`) until `pid` is stopped.
 fn stopped_within(pid: i32, within: Duration) -> bool {
     let deadline = Instant::now() + within;
@@ -150,24 +176,35 @@ fn chaos(tmp: &Tmp, book: &Mutex<Book>, until: Instant, seed: u64) {
         rng ^= rng << 17;
         rng
     };
+    let mut stops = Vec::new();
     while Instant::now() < until {
-        thread::sleep(Duration::from_millis(200 + next() % 400));
+        thread::sleep(Duration::from_millis(150 + next() % 250));
+        // A run whose job is running (it wrote its pgid and lives): a
+        // wrapper still waiting for its lock has nothing to stop.
         let target = {
             let book = book.lock().expect("book");
-            let running: Vec<Running> = book.running.values().cloned().collect();
+            let running: Vec<Running> = book
+                .running
+                .values()
+                .filter(|r| job_pgid(tmp, &r.job).is_some_and(common::group_alive))
+                .cloned()
+                .collect();
             if running.is_empty() {
                 continue;
             }
             running[(next() % running.len() as u64) as usize].clone()
         };
         let fault = match next() % 10 {
-            0..=5 => "ctrl-z",
-            6 | 7 => "sigterm",
+            0..=6 => "ctrl-z",
+            7 | 8 => "sigterm",
             _ => "sigkill",
         };
         {
             let mut book = book.lock().expect("book");
-            if !book.running.values().any(|r| r.job == target.job) {
+            // One fault a run: still running, and not hit already.
+            if !book.running.values().any(|r| r.job == target.job)
+                || book.faulted.contains(&target.job)
+            {
                 continue;
             }
             book.faulted.insert(target.job.clone());
@@ -176,23 +213,28 @@ fn chaos(tmp: &Tmp, book: &Mutex<Book>, until: Instant, seed: u64) {
         match fault {
             "ctrl-z" => {
                 // To the job's group (a terminal's Ctrl-Z) or to the wrapper.
-                let pgid = std::fs::read_to_string(tmp.path(&format!("{}.pgid", target.job)))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<i32>().ok());
-                match pgid {
-                    Some(pgid) if next() % 2 == 0 => kill_quietly(-pgid, libc::SIGTSTP),
-                    _ => kill_quietly(target.wrapper, libc::SIGTSTP),
-                }
-                // `fg`: once the wrapper stopped itself (never before: a
-                // SIGCONT it gets first would leave it stopped for good).
-                if stopped_within(target.wrapper, Duration::from_secs(3)) {
-                    thread::sleep(Duration::from_millis(200 + next() % 3300));
-                    kill_quietly(target.wrapper, libc::SIGCONT);
-                }
+                let to = match job_pgid(tmp, &target.job) {
+                    Some(pgid) if next() % 2 == 0 => -pgid,
+                    _ => target.wrapper,
+                };
+                let stop = Duration::from_millis(1000 + next() % 3500);
+                // On a thread of its own: other faults go on meanwhile.
+                stops.push(thread::spawn(move || {
+                    kill_quietly(to, libc::SIGTSTP);
+                    // `fg`: once the wrapper stopped itself (never before: a
+                    // SIGCONT it gets first would leave it stopped for good).
+                    if stopped_within(target.wrapper, Duration::from_secs(3)) {
+                        thread::sleep(stop);
+                        kill_quietly(target.wrapper, libc::SIGCONT);
+                    }
+                }));
             }
             "sigterm" => kill_quietly(target.wrapper, libc::SIGTERM),
             _ => kill_quietly(target.wrapper, libc::SIGKILL),
         }
+    }
+    for stop in stops {
+        stop.join().expect("a stop");
     }
 }
 
@@ -268,7 +310,7 @@ fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
     let secs: u64 = std::env::var("CLI_HISTORY_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(30);
     let book = Arc::new(Mutex::new(Book::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..7)
@@ -307,6 +349,10 @@ fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
         .filter(|(id, _, code)| !book.faulted.contains(id) && *code != Some(0))
         .collect();
     let violations = exclusion_violations(&jobs);
+    if std::env::var("CLI_HISTORY_DEBUG").is_ok() {
+        eprintln!("{history}");
+        eprintln!("{:?}", book.exits);
+    }
     eprintln!(
         "cli history (seed {seed}): {} runs, {} jobs started, {} events, faults {:?}, \
          exclusion violations {}, unfaulted runs not exiting 0: {}",
