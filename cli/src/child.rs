@@ -288,6 +288,10 @@ pub struct Outcome {
     pub status: i32,
     /// Why the lock was lost while it ran, if it was.
     pub lost: Option<String>,
+    /// An ending signal (INT, TERM, HUP, QUIT) that came once the job's
+    /// own process had exited and its group was gone, before the
+    /// supervisor saw it: the release's to act on (see [`end_on_signals`]).
+    pub ending: Option<i32>,
 }
 
 /// Supervises `job` until no process of its group is left: forwards
@@ -311,6 +315,7 @@ pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> 
     // The wrapper was continued after a stop: the group stays stopped until
     // the lease is certainly held (or is killed if it may not be).
     let mut held_stopped = false;
+    let mut ending = None;
     let status = loop {
         let now = Instant::now();
         let expiry_guard = (sup.valid_until)()
@@ -387,6 +392,13 @@ pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> 
         }
         match events.recv_timeout(wait) {
             Ok(Event::Exited(status)) => exited = Some(status),
+            // The job is gone (the supervisor would see it at its next
+            // look): the signal ends the wrapper, not the job.
+            Ok(Event::Signal(signal))
+                if exited.is_some() && ENDING.contains(&signal) && !job.group_alive() =>
+            {
+                ending = Some(signal);
+            }
             Ok(Event::Signal(signal)) => job.signal_group(signal),
             Ok(Event::Stopped(pid, signal)) => {
                 // Stale reports (a process the wrapper has continued since)
@@ -427,7 +439,11 @@ pub fn supervise(job: &Job, events: &Receiver<Event>, sup: &Supervision<'_>) -> 
     if lost.is_some() {
         job.kill_group(Duration::from_secs(2));
     }
-    Outcome { status, lost }
+    Outcome {
+        status,
+        lost,
+        ending,
+    }
 }
 
 /// The supervisor's longest sleep.
@@ -449,12 +465,14 @@ fn is_stopped(pid: i32) -> bool {
 /// Once the job's group is gone, while the lock is released (or kept):
 /// INT, TERM, HUP or QUIT end the wrapper at once (128+N), saying on stderr
 /// that `name` was left to expire; a release blocked on a server that does
-/// not answer must not swallow them.
-pub fn end_on_signals(events: Receiver<Event>, name: String) {
+/// not answer must not swallow them. `pending`: one that came before
+/// (the supervisor's [`Outcome::ending`]), acted on first.
+pub fn end_on_signals(events: Receiver<Event>, name: String, pending: Option<i32>) {
     let spawned = thread::Builder::new()
         .name("signals-after".into())
         .spawn(move || {
-            for event in events.iter() {
+            let pending = pending.map(Event::Signal).into_iter();
+            for event in pending.chain(events.iter()) {
                 if let Event::Signal(signal) = event
                     && ENDING.contains(&signal)
                 {

@@ -186,7 +186,7 @@ impl Ctx<'_> {
         };
         let outcome = child::supervise(&job, &rx, &supervision);
         job.take_terminal();
-        child::end_on_signals(rx, self.args.name.clone());
+        child::end_on_signals(rx, self.args.name.clone(), outcome.ending);
         Ok(outcome)
     }
 

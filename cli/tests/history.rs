@@ -20,7 +20,11 @@
 //!   the lock, 2 for the semaphore);
 //! - **liveness**: a run no fault touched (nor a pause) exits 0 (a healthy
 //!   job is never killed as if its lock were lost), and a wrapper SIGTERMed
-//!   while its release waits ends within 1.5 s.
+//!   while its release waits ends within 1.5 s;
+//! - **continuation**: a job continued after a stop (it records the
+//!   SIGCONT) is not found lost right after (exit 124), unless a pause
+//!   touched it: the wrapper continues it only while the lease is
+//!   certainly held.
 //!
 //! `CLI_HISTORY_SECS` sets the chaos's length (default 30 s; the long run
 //! in RELIABILITY.md is `CLI_HISTORY_SECS=600`).
@@ -407,6 +411,21 @@ fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
         .iter()
         .filter(|(id, _, code)| !book.faulted.contains(id) && !paused(id) && *code != Some(0))
         .collect();
+    // A job is continued after a stop only while its lease is certainly
+    // held: it is not found lost right after (unless a pause took it).
+    let continued: HashSet<&str> = history
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some("cont"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let resumed_then_lost: Vec<_> = book
+        .exits
+        .iter()
+        .filter(|(id, _, code)| {
+            *code == Some(124) && continued.contains(id.as_str()) && !paused(id)
+        })
+        .map(|(id, _, _)| id.clone())
+        .collect();
     let slow_terms: Vec<_> = book
         .termed
         .iter()
@@ -423,14 +442,15 @@ fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
     }
     eprintln!(
         "cli history (seed {seed}): {} runs, {} jobs started, {} events, faults {:?}, \
-         exclusion violations {}, unfaulted runs not exiting 0: {}, wrappers slow to end on \
-         SIGTERM: {}",
+         exclusion violations {}, unfaulted runs not exiting 0: {}, continued then lost: {}, \
+         wrappers slow to end on SIGTERM: {}",
         book.exits.len(),
         jobs.len(),
         history.lines().count(),
         book.faults,
         violations.len(),
         unfaulted_failures.len(),
+        resumed_then_lost.len(),
         slow_terms.len()
     );
     if !violations.is_empty() {
@@ -454,6 +474,11 @@ fn jobs_never_run_beyond_their_lock_under_ctrl_z_and_kills() {
     assert!(
         unfaulted_failures.is_empty(),
         "runs no fault touched did not exit 0: {unfaulted_failures:?}"
+    );
+    assert!(
+        resumed_then_lost.is_empty(),
+        "jobs continued after a stop, then found lost (continued without the lease): \
+         {resumed_then_lost:?}"
     );
     assert!(
         slow_terms.is_empty(),
