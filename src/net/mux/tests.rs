@@ -289,6 +289,42 @@ fn a_waiter_that_gives_up_leaves_the_socket_to_the_others() {
 }
 
 #[test]
+fn a_reply_just_inside_the_response_timeout_is_taken() {
+    let server = TestServer::start();
+    let connector = connector(server.port, Duration::from_secs(1));
+    let mux = Mux::new(1);
+    let mut shared = checkout(&mux, &connector);
+    assert_eq!(
+        shared
+            .request_one(&packed(&["BLPOP", "absent", "0.9"]))
+            .expect("answered within the response timeout"),
+        Value::Nil
+    );
+    assert!(shared.is_open());
+}
+
+#[test]
+fn a_readonly_reply_from_a_watched_master_retires_the_socket() {
+    let server = TestServer::start();
+    // A replica (of a master that is not there) answers writes READONLY:
+    // what a Sentinel-watched master says once a failover demoted it.
+    let _: () = server.cmd(&["REPLICAOF", "127.0.0.1", &free_port().to_string()]);
+    let connector = connector(server.port, Duration::from_secs(3));
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let mux = Mux::new(1);
+    let mut shared = checkout(&mux, &connector);
+    let reply = shared
+        .request_one(&packed(&["SET", "k", "v"]))
+        .expect("a reply");
+    assert!(matches!(reply, Value::ServerError(_)), "{reply:?}");
+    assert!(shared.is_open(), "unwatched: READONLY is only an error");
+    connector.endpoint().watch_with(tx);
+    let _ = shared.request_one(&packed(&["SET", "k", "v"]));
+    assert!(!shared.is_open(), "watched: no new request on a former master");
+    assert!(rx.try_recv().is_ok(), "the endpoint is looked up again");
+}
+
+#[test]
 fn a_connection_killed_mid_request_fails_it_at_once_and_suspects_the_server() {
     let server = TestServer::start();
     let connector = connector(server.port, Duration::from_secs(5));
