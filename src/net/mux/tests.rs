@@ -320,7 +320,10 @@ fn a_readonly_reply_from_a_watched_master_retires_the_socket() {
     assert!(shared.is_open(), "unwatched: READONLY is only an error");
     connector.endpoint().watch_with(tx);
     let _ = shared.request_one(&packed(&["SET", "k", "v"]));
-    assert!(!shared.is_open(), "watched: no new request on a former master");
+    assert!(
+        !shared.is_open(),
+        "watched: no new request on a former master"
+    );
     assert!(rx.try_recv().is_ok(), "the endpoint is looked up again");
 }
 
