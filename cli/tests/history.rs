@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Tmp, spawn_run, state};
+use common::{Tmp, spawn_run, state, wait_exit};
 use support::RedisServer;
 
 /// A run in progress: its wrapper's pid and the job's id.
@@ -139,28 +139,11 @@ fn worker(
                 job: id.clone(),
             },
         );
-        let code = wait(child, Duration::from_secs(90));
+        let code = wait_exit(child, Duration::from_secs(90));
         let mut book = book.lock().expect("book");
         book.running.remove(&w);
         book.lives.insert(id.clone(), (spawned, Instant::now()));
         book.exits.push((id, name.to_owned(), code));
-    }
-}
-
-/// The exit code (`None`: ended by a signal); a run that does not end in
-/// `within` is killed and fails the test.
-fn wait(mut child: Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status.code();
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a run did not end within {within:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 
