@@ -823,5 +823,10 @@ mod tests {
         assert!(!hold.lease_begun_since(clock, Some(ticket.id)), "mine");
         hold.end_lease(ticket, LeaseOutcome::Set);
         assert!(!hold.lease_begun_since(hold.lease_clock(), None));
+        // One begun right before the clock was read is not "since".
+        let before = hold.begin_lease(LONG);
+        let clock = hold.lease_clock();
+        assert!(!hold.lease_begun_since(clock, None), "begun before the read");
+        hold.end_lease(before, LeaseOutcome::Set);
     }
 }
