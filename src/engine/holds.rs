@@ -826,7 +826,10 @@ mod tests {
         // One begun right before the clock was read is not "since".
         let before = hold.begin_lease(LONG);
         let clock = hold.lease_clock();
-        assert!(!hold.lease_begun_since(clock, None), "begun before the read");
+        assert!(
+            !hold.lease_begun_since(clock, None),
+            "begun before the read"
+        );
         hold.end_lease(before, LeaseOutcome::Set);
     }
 }

@@ -415,7 +415,7 @@ fn a_request_behind_an_abandoned_request_past_its_deadline_is_not_sent() {
 #[test]
 fn many_threads_on_one_socket_get_their_own_replies_promptly() {
     let server = TestServer::start();
-    let connector = Arc::new(connector(server.port, Duration::from_secs(3)));
+    let connector = Arc::new(connector(server.port, Duration::from_secs(5)));
     let mux = Arc::new(Mux::new(1));
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -439,7 +439,7 @@ fn many_threads_on_one_socket_get_their_own_replies_promptly() {
         let slowest = thread.join().expect("thread");
         // A prompt server: nothing waits anywhere near the response
         // timeout (a request left unwritten would wait for it).
-        assert!(slowest < Duration::from_millis(1500), "{slowest:?}");
+        assert!(slowest < Duration::from_millis(2500), "{slowest:?}");
     }
     assert_eq!(mux.state(), (1, 1));
 }
