@@ -832,4 +832,37 @@ mod tests {
         );
         hold.end_lease(before, LeaseOutcome::Set);
     }
+
+    #[test]
+    fn holds_of_other_owners_on_one_name_are_kept_and_a_hold_is_watched_once() {
+        let registry = Registry::default();
+        let name: Arc<str> = "shared".into();
+        let take = |field: &str| {
+            registry.acquired(
+                &name,
+                field,
+                "",
+                Renewal::Field,
+                LONG,
+                true,
+                Instant::now(),
+                None,
+            )
+        };
+        let (f, g) = (take("f"), take("g"));
+        assert!(
+            !f.is_lost() && !g.is_lost(),
+            "another owner's hold replaces nothing"
+        );
+        assert_eq!(registry.holds_on(&name).len(), 2);
+        // The same owner's new hold replaces its old one (lost before).
+        let f_again = take("f");
+        assert_eq!(f.lost_reason(), Some(LostReason::Replaced));
+        assert!(!g.is_lost() && !f_again.is_lost());
+        assert_eq!(registry.holds_on(&name).len(), 2);
+
+        registry.watch(&g);
+        registry.watch(&g);
+        assert_eq!(registry.watched_len(), 1, "watched once");
+    }
 }

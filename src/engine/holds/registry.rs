@@ -97,6 +97,12 @@ impl Registry {
         }
     }
 
+    /// How many holds the deadline thread watches (tests).
+    #[cfg(test)]
+    pub(crate) fn watched_len(&self) -> usize {
+        self.watched.lock().len()
+    }
+
     /// Has `hold`'s loss signalled at its deadline (and "expiring" raised
     /// before it) by the `rlock-deadline` thread, whatever the watchdog is
     /// doing: no later than the key can have expired, also when a later
