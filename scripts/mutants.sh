@@ -60,7 +60,7 @@ group_features() {
 }
 group_tests() {
   case $1 in
-  holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints" ;;
+  holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints shutdown" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle failpoints" ;;
   unlock) echo "unlock_latch force_unlock conformance multilock" ;;
