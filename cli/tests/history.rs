@@ -26,8 +26,9 @@
 //!   touched it: the wrapper continues it only while the lease is
 //!   certainly held.
 //!
-//! `CLI_HISTORY_SECS` sets the chaos's length (default 30 s; the long run
-//! in RELIABILITY.md is `CLI_HISTORY_SECS=600`).
+//! `CLI_HISTORY_SECS` sets the chaos's length (default 30 s, CI's;
+//! `scripts/cli-history.sh SECONDS` runs it long: RELIABILITY.md's figures
+//! are from 300 s).
 #![allow(unsafe_code)] // kill(2) of the test's own processes
 
 #[path = "../../tests/support/mod.rs"]
