@@ -55,7 +55,7 @@ group_files() {
 # Features a group's tests need (tests/failpoints.rs: `failpoints`).
 group_features() {
   case $1 in
-  holds | mux) echo "failpoints" ;;
+  holds | mux | unlock) echo "failpoints" ;;
   esac
 }
 group_tests() {
@@ -63,7 +63,7 @@ group_tests() {
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints shutdown" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle failpoints" ;;
-  unlock) echo "unlock_latch force_unlock conformance multilock" ;;
+  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance" ;;
   esac
 }
 

@@ -39,6 +39,12 @@
 //!   rounds: a shutdown sends none of the run's later rounds (it waits
 //!   for those in flight only).
 //!
+//! - `renewal-before-send` held while a guard's `keep_for` runs: a renewal
+//!   answered after `keep_for`'s first wait for it gave up must not leave
+//!   the key a watchdog lease (its PEXPIRE is sent again: the TTL is at
+//!   most what was asked); one in flight throughout is an
+//!   `Error::Unavailable`, never an `Ok` with the lease unknown.
+//!
 //! - `read-trickle` (every read of the crate's sockets waits and brings
 //!   one byte): a reply trickled over seconds fails at the response
 //!   timeout, pooled and multiplexed (issue 29 item 6).
@@ -622,4 +628,67 @@ fn a_shutdown_during_a_long_renewal_run_sends_no_more_of_its_rounds() {
         sent < 10,
         "the shutdown waited for the whole run ({sent} rounds)"
     );
+}
+
+/// A client renewing every 2 s whose replies time out after 200 ms: its
+/// `keep_for` waits at most 400 ms a try for a renewal in flight.
+fn keeping_client(server: &RedisServer) -> Client {
+    Client::builder(server.url())
+        .watchdog_timeout(Duration::from_secs(6))
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .expect("client")
+}
+
+#[test]
+fn a_renewal_answered_after_keep_for_s_first_wait_does_not_outlast_its_lease() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let client = keeping_client(&server);
+    let guard = client.lock("kept").lock().expect("lock");
+    // The watchdog's next renewal (a 6 s lease) stops before its send and
+    // goes on 700 ms later: after keep_for's first wait for it gave up.
+    let (stopped, go_tx) = pause_once("renewal-before-send");
+    stopped
+        .recv_timeout(Duration::from_secs(6))
+        .expect("the watchdog reached the fail point");
+    let going = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(700));
+        go_tx.send(()).expect("go");
+    });
+    let lease = Duration::from_secs(2);
+    guard.keep_for(lease).expect("keep_for");
+    going.join().expect("the go thread");
+    fail::remove("renewal-before-send");
+    thread::sleep(Duration::from_millis(100));
+    let ttl: i64 = server.cmd(&["PTTL", "kept"]);
+    assert!(
+        ttl > 0 && ttl <= lease.as_millis() as i64,
+        "the key's TTL is {ttl} ms after keep_for({lease:?}): a renewal outlasted it"
+    );
+    scenario.teardown();
+}
+
+#[test]
+fn keep_for_gives_up_on_a_renewal_that_stays_in_flight() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let client = keeping_client(&server);
+    let guard = client.lock("unsure").lock().expect("lock");
+    let (stopped, go_tx) = pause_once("renewal-before-send");
+    stopped
+        .recv_timeout(Duration::from_secs(6))
+        .expect("the watchdog reached the fail point");
+    // Three tries of twice 400 ms each, the renewal in flight throughout
+    // (and the lease longer than them: no try finds the key expired).
+    let result = guard.keep_for(Duration::from_secs(10));
+    go_tx.send(()).expect("go");
+    fail::remove("renewal-before-send");
+    assert!(
+        matches!(result, Err(Error::Unavailable { .. })),
+        "keep_for with a renewal in flight throughout: {result:?}"
+    );
+    scenario.teardown();
 }

@@ -812,25 +812,30 @@ mod tests {
     }
 
     #[test]
-    fn the_lease_clock_tells_commands_sent_after_it() {
+    fn the_lease_clock_tells_commands_that_may_run_after_it() {
         let hold = hold(LONG);
         answered(&hold, LONG, LeaseOutcome::Set);
         answered(&hold, LONG, LeaseOutcome::Set);
         let clock = hold.lease_clock();
-        assert!(!hold.lease_begun_since(clock, None), "none since");
+        assert!(!hold.lease_may_follow(clock, None), "none since");
         let ticket = hold.begin_lease(LONG);
-        assert!(hold.lease_begun_since(clock, None));
-        assert!(!hold.lease_begun_since(clock, Some(ticket.id)), "mine");
+        assert!(hold.lease_may_follow(clock, None));
+        assert!(!hold.lease_may_follow(clock, Some(ticket.id)), "mine");
         hold.end_lease(ticket, LeaseOutcome::Set);
-        assert!(!hold.lease_begun_since(hold.lease_clock(), None));
-        // One begun right before the clock was read is not "since".
+        assert!(!hold.lease_may_follow(hold.lease_clock(), None));
+        // One begun before the clock was read and answered after it: Redis
+        // may have run it after a command sent at the read.
         let before = hold.begin_lease(LONG);
         let clock = hold.lease_clock();
-        assert!(
-            !hold.lease_begun_since(clock, None),
-            "begun before the read"
-        );
+        assert!(hold.lease_may_follow(clock, None), "in flight at the read");
         hold.end_lease(before, LeaseOutcome::Set);
+        assert!(hold.lease_may_follow(clock, None), "answered after it");
+        assert!(!hold.lease_may_follow(hold.lease_clock(), None));
+        // One whose reply proves it set nothing leaves the ledger.
+        let untouched = hold.begin_lease(LONG);
+        let clock = hold.lease_clock();
+        hold.end_lease(untouched, LeaseOutcome::Untouched);
+        assert!(!hold.lease_may_follow(clock, None), "set nothing");
     }
 
     #[test]

@@ -11,29 +11,30 @@ use super::Hold;
 const SETTLE_POLL: Duration = Duration::from_millis(1);
 
 impl Hold {
-    /// The ledger's clock now: a later [`Hold::lease_begun_since`] tells
-    /// whether a TTL command was sent after this moment.
+    /// The ledger's clock now: a later [`Hold::lease_may_follow`] tells
+    /// whether a TTL command could have run after this moment.
     pub fn lease_clock(&self) -> u64 {
         self.ledger.lock().clock
     }
 
-    /// Whether a TTL command other than the one begun at `mine` was sent
-    /// after the ledger's clock read `clock` and may have set the TTL:
-    /// answered with it set, in flight, or of unknown outcome. (A command
-    /// whose reply proves it did not set the TTL leaves the ledger.)
-    pub fn lease_begun_since(&self, clock: u64, mine: Option<u64>) -> bool {
-        self.ledger
-            .lock()
-            .entries
-            .iter()
-            .any(|entry| entry.started > clock && Some(entry.started) != mine)
+    /// Whether a TTL command other than the one begun at `mine` may have
+    /// set the TTL after a command sent when the ledger's clock read
+    /// `clock`: one sent since (answered with the TTL set, in flight, or of
+    /// unknown outcome), or one sent before and not answered by then (in
+    /// flight still, or answered since: Redis may have run it after). A
+    /// command whose reply proves it did not set the TTL leaves the ledger.
+    pub fn lease_may_follow(&self, clock: u64, mine: Option<u64>) -> bool {
+        self.ledger.lock().entries.iter().any(|entry| {
+            Some(entry.started) != mine
+                && (entry.started > clock || entry.ended.is_none_or(|ended| ended.get() > clock))
+        })
     }
 
     /// Waits until no TTL command of this hold is in flight (sent, no reply
-    /// yet), at most until `limit`; `false` if one still is then. Looks
-    /// every millisecond: the commands in flight are those of a renewal
-    /// round begun before the hold left the watchdog, one round trip.
-    pub fn settle(&self, limit: Instant) -> bool {
+    /// yet), at most until `limit`. Looks every millisecond: the commands
+    /// in flight are those of a renewal round begun before the hold left
+    /// the watchdog, one round trip.
+    pub fn settle(&self, limit: Instant) {
         loop {
             let in_flight = self
                 .ledger
@@ -41,11 +42,8 @@ impl Hold {
                 .entries
                 .iter()
                 .any(|entry| entry.ended.is_none());
-            if !in_flight {
-                return true;
-            }
-            if Instant::now() >= limit {
-                return false;
+            if !in_flight || Instant::now() >= limit {
+                return;
             }
             std::thread::sleep(SETTLE_POLL);
         }

@@ -35,8 +35,11 @@ impl<K: Kind> LockGuard<K> {
     /// guards too (a reentry: release them first); [`Error::Lost`] when the
     /// hold is known to be lost. Errors of the round trip leave it
     /// forgotten and no longer renewed: [`Error::NotHeld`] when Redis no
-    /// longer has this owner's field, a Redis error as usual (the lease may
-    /// or may not have been set then).
+    /// longer has this owner's field, [`Error::Unavailable`] when a renewal
+    /// sent before the call was still unanswered after three tries (each
+    /// waits twice the response timeout for it: the lock then expires at
+    /// the latest a watchdog lease after that renewal's send), a Redis
+    /// error as usual (the lease may or may not have been set then).
     ///
     /// # Examples
     ///
@@ -70,13 +73,15 @@ impl<K: Kind> LockGuard<K> {
         registry.released(&self.hold, self.renew);
         let response = self.lock.engine.config.response_timeout;
         for _ in 0..TRIES {
-            // A renewal sent before the hold left the watchdog.
+            // A renewal sent before the hold left the watchdog, waited for
+            // (if it is still in flight after that, the next check sees
+            // it: its reply may come after the PEXPIRE ran).
             self.hold.settle(Instant::now() + response * 2);
             let clock = self.hold.lease_clock();
             let left = until.saturating_duration_since(Instant::now());
             let mine = self.expire(left.max(Duration::from_millis(1)))?;
             self.hold.settle(Instant::now() + response * 2);
-            if !self.hold.lease_begun_since(clock, Some(mine)) {
+            if !self.hold.lease_may_follow(clock, Some(mine)) {
                 return Ok(());
             }
         }
