@@ -40,6 +40,8 @@ use crate::sync::{Condvar, Mutex, MutexGuard};
 mod lead;
 #[cfg(all(test, feature = "shuttle"))]
 mod schedules;
+#[cfg(test)]
+mod tests;
 
 /// The socket's read timeout is changed only when it is off the time left
 /// by more than the response timeout over this: a read may outlast its

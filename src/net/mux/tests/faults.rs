@@ -122,13 +122,18 @@ fn a_request_behind_an_abandoned_request_past_its_deadline_is_not_sent() {
 }
 
 /// A server that answers the handshake's `PING`, then reads `requests`
-/// commands and answers them all with `reply` in one write.
-fn scripted_server(requests: usize, reply: &'static [u8]) -> (u16, thread::JoinHandle<()>) {
+/// commands and answers them all with `reply`'s chunks, each written
+/// its delay after those commands came.
+fn scripted_server(
+    requests: usize,
+    reply: &'static [(u64, &'static [u8])],
+) -> (u16, thread::JoinHandle<()>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("address").port();
     let server = thread::spawn(move || {
         let (mut socket, _) = listener.accept().expect("accept");
+        socket.set_nodelay(true).expect("nodelay");
         let mut seen = Vec::new();
         let mut buf = [0u8; 1024];
         let count = |seen: &[u8]| seen.windows(4).filter(|w| w == b"PING").count();
@@ -144,7 +149,12 @@ fn scripted_server(requests: usize, reply: &'static [u8]) -> (u16, thread::JoinH
                 answered_handshake = true;
             }
         }
-        socket.write_all(reply).expect("write");
+        let came = Instant::now();
+        for (ms, chunk) in reply {
+            let at = came + Duration::from_millis(*ms);
+            thread::sleep(at.saturating_duration_since(Instant::now()));
+            socket.write_all(chunk).expect("write");
+        }
         // Held open until the client closes it.
         let _ = socket.read(&mut buf);
     });
@@ -156,7 +166,7 @@ fn replies_read_before_garbage_still_reach_their_callers() {
     // Two requests; their first reply comes, then bytes that are no RESP,
     // in the same read: the first caller keeps its reply, the second gets
     // a dropped connection.
-    let (port, server) = scripted_server(2, b"+FIRST\r\n\x00garbage\r\n");
+    let (port, server) = scripted_server(2, &[(0, b"+FIRST\r\n\x00garbage\r\n")]);
     let connector = connector(port, Duration::from_secs(3));
     let mux = Mux::new(1);
     let mut first = checkout(&mux, &connector);
@@ -174,5 +184,21 @@ fn replies_read_before_garbage_still_reach_their_callers() {
     );
     assert!(!first.is_open());
     drop((first, second));
+    server.join().expect("server");
+}
+
+#[test]
+fn a_reply_ending_in_the_last_eighth_of_the_response_timeout_is_read() {
+    // 1.6 s to reply (the slack an eighth: 200 ms); the reply's bytes come
+    // at once, at 1.45 s and at 1.5 s: a read begun in the last eighth
+    // before the deadline still reads until it.
+    let (port, server) = scripted_server(1, &[(0, b"+P"), (1450, b"O"), (1500, b"NG\r\n")]);
+    let connector = connector(port, Duration::from_millis(1600));
+    let mux = Mux::new(1);
+    let mut shared = checkout(&mux, &connector);
+    let reply = shared.request_one(&packed(&["PING"]));
+    assert_eq!(reply.expect("the whole reply, within the limit"), pong());
+    drop(shared);
+    drop(mux);
     server.join().expect("server");
 }
