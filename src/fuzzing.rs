@@ -143,10 +143,10 @@ pub fn call_script(which: usize, con: &mut dyn ConnectionLike) -> Result<String>
             let read = lease::Renewal::ReadMarkers {
                 prefix: "{fuzz{lock}}:x:rwlock_timeout".into(),
             };
-            let permits = lease::Renewal::Permits {
+            let permits = lease::Renewal::Permits(std::sync::Arc::new(lease::PermitRenewal {
                 timeout: "{fuzz{lock}}:timeout".into(),
                 ids: vec![[7u8; 16], [9u8; 16]].into(),
-            };
+            }));
             let chunks = [
                 lease::RenewChunk {
                     items: vec![(NAME, FIELD, &field), ("other", FIELD, &field)],

@@ -37,13 +37,12 @@
 //! deadline that was since moved earlier.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use smallvec::SmallVec;
+use hashbrown::HashTable;
 
 use super::events::{Event, Events, LockEvent};
 use super::observe::{self, HoldObserver};
@@ -67,13 +66,26 @@ fn deadline_after(sent: Instant, lease: Duration) -> u64 {
     nanos_since_epoch(sent).saturating_add(lease_nanos(lease))
 }
 
+/// What every hold of one client shares with its [`Registry`]: the event
+/// handler's queue and the `rlock-deadline` thread's wake-up (one pointer
+/// in each hold, not a copy of each).
+#[derive(Default)]
+pub(crate) struct HoldContext {
+    /// The client's event handler's queue, if it has one.
+    events: Option<Events>,
+    /// Wakes the `rlock-deadline` thread, once the first
+    /// [`Registry::watch`] started it; dropping it ends the thread.
+    watcher: OnceLock<channel::Sender<()>>,
+}
+
 /// One thread's hold on one lock, shared by all its guards.
 pub(crate) struct Hold {
     pub name: Arc<str>,
     pub field: Arc<str>,
     pub renewal: Renewal,
-    /// The Redisson class of its lock type, for events.
-    pub kind: &'static str,
+    /// Its lock type: the Redisson class for events, and how a shutdown
+    /// releases it.
+    pub kind: &'static HoldKind,
     /// When it was first taken.
     pub since: Instant,
     /// The lease it was first taken with: a third of it before the deadline
@@ -95,8 +107,8 @@ pub(crate) struct Hold {
     /// the hold's state is read, which may mark it lost).
     waiting: Mutex<()>,
     changed: Condvar,
-    /// The client's event handler, if it has one.
-    events: Option<Events>,
+    /// The client's event queue and deadline thread.
+    context: Arc<HoldContext>,
     /// Its metrics and tracing events (nothing without the features).
     observed: HoldObserver,
     /// Local acquisitions not yet released.
@@ -115,11 +127,6 @@ pub(crate) struct Hold {
     /// minimum over `ledger`, cached for a lock-free [`Hold::is_lost`].
     deadline: AtomicU64,
     ledger: Mutex<Ledger>,
-    /// Wakes the `rlock-deadline` thread when the deadline moves earlier;
-    /// set once the registry watches the hold ([`Registry::watch`]).
-    deadline_moved: OnceLock<channel::Sender<()>>,
-    /// Releases it without its guard ([`Hold::release_in_redis`]).
-    releaser: OnceLock<Releaser>,
 }
 
 impl Hold {
@@ -130,13 +137,14 @@ impl Hold {
         renew: bool,
         sent: Instant,
         lease: Duration,
+        context: &Arc<HoldContext>,
     ) -> Hold {
         let expires = deadline_after(sent, lease);
         Hold {
             name: Arc::clone(name),
             field: shared_field(field),
             renewal,
-            kind: "",
+            kind: &HoldKind::NONE,
             since: sent,
             lease,
             ended: AtomicBool::new(false),
@@ -146,7 +154,7 @@ impl Hold {
             listeners: Mutex::new(Vec::new()),
             waiting: Mutex::new(()),
             changed: Condvar::new(),
-            events: None,
+            context: Arc::clone(context),
             observed: HoldObserver::inert(),
             count: AtomicU32::new(1),
             renewers: AtomicU32::new(u32::from(renew)),
@@ -158,8 +166,6 @@ impl Hold {
                 lease_nanos(lease),
                 expires,
             )),
-            deadline_moved: OnceLock::new(),
-            releaser: OnceLock::new(),
         }
     }
 
@@ -371,7 +377,7 @@ impl Hold {
     /// When "expiring" is due: a third of the lease before the deadline;
     /// `None` when it was raised already or nobody listens.
     fn expiring_at(&self) -> Option<Instant> {
-        (self.events.is_some() && !self.expiring_raised.load(Ordering::Acquire))
+        (self.context.events.is_some() && !self.expiring_raised.load(Ordering::Acquire))
             .then(|| self.valid_until().checked_sub(self.lease / 3))
             .flatten()
     }
@@ -387,11 +393,11 @@ impl Hold {
     }
 
     fn raise(&self, event: impl FnOnce(LockEvent) -> Event) {
-        if let Some(events) = &self.events {
+        if let Some(events) = &self.context.events {
             events.raise(event(LockEvent {
                 name: Arc::clone(&self.name),
                 owner: Arc::clone(&self.field),
-                kind: self.kind,
+                kind: self.kind.class,
             }));
         }
     }
@@ -444,7 +450,11 @@ impl Hold {
         let before = self.deadline.swap(earliest, Ordering::AcqRel);
         if earliest < before {
             self.wake_waiters();
-            if let Some(deadline_thread) = self.deadline_moved.get() {
+            // Once watched ([`Registry::watch`] wakes the thread itself
+            // after it set the flag).
+            if self.watched.load(Ordering::Acquire)
+                && let Some(deadline_thread) = self.context.watcher.get()
+            {
                 let _ = deadline_thread.try_send(());
             }
         }
@@ -486,7 +496,7 @@ mod schedules;
 use ledger::Ledger;
 pub(crate) use ledger::{LeaseOutcome, LeaseTicket};
 pub(crate) use registry::Registry;
-pub(crate) use releaser::Releaser;
+pub(crate) use releaser::HoldKind;
 
 #[cfg(test)]
 mod tests {
@@ -494,7 +504,15 @@ mod tests {
 
     fn hold(lease: Duration) -> Hold {
         let name: Arc<str> = "l".into();
-        Hold::new(&name, "f", Renewal::Field, true, Instant::now(), lease)
+        Hold::new(
+            &name,
+            "f",
+            Renewal::Field,
+            true,
+            Instant::now(),
+            lease,
+            &Arc::default(),
+        )
     }
 
     fn deadline_in(hold: &Hold) -> Duration {
@@ -517,7 +535,15 @@ mod tests {
         // One thread's holds share its owner field (no copy per lock) ...
         let (a, b) = (hold(LONG), hold(LONG));
         assert!(Arc::ptr_eq(&a.field, &b.field));
-        let other = Hold::new(&a.name, "g", Renewal::Field, true, Instant::now(), LONG);
+        let other = Hold::new(
+            &a.name,
+            "g",
+            Renewal::Field,
+            true,
+            Instant::now(),
+            LONG,
+            &Arc::default(),
+        );
         assert_eq!(&*other.field, "g");
         // ... and its ledger is inline at rest, also after a reentry beside a
         // renewal in flight took it to the heap for a moment.
@@ -658,7 +684,16 @@ mod tests {
         let registry = Registry::default();
         let name: Arc<str> = "l".into();
         let sent = Instant::now();
-        let hold = registry.acquired(&name, "f", "", Renewal::Field, LONG * 4, true, sent, None);
+        let hold = registry.acquired(
+            &name,
+            "f",
+            &HoldKind::NONE,
+            Renewal::Field,
+            LONG * 4,
+            true,
+            sent,
+            None,
+        );
         registry.watch(&hold);
         // Only the deadline thread marks it lost: nobody else looks.
         let lost = hold.lost_channel();
@@ -846,7 +881,7 @@ mod tests {
             registry.acquired(
                 &name,
                 field,
-                "",
+                &HoldKind::NONE,
                 Renewal::Field,
                 LONG,
                 true,

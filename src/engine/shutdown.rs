@@ -1,6 +1,7 @@
 //! The engine's end on request ([`crate::Client::shutdown`]): waits woken,
 //! holds released, threads joined.
 
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,7 @@ impl Engine {
     }
 
     /// See [`crate::Client::shutdown`].
-    pub fn shutdown(&self, timeout: Duration) -> Result<()> {
+    pub fn shutdown(self: &Arc<Self>, timeout: Duration) -> Result<()> {
         self.check_process()?;
         let mut done = self.shutting_down.lock();
         if *done {
@@ -67,7 +68,7 @@ impl Engine {
         let mut first_error = None;
         for hold in self.registry.all() {
             self.registry.lose(&hold, LostReason::Shutdown);
-            if let Err(e) = hold.release_in_redis() {
+            if let Err(e) = hold.release_in_redis(self) {
                 log::warn!(
                     "redisson-lock: releasing `{}` at shutdown failed: {e}",
                     hold.name

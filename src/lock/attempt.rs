@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::holds::{Hold, LeaseOutcome, LeaseTicket, Registry, Releaser};
+use crate::engine::Engine;
+use crate::engine::holds::{Hold, HoldKind, LeaseOutcome, LeaseTicket, Registry};
 use crate::error::{Error, LostReason, Result};
 use crate::lock::Lock;
 use crate::lock::guard::LockGuard;
@@ -88,40 +89,31 @@ impl<K: Kind> Lock<K> {
         let hold = registry.acquired(
             &self.name,
             field,
-            K::REDISSON,
+            Self::HOLD_KIND,
             renewal,
             lease,
             renew,
             sent,
             reentered,
         );
-        hold.set_releaser(|| self.releaser());
         Ok(Ok(LockGuard::new(self.clone(), hold, renew, token)))
     }
 }
 
 impl<K: Kind> Lock<K> {
-    /// What releases a hold on this lock without its guard, whole, for
-    /// [`crate::Client::shutdown`]: the guards' own release. It keeps the
-    /// engine weakly (a hold must not keep its client alive).
-    fn releaser(&self) -> Releaser {
-        let engine = Arc::downgrade(&self.engine);
-        let (name, kind) = (Arc::clone(&self.name), Arc::clone(&self.kind));
-        Box::new(move |field: &str| {
-            let Some(engine) = engine.upgrade() else {
-                return Ok(());
-            };
-            let lock = Lock {
-                engine,
-                name: Arc::clone(&name),
-                kind: Arc::clone(&kind),
-                lease: None,
-                cancel: None,
-            };
-            lock.unlock_raw(field, Unlock::Release { remaining: 0 })
-                .map(|_| ())
-        })
-    }
+    /// The holds of this lock type: their class, and their release at a
+    /// [`crate::Client::shutdown`] (the guards' own release, whole).
+    pub(crate) const HOLD_KIND: &'static HoldKind = &HoldKind {
+        class: K::REDISSON,
+        release: release_whole::<K>,
+    };
+}
+
+/// Releases `hold` (a lock of type `K`) whole on `engine`'s client.
+fn release_whole<K: Kind>(engine: &Arc<Engine>, hold: &Hold) -> Result<()> {
+    let lock = Lock::<K>::new(Arc::clone(engine), hold.name.to_string());
+    lock.unlock_raw(&hold.field, Unlock::Release { remaining: 0 })
+        .map(|_| ())
 }
 
 /// An acquire attempt between [`Lock::begin_attempt`] and

@@ -244,7 +244,7 @@ impl<K: Kind> Lock<K> {
         let taken = registry.acquired(
             &self.name,
             &hold.field,
-            K::REDISSON,
+            Self::HOLD_KIND,
             renewal,
             lease,
             renew,

@@ -151,7 +151,7 @@ impl FairCore {
     pub(crate) fn unlocking(&self) -> Unlocking<'_> {
         Unlocking::new(&UNLOCKS)
             .queued(&self.queue, &self.timeout)
-            .publishing(&self.channel, UNLOCK_MESSAGE)
+            .publishing(self.channel.as_str(), UNLOCK_MESSAGE)
     }
 
     pub(crate) fn give_up(
@@ -210,7 +210,7 @@ macro_rules! fair_protocol {
                 self.core.acquire(con, request)
             }
 
-            fn unlocking(&self) -> Unlocking<'_> {
+            fn unlocking<'a>(&'a self, _name: &'a str) -> Unlocking<'a> {
                 self.core.unlocking()
             }
 

@@ -22,11 +22,18 @@ pub enum Renewal {
     /// Renewed permits of a `PermitExpirableSemaphore`: each id still in
     /// the `timeout` ZSET (`{<name>}:timeout`) with an expiry in the future
     /// gets `now + lease` (`lua/permit_expirable_renew_batch.lua`), whether stored as
-    /// raw bytes or hex text.
-    Permits {
-        timeout: Arc<str>,
-        ids: Arc<[[u8; 16]]>,
-    },
+    /// raw bytes or hex text. Behind one pointer: a hold's renewal is as
+    /// small as a reader's (every hold carries one).
+    Permits(Arc<PermitRenewal>),
+}
+
+/// What renews a set of permits (see [`Renewal::Permits`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PermitRenewal {
+    /// The semaphore's timeout ZSET, `{<name>}:timeout`.
+    pub timeout: Arc<str>,
+    /// The permits' ids.
+    pub ids: Box<[[u8; 16]]>,
 }
 
 /// The renewal kinds: a chunk holds one kind only.
@@ -43,7 +50,7 @@ impl Renewal {
         match self {
             Renewal::Field => RenewKind::Field,
             Renewal::ReadMarkers { .. } => RenewKind::ReadMarkers,
-            Renewal::Permits { .. } => RenewKind::Permits,
+            Renewal::Permits(_) => RenewKind::Permits,
         }
     }
 
@@ -51,7 +58,7 @@ impl Renewal {
     /// own `name`, or a semaphore's timeout ZSET.
     pub(crate) fn key<'a>(&'a self, name: &'a str) -> &'a str {
         match self {
-            Renewal::Permits { timeout, .. } => timeout,
+            Renewal::Permits(permits) => &permits.timeout,
             _ => name,
         }
     }
@@ -114,9 +121,9 @@ impl RenewChunk<'_> {
                 Renewal::ReadMarkers { prefix } => {
                     cmd.arg(*field).arg(&**prefix);
                 }
-                Renewal::Permits { ids, .. } => {
-                    cmd.arg(ids.len());
-                    for id in ids.iter() {
+                Renewal::Permits(permits) => {
+                    cmd.arg(permits.ids.len());
+                    for id in permits.ids.iter() {
                         cmd.arg(&id[..])
                             .arg(&super::permit_expirable::hex_id(id)[..]);
                     }
@@ -232,10 +239,10 @@ mod tests {
 
     #[test]
     fn permit_chunks_send_both_id_forms_after_now() {
-        let renewal = Renewal::Permits {
+        let renewal = Renewal::Permits(Arc::new(PermitRenewal {
             timeout: "{s}:timeout".into(),
             ids: vec![[0xab; 16]].into(),
-        };
+        }));
         assert_eq!(renewal.kind(), RenewKind::Permits);
         assert_eq!(renewal.key("s"), "{s}:timeout");
         let chunk = RenewChunk {

@@ -60,8 +60,8 @@ macro_rules! rlock_layout {
             self.$rlock.wake(name, field)
         }
 
-        fn unlocking(&self) -> $crate::protocol::Unlocking<'_> {
-            self.$rlock.unlocking()
+        fn unlocking<'a>(&'a self, name: &'a str) -> $crate::protocol::Unlocking<'a> {
+            self.$rlock.unlocking(name)
         }
     };
 }
@@ -130,9 +130,10 @@ pub(crate) mod sealed {
             request: &AcquireRequest<'_>,
         ) -> Result<Acquired>;
 
-        /// The type's unlock scripts and the keys and arguments they take:
-        /// what the release, latched unlock and force unlock below send.
-        fn unlocking(&self) -> Unlocking<'_>;
+        /// The type's unlock scripts and the keys and arguments they take
+        /// for the lock named `name`: what the release, latched unlock and
+        /// force unlock below send.
+        fn unlocking<'a>(&'a self, name: &'a str) -> Unlocking<'a>;
 
         /// One release by a guard: the thread keeps `request.remaining`
         /// holds (0 frees the lock for it). Must be idempotent: it may be
@@ -142,7 +143,7 @@ pub(crate) mod sealed {
             con: &mut dyn ConnectionLike,
             request: &ReleaseRequest<'_>,
         ) -> Result<Option<UnlockOutcome>> {
-            let unlocking = self.unlocking();
+            let unlocking = self.unlocking(request.name);
             let last = u64::from(request.remaining);
             let reply = unlocking
                 .invocation(&unlocking.scripts.release, request, None, last)
@@ -160,7 +161,7 @@ pub(crate) mod sealed {
             latch: &str,
             latch_ttl_ms: u64,
         ) -> Result<Option<UnlockOutcome>> {
-            let unlocking = self.unlocking();
+            let unlocking = self.unlocking(request.name);
             let reply = unlocking
                 .invocation(
                     &unlocking.scripts.unlock,
@@ -179,7 +180,7 @@ pub(crate) mod sealed {
             name: &str,
             publish: &str,
         ) -> Result<bool> {
-            let unlocking = self.unlocking();
+            let unlocking = self.unlocking(name);
             let deleted: i64 = unlocking
                 .force_invocation(&unlocking.scripts.force, name, publish)
                 .invoke(con)?;
@@ -197,7 +198,7 @@ pub(crate) mod sealed {
             owner: &str,
             publish: &str,
         ) -> Result<bool> {
-            let unlocking = self.unlocking();
+            let unlocking = self.unlocking(name);
             let mut invocation =
                 unlocking.force_invocation(&unlocking.scripts.force_owned, name, publish);
             let deleted: i64 = invocation.arg(owner).invoke(con)?;

@@ -60,7 +60,7 @@ impl Protocol for Read {
         acquire(&ACQUIRE, con, request, Some((&marker_prefix, &write_field)))
     }
 
-    fn unlocking(&self) -> Unlocking<'_> {
+    fn unlocking<'a>(&'a self, _name: &'a str) -> Unlocking<'a> {
         self.side
             .unlocking(
                 if self.keeps_unmarked {
@@ -133,7 +133,7 @@ impl Side {
         message: &'static str,
     ) -> Unlocking<'_> {
         Unlocking::new(scripts)
-            .publishing(&self.channel, message)
+            .publishing(self.channel.as_str(), message)
             .in_mode(self.mode)
     }
 }

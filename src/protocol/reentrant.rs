@@ -22,22 +22,27 @@ static UNLOCKS: UnlockScripts = unlock_scripts!("rlock");
 /// The reentrant lock, Redisson's `RLock`: the type of [`crate::Lock`] by
 /// default. The types that share RLock's layout keep one and hand it their
 /// wake and unlocks.
+///
+/// It keeps nothing of its own (its channel is made from the lock's name
+/// when a wait or an unlock needs it): a held lock's handle costs no more
+/// than its name.
 #[derive(Debug)]
 pub struct Reentrant {
-    channel: String,
+    _private: (),
 }
 
 impl Protocol for Reentrant {
     const REDISSON: &'static str = "RedissonLock";
 
-    fn new(name: &str, _: &Config) -> Self {
-        Reentrant {
-            channel: names::lock_channel(name),
-        }
+    fn new(_: &str, _: &Config) -> Self {
+        Reentrant { _private: () }
     }
 
     fn wake<'a>(&'a self, name: &'a str, _field: &'a str) -> Wake<'a> {
-        Wake::channel(&self.channel, name)
+        Wake::Channel {
+            channel: names::lock_channel(name).into(),
+            entry: name.into(),
+        }
     }
 
     fn acquire(
@@ -48,8 +53,8 @@ impl Protocol for Reentrant {
         acquire(&ACQUIRE, con, request)
     }
 
-    fn unlocking(&self) -> Unlocking<'_> {
-        Unlocking::new(&UNLOCKS).publishing(&self.channel, UNLOCK_MESSAGE)
+    fn unlocking<'a>(&'a self, name: &'a str) -> Unlocking<'a> {
+        Unlocking::new(&UNLOCKS).publishing(names::lock_channel(name), UNLOCK_MESSAGE)
     }
 }
 

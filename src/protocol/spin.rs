@@ -63,7 +63,7 @@ impl Protocol for Spin {
         reentrant::acquire(&reentrant::ACQUIRE, con, request)
     }
 
-    fn unlocking(&self) -> Unlocking<'_> {
+    fn unlocking<'a>(&'a self, _name: &'a str) -> Unlocking<'a> {
         Unlocking::new(&UNLOCKS)
     }
 }

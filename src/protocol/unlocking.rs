@@ -2,6 +2,7 @@
 //! [`Unlocking`] descriptor every type hands the default release, latched
 //! unlock and force unlock.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use super::{ReleaseRequest, epoch_millis};
@@ -34,7 +35,7 @@ pub struct Unlocking<'a> {
     queue: Option<(&'a str, &'a str)>,
     /// The channel and the message a release publishes there, with the
     /// `publish` flag; `None`: no pub/sub at all (the spin lock).
-    channel: Option<(&'a str, &'a str)>,
+    channel: Option<(Cow<'a, str>, &'a str)>,
     /// A reader's release and latched unlock: KEYS add the thread's marker
     /// prefix and the lock's key prefix (this) after the channel, ARGV has
     /// no lease, and a release with holds left replies `{0, ttl}`.
@@ -56,9 +57,9 @@ impl<'a> Unlocking<'a> {
     }
 
     /// A release publishes `message` on `channel`.
-    pub(super) fn publishing(self, channel: &'a str, message: &'a str) -> Self {
+    pub(super) fn publishing(self, channel: impl Into<Cow<'a, str>>, message: &'a str) -> Self {
         Unlocking {
-            channel: Some((channel, message)),
+            channel: Some((channel.into(), message)),
             ..self
         }
     }
@@ -105,8 +106,8 @@ impl<'a> Unlocking<'a> {
         if let Some(latch) = latch {
             invocation.key(latch);
         }
-        if let Some((_, message)) = self.channel {
-            invocation.arg(message);
+        if let Some((_, message)) = &self.channel {
+            invocation.arg(*message);
         }
         if self.reader.is_none() {
             invocation.arg(request.lease_ms);
@@ -126,8 +127,8 @@ impl<'a> Unlocking<'a> {
         publish: &str,
     ) -> Invocation<'s> {
         let mut invocation = self.keys(script, name);
-        if let Some((_, message)) = self.channel {
-            invocation.arg(message);
+        if let Some((_, message)) = &self.channel {
+            invocation.arg(*message);
         }
         self.clock_and_publish(&mut invocation, publish);
         if let Some(mode) = self.mode {
@@ -142,8 +143,8 @@ impl<'a> Unlocking<'a> {
         if let Some((queue, timeout)) = self.queue {
             invocation.key(queue).key(timeout);
         }
-        if let Some((channel, _)) = self.channel {
-            invocation.key(channel);
+        if let Some((channel, _)) = &self.channel {
+            invocation.key(&**channel);
         }
         invocation
     }

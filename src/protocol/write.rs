@@ -47,7 +47,7 @@ impl Protocol for Write {
         read::acquire(&ACQUIRE, con, request, None)
     }
 
-    fn unlocking(&self) -> Unlocking<'_> {
+    fn unlocking<'a>(&'a self, _name: &'a str) -> Unlocking<'a> {
         self.0.unlocking(&UNLOCKS, READ_UNLOCK_MESSAGE)
     }
 

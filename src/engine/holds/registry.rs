@@ -51,25 +51,22 @@ fn check_watched(watched: &Mutex<Vec<Weak<Hold>>>, now: Instant) -> Option<Insta
     next
 }
 
-/// The holds of one name: one nearly always (a thread's, or a read lock's
-/// several threads'), kept inline.
-type NameHolds = SmallVec<[Arc<Hold>; 1]>;
-
 /// Every hold of one client, by lock name.
 pub(crate) struct Registry {
     /// Keyed by the locks' own names (no copy per acquisition); a name
     /// almost always has one hold, kept inline.
-    holds: Mutex<HashMap<Arc<str>, NameHolds>>,
-    /// The client's event handler's queue, if it has one.
-    events: Option<Events>,
+    holds: Mutex<HashTable<Arc<Hold>>>,
+    /// Hashes the holds' names: a name's holds (one nearly always; a read
+    /// lock's readers, other owners) share a hash.
+    hasher: RandomState,
+    /// The client's event handler's queue and the deadline thread's
+    /// wake-up, shared with every hold.
+    context: Arc<HoldContext>,
     /// The client's metrics settings, for each new hold.
     observe: observe::Settings,
     /// Holds whose deadline someone listens to (a lost signal's channel, or
     /// the event handler), watched by the `rlock-deadline` thread.
     watched: Arc<Mutex<Vec<Weak<Hold>>>>,
-    /// Wakes that thread (started by the first [`Registry::watch`]) when
-    /// `watched` changed; dropping it ends the thread.
-    watcher: OnceLock<channel::Sender<()>>,
     /// Tells that thread to end ([`Registry::stop`]).
     stopping: Arc<AtomicBool>,
     /// That thread, for [`Registry::stop`].
@@ -88,10 +85,13 @@ impl Registry {
     pub fn new(events: Option<Events>, observe: observe::Settings) -> Self {
         Registry {
             holds: Mutex::default(),
-            events,
+            hasher: RandomState::new(),
+            context: Arc::new(HoldContext {
+                events,
+                watcher: OnceLock::new(),
+            }),
             observe,
             watched: Arc::default(),
-            watcher: OnceLock::new(),
             stopping: Arc::default(),
             watcher_thread: Mutex::new(None),
         }
@@ -115,7 +115,7 @@ impl Registry {
             return;
         }
         self.watched.lock().push(Arc::downgrade(hold));
-        let wake = self.watcher.get_or_init(|| {
+        let wake = self.context.watcher.get_or_init(|| {
             let (wake, woken) = channel::bounded(1);
             let watched = Arc::clone(&self.watched);
             let stopping = Arc::clone(&self.stopping);
@@ -128,8 +128,8 @@ impl Registry {
             }
             wake
         });
-        // A deadline moved earlier wakes the thread too.
-        let _ = hold.deadline_moved.set(wake.clone());
+        // A deadline moved earlier wakes the thread too, once the hold is
+        // marked watched (above): this wake-up covers a move before.
         let _ = wake.try_send(());
     }
 
@@ -144,7 +144,7 @@ impl Registry {
         &self,
         name: &Arc<str>,
         field: &str,
-        kind: &'static str,
+        kind: &'static HoldKind,
         renewal: Renewal,
         lease: Duration,
         renew: bool,
@@ -157,25 +157,22 @@ impl Registry {
             hold.raise(|lock| Event::Acquired(lock, true));
             return Arc::clone(hold);
         }
-        let mut hold = Hold::new(name, field, renewal, renew, sent, lease);
+        let mut hold = Hold::new(name, field, renewal, renew, sent, lease, &self.context);
         hold.kind = kind;
-        hold.events.clone_from(&self.events);
-        hold.observed = HoldObserver::held(&self.observe, kind, name);
+        hold.observed = HoldObserver::held(&self.observe, kind.class, name);
         let hold = Arc::new(hold);
         hold.raise(|lock| Event::Acquired(lock, false));
-        if self.events.is_some() {
+        if self.context.events.is_some() {
             self.watch(&hold);
         }
+        let hash = self.hash(name);
         let mut holds = self.holds.lock();
-        let entry = holds.entry(Arc::clone(name)).or_default();
-        entry.retain(|old| {
-            if &*old.field != field {
-                return true;
-            }
-            old.mark_lost(LostReason::Replaced);
-            false
-        });
-        entry.push(Arc::clone(&hold));
+        // This owner's earlier hold on the name is replaced: lost.
+        while let Ok(old) = holds.find_entry(hash, |old| old.name == *name && *old.field == *field)
+        {
+            old.remove().0.mark_lost(LostReason::Replaced);
+        }
+        holds.insert_unique(hash, Arc::clone(&hold), |hold| self.hash(&hold.name));
         hold
     }
 
@@ -194,12 +191,11 @@ impl Registry {
 
     /// This owner's live hold on `name`, if it has one that is not lost.
     pub fn live(&self, name: &str, field: &str) -> Option<Arc<Hold>> {
-        self.holds.lock().get(name).and_then(|entry| {
-            entry
-                .iter()
-                .find(|hold| &*hold.field == field && !hold.is_lost())
-                .cloned()
-        })
+        self.holds
+            .lock()
+            .iter_hash(self.hash(name))
+            .find(|hold| &*hold.name == name && &*hold.field == field && !hold.is_lost())
+            .cloned()
     }
 
     /// How many acquisitions a hold counts.
@@ -211,24 +207,26 @@ impl Registry {
     pub fn holds_on(&self, name: &str) -> Vec<Arc<Hold>> {
         self.holds
             .lock()
-            .get(name)
-            .map(|holds| holds.to_vec())
-            .unwrap_or_default()
+            .iter_hash(self.hash(name))
+            .filter(|hold| &*hold.name == name)
+            .cloned()
+            .collect()
     }
 
     /// Number of holds (one per thread and lock) currently registered.
     pub fn len(&self) -> usize {
-        self.holds.lock().values().map(|holds| holds.len()).sum()
+        self.holds.lock().len()
     }
 
     /// Stops tracking `hold` (its lease is no longer renewed).
     pub fn remove(&self, hold: &Arc<Hold>) {
-        let mut holds = self.holds.lock();
-        if let Entry::Occupied(mut entry) = holds.entry(Arc::clone(&hold.name)) {
-            entry.get_mut().retain(|other| !Arc::ptr_eq(other, hold));
-            if entry.get().is_empty() {
-                entry.remove();
-            }
+        let hash = self.hash(&hold.name);
+        if let Ok(entry) = self
+            .holds
+            .lock()
+            .find_entry(hash, |other| Arc::ptr_eq(other, hold))
+        {
+            entry.remove();
         }
     }
 
@@ -236,8 +234,7 @@ impl Registry {
     pub fn renewable(&self) -> Vec<Arc<Hold>> {
         self.holds
             .lock()
-            .values()
-            .flatten()
+            .iter()
             .filter(|hold| hold.renews())
             .cloned()
             .collect()
@@ -245,14 +242,18 @@ impl Registry {
 
     /// Every hold registered now.
     pub fn all(&self) -> Vec<Arc<Hold>> {
-        self.holds.lock().values().flatten().cloned().collect()
+        self.holds.lock().iter().cloned().collect()
+    }
+
+    fn hash(&self, name: &str) -> u64 {
+        self.hasher.hash_one(name)
     }
 
     /// Ends the `rlock-deadline` thread, if it runs, and waits for it: the
     /// holds' deadlines are no longer signalled by it.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
-        if let Some(wake) = self.watcher.get() {
+        if let Some(wake) = self.context.watcher.get() {
             let _ = wake.try_send(());
         }
         crate::sync::join(self.watcher_thread.lock().take());

@@ -2,29 +2,37 @@
 //! [`crate::Client::shutdown`] does to the holds whose threads did not
 //! release them in time.
 
+use std::sync::Arc;
+
 use super::Hold;
+use crate::engine::Engine;
 use crate::error::Result;
 
-/// Releases the hold of the owner field it is given, whole, in Redis, the
-/// way its lock type's guard would (one round trip); set by the layer that
-/// knows the type when the hold starts.
-pub(crate) type Releaser = Box<dyn Fn(&str) -> Result<()> + Send + Sync>;
+/// A hold's lock type as the registry needs it: the Redisson class its
+/// events name, and how a shutdown releases a hold of that type. One
+/// `static` per type, so a hold keeps a pointer to it (no closure, no
+/// allocation per hold).
+pub(crate) struct HoldKind {
+    /// The Redisson class, e.g. `RedissonLock`.
+    pub class: &'static str,
+    /// Releases `hold` whole in Redis, the way its type's guard would (one
+    /// round trip), on `engine`'s client.
+    pub release: fn(&Arc<Engine>, &Hold) -> Result<()>,
+}
+
+impl HoldKind {
+    /// A kind with no class and nothing to release (the registry's own
+    /// tests).
+    pub const NONE: HoldKind = HoldKind {
+        class: "",
+        release: |_, _| Ok(()),
+    };
+}
 
 impl Hold {
-    /// Gives the hold its releaser, made by `make` unless it has one (a
-    /// reentry joins a hold that has). No I/O.
-    pub fn set_releaser(&self, make: impl FnOnce() -> Releaser) {
-        if self.releaser.get().is_none() {
-            let _ = self.releaser.set(make());
-        }
-    }
-
-    /// Releases the hold in Redis through its releaser (nothing without
-    /// one). One round trip.
-    pub fn release_in_redis(&self) -> Result<()> {
-        match self.releaser.get() {
-            Some(release) => release(&self.field),
-            None => Ok(()),
-        }
+    /// Releases the hold in Redis the way its type's guard would, on
+    /// `engine`'s client. One round trip.
+    pub fn release_in_redis(&self, engine: &Arc<Engine>) -> Result<()> {
+        (self.kind.release)(engine, self)
     }
 }

@@ -14,7 +14,15 @@ const SHORT: Duration = Duration::from_secs(2);
 
 fn hold(lease: Duration) -> Arc<Hold> {
     let name: Arc<str> = "l".into();
-    Arc::new(Hold::new(&name, "f", Renewal::Field, true, now(), lease))
+    Arc::new(Hold::new(
+        &name,
+        "f",
+        Renewal::Field,
+        true,
+        now(),
+        lease,
+        &Arc::default(),
+    ))
 }
 
 /// Lowers `hold`'s deadline to `SHORT` from now in one of three ways (a
@@ -99,7 +107,16 @@ fn the_deadline_thread_wakes_at_a_deadline_moved_earlier() {
     check(explore::iterations(1000), 0.0, || {
         let registry = Registry::default();
         let name: Arc<str> = "l".into();
-        let hold = registry.acquired(&name, "f", "", Renewal::Field, LONG, true, now(), None);
+        let hold = registry.acquired(
+            &name,
+            "f",
+            &HoldKind::NONE,
+            Renewal::Field,
+            LONG,
+            true,
+            now(),
+            None,
+        );
         let lost = hold.lost_channel();
         registry.watch(&hold);
         let lowered = {

@@ -4,11 +4,33 @@
 //! like a lock's (deadline, lost signal, events).
 
 use super::*;
-use crate::engine::holds::{Hold, Releaser};
+use crate::engine::Engine;
+use crate::engine::holds::{Hold, HoldKind};
 use crate::protocol::Renewal;
+use crate::protocol::lease::PermitRenewal;
 
-/// The Redisson class the holds of renewed permits report in events.
-const KIND: &str = "RPermitExpirableSemaphore";
+/// The holds of renewed permits: the Redisson class they report in
+/// events, and their release at a shutdown when their holder did not
+/// release them in time: all the set's permits still held, in one round
+/// trip.
+static KIND: HoldKind = HoldKind {
+    class: "RPermitExpirableSemaphore",
+    release: release_set,
+};
+
+/// Releases the permits of `hold` (a renewed set) on `engine`'s client.
+fn release_set(engine: &Arc<Engine>, hold: &Hold) -> Result<()> {
+    let Renewal::Permits(permits) = &hold.renewal else {
+        return Ok(());
+    };
+    let keys = PermitExpirableKeys::new(&hold.name);
+    let publish = engine.publish;
+    engine
+        .with_connection(&keys.name, "release", |con, _| {
+            protocol::try_release_many(con, &keys, &permits.ids, epoch_millis(), publish)
+        })
+        .map(|_| ())
+}
 
 /// The owner field of the hold of the permit set `ids`: `permits:` and the
 /// first id's hex text (random, so one set per field).
@@ -77,10 +99,10 @@ impl PermitExpirableSemaphore {
     /// at `sent` with the watchdog timeout as their lease: the watchdog
     /// renews it from now on. No I/O.
     pub(super) fn renewed_hold(&self, ids: &[PermitId], sent: Instant) -> Arc<Hold> {
-        let renewal = Renewal::Permits {
+        let renewal = Renewal::Permits(Arc::new(PermitRenewal {
             timeout: self.keys.timeout.as_str().into(),
             ids: ids.iter().map(|id| id.0).collect(),
-        };
+        }));
         let name: Arc<str> = self.keys.name.as_str().into();
         let lease = self.engine.config.watchdog_timeout;
         let field = hold_field(ids);
@@ -88,28 +110,7 @@ impl PermitExpirableSemaphore {
         // 1 ms earlier than `sent`): the deadline counts from 1 ms before.
         let sent = sent.checked_sub(Duration::from_millis(1)).unwrap_or(sent);
         let registry = &self.engine.registry;
-        let hold = registry.acquired(&name, &field, KIND, renewal, lease, true, sent, None);
-        hold.set_releaser(|| self.releaser(ids));
-        hold
-    }
-
-    /// How a client's shutdown releases the permits `ids` when their
-    /// holder did not in time: all that are still held, in one round trip.
-    fn releaser(&self, ids: &[PermitId]) -> Releaser {
-        let engine = Arc::downgrade(&self.engine);
-        let keys = Arc::clone(&self.keys);
-        let raw: Vec<[u8; 16]> = ids.iter().map(|id| id.0).collect();
-        Box::new(move |_field: &str| {
-            let Some(engine) = engine.upgrade() else {
-                return Ok(());
-            };
-            let publish = engine.publish;
-            engine
-                .with_connection(&keys.name, "release", |con, _| {
-                    protocol::try_release_many(con, &keys, &raw, epoch_millis(), publish)
-                })
-                .map(|_| ())
-        })
+        registry.acquired(&name, &field, &KIND, renewal, lease, true, sent, None)
     }
 }
 
