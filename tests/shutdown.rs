@@ -407,3 +407,24 @@ fn a_sentinel_client_shut_down_releases_its_holds_and_ends_every_thread_it_start
     assert_eq!(keeper.join().expect("keeper"), Some(LostReason::Shutdown));
     assert_eq!(sorted(), before, "the client's threads are not all gone");
 }
+
+#[test]
+fn a_hold_adopted_from_another_client_is_released_by_the_shutdown() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let (first, second) = (server.client(), server.client());
+    let token = first
+        .lock("s-adopted")
+        .lock_owned()
+        .expect("lock")
+        .detach();
+    // The adopter's guard is still alive when its client shuts down.
+    let adopted = second.lock("s-adopted").adopt(&token).expect("adopt");
+    second
+        .shutdown(Duration::from_millis(100))
+        .expect("shutdown");
+    let exists: i64 = server.cmd(&["EXISTS", "s-adopted"]);
+    assert_eq!(exists, 0, "the adopted hold is left in Redis");
+    assert!(adopted.is_lost(), "its guard reads as lost (shutdown)");
+    drop(adopted);
+}
