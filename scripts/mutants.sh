@@ -55,7 +55,9 @@ group_files() {
 # Features a group's tests need (tests/failpoints.rs: `failpoints`).
 group_features() {
   case $1 in
-  holds | mux | unlock) echo "failpoints" ;;
+  holds | mux) echo "failpoints" ;;
+  # observability: a guard's reentry and token as the acquire reports them.
+  unlock) echo "failpoints,tracing,metrics" ;;
   esac
 }
 group_tests() {
@@ -63,7 +65,7 @@ group_tests() {
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints shutdown" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle failpoints" ;;
-  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance" ;;
+  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance fenced cancel fork faults_lost_reply replicas observability" ;;
   esac
 }
 
