@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redisson_lock::{RequestId, UnlockOutcome};
+use redisson_lock::{LostReason, RequestId, UnlockOutcome};
 use support::RedisServer;
 use support::state::{exists, lock_twice, pttl};
 
@@ -44,6 +44,10 @@ fn replaying_a_partial_release_returns_still_held_without_releasing_again() {
         UnlockOutcome::StillHeld
     );
     assert_eq!(lock.hold_count().expect("count"), 1);
+    assert!(
+        !first.is_lost() && !second.is_lost(),
+        "a partial release leaves the thread's guards holding"
+    );
 
     // The latch records the outcome "0" for the latch TTL.
     let latch = latch_key("latched", &id);
@@ -89,6 +93,11 @@ fn replaying_a_final_release_returns_released_and_leaves_the_next_holder_alone()
     );
     let value: Option<String> = server.cmd(&["GET", &latch_key("handover", &id)]);
     assert_eq!(value.as_deref(), Some("1"));
+    assert_eq!(
+        guard.lost_reason(),
+        Some(LostReason::Released),
+        "the thread's guard holds nothing now"
+    );
 
     // A Java client takes the lock next.
     let _: () = server.cmd(&["HSET", "handover", FOREIGN_FIELD, "1"]);
@@ -162,4 +171,31 @@ fn guard_releases_write_no_latch() {
     assert!(seen.is_empty(), "latch events: {seen:?}");
     let left: Vec<String> = server.cmd(&["KEYS", "*"]);
     assert!(left.is_empty(), "nothing left behind: {left:?}");
+}
+
+#[test]
+fn a_latched_partial_release_s_shorter_lease_moves_the_hold_s_deadline() {
+    let (server, client) = RedisServer::start_with_client();
+    let lock = client.lock("shortened").with_lease(Duration::from_secs(30));
+    let (first, _second) = lock_twice(&lock);
+    // The same thread's unlock through a handle with a 500 ms lease: the
+    // hold it leaves has that TTL in Redis, and so locally.
+    let short = client
+        .lock("shortened")
+        .with_lease(Duration::from_millis(500));
+    assert_eq!(
+        short
+            .unlock_with_request_id(&RequestId::new())
+            .expect("unlock"),
+        UnlockOutcome::StillHeld
+    );
+    let ttl = pttl(&server, "shortened");
+    assert!(ttl > 0 && ttl <= 500, "the unlock's lease: {ttl} ms");
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!exists(&server, "shortened"), "the key expired");
+    assert_eq!(
+        first.lost_reason(),
+        Some(LostReason::LeaseExpired),
+        "a guard reads as held past its key's expiry"
+    );
 }
