@@ -134,3 +134,26 @@ fn a_lost_reentry_reply_still_yields_increasing_tokens_and_counts_once() {
     outer.unlock().expect("unlock");
     assert_no_phantom_hold(&lock);
 }
+
+#[test]
+fn a_hold_token_names_the_holder_s_field_and_token_and_is_adopted_with_them() {
+    let (server, client) = RedisServer::start_with_client();
+    let lock = client.fenced_lock("fenced-token");
+    let guard = lock.lock().expect("lock");
+    let token = guard.hold_token();
+    assert_eq!(token.owner_field(), client.owner_field());
+    assert_eq!(token.fencing_token(), Some(guard.token()));
+    assert!(guard.token() > 0);
+    // Handed over for good: this side leaves it one lease, another client
+    // takes it over under the same field, with the same token.
+    guard.keep_for(Duration::from_secs(30)).expect("keep_for");
+    let other = server.client();
+    let adopted = other
+        .fenced_lock("fenced-token")
+        .adopt(&token)
+        .expect("adopt");
+    assert_eq!(adopted.token(), token.fencing_token().unwrap_or(0));
+    adopted.unlock().expect("unlock");
+    let exists: i64 = server.cmd(&["EXISTS", "fenced-token"]);
+    assert_eq!(exists, 0);
+}
