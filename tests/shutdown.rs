@@ -413,11 +413,7 @@ fn a_hold_adopted_from_another_client_is_released_by_the_shutdown() {
     let _serial = serial();
     let server = RedisServer::start();
     let (first, second) = (server.client(), server.client());
-    let token = first
-        .lock("s-adopted")
-        .lock_owned()
-        .expect("lock")
-        .detach();
+    let token = first.lock("s-adopted").lock_owned().expect("lock").detach();
     // The adopter's guard is still alive when its client shuts down.
     let adopted = second.lock("s-adopted").adopt(&token).expect("adopt");
     second
