@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use redisson_lock::{Client, Error, LostReason, OwnedLockGuard};
+use redisson_lock::{Client, Error, LockGuard, LostReason, OwnedLockGuard};
 use support::RedisServer;
 use support::monitor::monitor_evalsha;
 use support::proxy::{Fault, Proxy};
@@ -630,14 +630,25 @@ fn a_shutdown_during_a_long_renewal_run_sends_no_more_of_its_rounds() {
     );
 }
 
-/// A client renewing every 2 s whose replies time out after 200 ms: its
-/// `keep_for` waits at most 400 ms a try for a renewal in flight.
-fn keeping_client(server: &RedisServer) -> Client {
-    Client::builder(server.url())
+/// Takes `name` on a client renewing every 2 s whose replies time out
+/// after 200 ms (its `keep_for` waits at most 400 ms a try for a renewal in
+/// flight), and stops the watchdog's next renewal (a 6 s lease) before its
+/// send: it goes on when the returned sender sends.
+fn held_with_a_renewal_stopped(
+    server: &RedisServer,
+    name: &str,
+) -> (Client, LockGuard, mpsc::Sender<()>) {
+    let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(6))
         .response_timeout(Duration::from_millis(200))
         .build()
-        .expect("client")
+        .expect("client");
+    let guard = client.lock(name).lock().expect("lock");
+    let (stopped, go_tx) = pause_once("renewal-before-send");
+    stopped
+        .recv_timeout(Duration::from_secs(6))
+        .expect("the watchdog reached the fail point");
+    (client, guard, go_tx)
 }
 
 #[test]
@@ -645,14 +656,9 @@ fn a_renewal_answered_after_keep_for_s_first_wait_does_not_outlast_its_lease() {
     let _serial = serial();
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
-    let client = keeping_client(&server);
-    let guard = client.lock("kept").lock().expect("lock");
-    // The watchdog's next renewal (a 6 s lease) stops before its send and
-    // goes on 700 ms later: after keep_for's first wait for it gave up.
-    let (stopped, go_tx) = pause_once("renewal-before-send");
-    stopped
-        .recv_timeout(Duration::from_secs(6))
-        .expect("the watchdog reached the fail point");
+    // The renewal goes on 700 ms later: after keep_for's first wait for it
+    // gave up.
+    let (_client, guard, go_tx) = held_with_a_renewal_stopped(&server, "kept");
     let going = thread::spawn(move || {
         thread::sleep(Duration::from_millis(700));
         go_tx.send(()).expect("go");
@@ -675,12 +681,7 @@ fn keep_for_gives_up_on_a_renewal_that_stays_in_flight() {
     let _serial = serial();
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
-    let client = keeping_client(&server);
-    let guard = client.lock("unsure").lock().expect("lock");
-    let (stopped, go_tx) = pause_once("renewal-before-send");
-    stopped
-        .recv_timeout(Duration::from_secs(6))
-        .expect("the watchdog reached the fail point");
+    let (_client, guard, go_tx) = held_with_a_renewal_stopped(&server, "unsure");
     // Three tries of twice 400 ms each, the renewal in flight throughout
     // (and the lease longer than them: no try finds the key expired).
     let result = guard.keep_for(Duration::from_secs(10));

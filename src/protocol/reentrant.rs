@@ -23,9 +23,9 @@ static UNLOCKS: UnlockScripts = unlock_scripts!("rlock");
 /// default. The types that share RLock's layout keep one and hand it their
 /// wake and unlocks.
 ///
-/// It keeps nothing of its own (its channel is made from the lock's name
-/// when a wait or an unlock needs it): a held lock's handle costs no more
-/// than its name.
+/// It keeps nothing of its own: its channel is made from the lock's name
+/// when a wait or an unlock needs it, so that a held lock's handle (which
+/// its guard keeps) carries no copy of it.
 #[derive(Debug)]
 pub struct Reentrant {
     _private: (),
