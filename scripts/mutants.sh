@@ -15,6 +15,11 @@
 #   MUTANTS_UNIT_ONLY=1 ...              # the library's unit tests only (CI:
 #                                        # one test binary to relink per
 #                                        # mutant instead of six)
+#   MUTANTS_FILES='a.rs b.rs' MUTANTS_TESTS='t1 t2' MUTANTS_TAG=x ...
+#                                        # a part of a group, against some of
+#                                        # its tests (a survivor of such a
+#                                        # run is run again with them all);
+#                                        # output in target/mutants/<group>-x
 #
 # Groups (files, then the tests that cover them; every group also runs the
 # library's unit tests):
@@ -30,6 +35,10 @@ cd "$(dirname "$0")/.."
 
 ensure_cargo
 ensure_redis_server
+# Outside CI the mutants are built in a copy of the tree from scratch: without
+# debug information each one's dozen test binaries link in about half the
+# time. (CI reuses its target/, built with the default profile.)
+if [ "${CI:-}" != true ]; then export CARGO_PROFILE_DEV_DEBUG=0; fi
 # Installed on first use, so that a CI run whose change touches none of the
 # core's files costs nothing.
 ensure_mutants() {
@@ -44,6 +53,7 @@ ensure_mutants() {
 MODELS='**/schedules.rs'
 
 group_files() {
+  if [ -n "${MUTANTS_FILES:-}" ]; then echo "$MUTANTS_FILES"; return; fi
   case $1 in
   holds) echo "src/engine/holds.rs src/engine/holds/*.rs src/lock/signal.rs" ;;
   resp) echo "src/net/resp.rs" ;;
@@ -61,11 +71,12 @@ group_features() {
   esac
 }
 group_tests() {
+  if [ -n "${MUTANTS_TESTS:-}" ]; then echo "$MUTANTS_TESTS"; return; fi
   case $1 in
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints shutdown" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle failpoints" ;;
-  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance fenced cancel fork faults_lost_reply replicas observability" ;;
+  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance fenced cancel fork faults_lost_reply replicas observability shutdown" ;;
   esac
 }
 
@@ -73,11 +84,12 @@ group_tests() {
 run_group() {
   local group=$1
   shift
+  local dir=$group${MUTANTS_TAG:+-$MUTANTS_TAG}
   # The test targets are named for the build too (`--cargo-arg`): cargo
   # test --no-run would otherwise build every test binary of the crate for
   # each mutant (161 s a mutant here, against ~10 s for the library's own).
   local args=(--no-shuffle --baseline skip
-    --output "target/mutants/$group" --cargo-arg=--lib --exclude "$MODELS")
+    --output "target/mutants/$dir" --cargo-arg=--lib --exclude "$MODELS")
   # In CI (a throwaway clone, already built) the mutants are made in place,
   # reusing target/; elsewhere in a copy, so that the checkout is never left
   # mutated.
@@ -93,13 +105,13 @@ run_group() {
   args+=(--timeout "${MUTANTS_TEST_TIMEOUT:-300}")
   # Resumes a group's run: the mutants an earlier run caught are skipped.
   if [ -n "${MUTANTS_ITERATE:-}" ]; then args+=(--iterate); fi
-  mkdir -p "target/mutants/$group"
+  mkdir -p "target/mutants/$dir"
   echo "==> cargo mutants: $group ($(cargo mutants --list "${args[@]}" "$@" | wc -l) mutants)"
   # cargo-mutants exits 2 when a mutant survives, 3 on a timeout: the
   # figures are the result here, the script goes on to the next group.
   cargo mutants "${args[@]}" "$@" || true
-  local out=target/mutants/$group/mutants.out
-  echo "    $group: caught $(wc -l <"$out/caught.txt"), missed $(wc -l <"$out/missed.txt"), timeout $(wc -l <"$out/timeout.txt"), unviable $(wc -l <"$out/unviable.txt")"
+  local out=target/mutants/$dir/mutants.out
+  echo "    $dir: caught $(wc -l <"$out/caught.txt"), missed $(wc -l <"$out/missed.txt"), timeout $(wc -l <"$out/timeout.txt"), unviable $(wc -l <"$out/unviable.txt")"
   if [ -s "$out/missed.txt" ]; then
     sed 's/^/    missed: /' "$out/missed.txt"
   fi

@@ -676,6 +676,45 @@ fn a_renewal_answered_after_keep_for_s_first_wait_does_not_outlast_its_lease() {
     scenario.teardown();
 }
 
+/// The scripts (`EVALSHA` and `EVAL`) the server ran so far, less those
+/// that failed (an `EVALSHA` of a script not loaded yet: `NOSCRIPT`).
+fn scripts_run(server: &RedisServer) -> u64 {
+    let info: String = server.cmd(&["INFO", "commandstats"]);
+    let stat = |line: &str, name: &str| -> u64 {
+        line.split([':', ','])
+            .find_map(|field| field.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or(0)
+    };
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .map(|l| stat(l, "calls") - stat(l, "failed_calls"))
+        .sum()
+}
+
+#[test]
+fn keep_for_waits_for_a_renewal_in_flight_before_its_pexpire() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    // The renewal goes on 150 ms later: within keep_for's wait for it.
+    let (_client, guard, go_tx) = held_with_a_renewal_stopped(&server, "waited");
+    let before = scripts_run(&server);
+    let going = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(150));
+        go_tx.send(()).expect("go");
+    });
+    guard.keep_for(Duration::from_secs(2)).expect("keep_for");
+    going.join().expect("the go thread");
+    fail::remove("renewal-before-send");
+    // Sent at once, the PEXPIRE would race the renewal and be sent again.
+    assert_eq!(
+        scripts_run(&server) - before,
+        2,
+        "the renewal and one PEXPIRE, sent after it"
+    );
+    scenario.teardown();
+}
+
 #[test]
 fn keep_for_gives_up_on_a_renewal_that_stays_in_flight() {
     let _serial = serial();

@@ -6,7 +6,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redisson_lock::Error;
+use redisson_lock::{Error, LostReason};
 use support::RedisServer;
 use support::state::pttl;
 
@@ -69,11 +69,17 @@ fn keep_for_refuses_a_reentered_hold_and_a_hold_gone_from_redis() {
     assert!(!lock.is_locked().expect("is_locked"));
 
     let guard = lock.lock().expect("lock again");
+    let lost = guard.lost_signal();
     let _: i64 = server.cmd(&["DEL", "kept-twice"]);
     assert!(matches!(
         guard.keep_for(Duration::from_secs(5)),
         Err(Error::NotHeld { .. })
     ));
+    // A thread following the hold learns it was lost, and why.
+    assert_eq!(
+        lost.wait_timeout(Duration::from_secs(1)),
+        Some(LostReason::KeyGone)
+    );
     assert_eq!(client.diagnostics().registered_holds, 0);
     assert!(!lock.is_locked().expect("is_locked"));
 }

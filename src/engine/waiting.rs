@@ -113,14 +113,14 @@ pub(crate) struct Parker<'a> {
     /// Subscriptions are taken until this at the latest (the caller's).
     deadline: Option<Instant>,
     /// `None`: a sleeper.
-    on: Option<Subscribed<'a>>,
+    on: Option<Subscribed>,
 }
 
 /// A parker's subscription. The fields drop in order: the wake-up is
-/// unregistered before the subscription leaves.
-struct Subscribed<'a> {
-    channel: &'a str,
-    entry: &'a str,
+/// unregistered before the subscription leaves. Its channel's and entry's
+/// names are the subscription's own (shared with the subscriber's lot): a
+/// waiter keeps no copy of them.
+struct Subscribed {
     _woken_by_stop: Vec<Registration>,
     subscription: Subscription,
 }
@@ -134,7 +134,7 @@ impl<'a> Parker<'a> {
     pub fn subscribe(
         engine: &'a Engine,
         stop: Stop<'a>,
-        (channel, entry): (&'a str, &'a str),
+        (channel, entry): (&str, &str),
         within: Duration,
         deadline: Option<Instant>,
     ) -> Result<Parker<'a>> {
@@ -154,13 +154,11 @@ impl<'a> Parker<'a> {
         }
     }
 
-    fn join(&mut self, channel: &'a str, entry: &'a str, within: Duration) -> Result<()> {
+    fn join(&mut self, channel: &str, entry: &str, within: Duration) -> Result<()> {
         let limit = Instant::now() + within;
         let limit = self.deadline.map_or(limit, |deadline| limit.min(deadline));
         let subscription = self.topology.subscribe(channel, entry, limit)?;
         self.on = Some(Subscribed {
-            channel,
-            entry,
             _woken_by_stop: self.stop.on_stop(Arc::new(subscription.waker())),
             subscription,
         });
@@ -173,9 +171,10 @@ impl<'a> Parker<'a> {
     /// [`Topology::is_stale`]). A release meanwhile was announced where
     /// nobody listened. Never for a sleeper. Never waits for I/O.
     pub fn is_stale(&self) -> bool {
-        self.on
-            .as_ref()
-            .is_some_and(|on| self.topology.is_stale(&on.subscription, on.channel))
+        self.on.as_ref().is_some_and(|on| {
+            let subscription = &on.subscription;
+            self.topology.is_stale(subscription, subscription.channel())
+        })
     }
 
     /// When the subscription went stale ([`Parker::is_stale`]), leaves it
@@ -186,11 +185,13 @@ impl<'a> Parker<'a> {
         if !self.is_stale() {
             return Ok(false);
         }
-        let Some(Subscribed { channel, entry, .. }) = self.on.take() else {
+        let Some(on) = self.on.take() else {
             return Ok(false);
         };
-        // Taken and dropped above: left before joining again.
-        self.join(channel, entry, within)?;
+        let (channel, entry) = on.subscription.names();
+        // Left before joining again.
+        drop(on);
+        self.join(&channel, &entry, within)?;
         Ok(true)
     }
 

@@ -12,7 +12,7 @@ use crate::engine::observe::{AcquireOutcome, Acquiring};
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::{Parker, within_deadline};
 use crate::error::Result;
-use crate::protocol::{Kind, Queue, Spinning, Wake};
+use crate::protocol::{Kind, Queue, Spinning};
 
 /// What one acquire attempt got: the guard, or the holder's TTL.
 type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
@@ -112,17 +112,19 @@ impl<K: Kind> Lock<K> {
         let within =
             |ttl: Option<Duration>| config.subscription_timeout.min(ttl.unwrap_or(fallback));
         let wake = self.kind.wake(&self.name, field);
-        let (mut parker, mut backoff) = match &wake {
-            Wake::Channel { channel, entry } => {
-                let on = (&**channel, &**entry);
+        let (mut parker, mut backoff) = match wake.on() {
+            Some(on) => {
                 let parker = Parker::subscribe(&self.engine, stop, on, within(ttl), deadline)?;
                 (parker, None)
             }
-            Wake::Backoff(backoff) => (
+            None => (
                 Parker::sleeper(&self.engine, stop),
-                Some(Spinning::new(*backoff)),
+                wake.backoff().map(Spinning::new),
             ),
         };
+        // Its names live on in the subscription (a fair lock's waiter has a
+        // channel of its own: ~100 B a waiter, kept once).
+        drop(wake);
         // One connection lost while waiting (a server restarting under the
         // waiters: the attempt right after the subscriber lost its connection
         // finds the server down) is retried once, after the retry delay; a

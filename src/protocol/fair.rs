@@ -9,7 +9,6 @@
 //! scripts with a
 //! reentry error text; both types share [`FairCore`].
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -84,11 +83,7 @@ impl FairCore {
     }
 
     pub(crate) fn wake<'a>(&'a self, field: &'a str) -> Wake<'a> {
-        let own = names::concat(&[&self.channel, ":", field]);
-        Wake::Channel {
-            channel: Cow::Owned(own.clone()),
-            entry: Cow::Owned(own),
-        }
+        Wake::Own(names::concat(&[&self.channel, ":", field]))
     }
 
     pub(crate) fn acquire(

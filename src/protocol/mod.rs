@@ -254,6 +254,9 @@ pub enum Wake<'a> {
         channel: Cow<'a, str>,
         entry: Cow<'a, str>,
     },
+    /// A release publishes on a channel of the thread's own (a fair lock's
+    /// waiter), which is also its entry: one string, not two copies of it.
+    Own(String),
     /// No message: sleep by this backoff between attempts.
     Backoff(Backoff),
 }
@@ -264,6 +267,24 @@ impl<'a> Wake<'a> {
         Wake::Channel {
             channel: Cow::Borrowed(channel),
             entry: Cow::Borrowed(entry),
+        }
+    }
+
+    /// The channel and entry a waiting thread subscribes to; `None` for a
+    /// backoff.
+    pub(crate) fn on(&self) -> Option<(&str, &str)> {
+        match self {
+            Wake::Channel { channel, entry } => Some((channel, entry)),
+            Wake::Own(channel) => Some((channel, channel)),
+            Wake::Backoff(_) => None,
+        }
+    }
+
+    /// The backoff between attempts of a kind that no message wakes.
+    pub(crate) fn backoff(&self) -> Option<Backoff> {
+        match self {
+            Wake::Backoff(backoff) => Some(*backoff),
+            Wake::Channel { .. } | Wake::Own(_) => None,
         }
     }
 }

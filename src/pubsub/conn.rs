@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::entries::Name;
 use super::{Flavour, SubscriberState};
 use crate::net::direct::{SLACK_DIVISOR, Until};
 use crate::net::resp;
@@ -35,6 +36,11 @@ const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// The shortest time a write may block: every write gets at least one try.
 const WRITE_MIN: Duration = Duration::from_millis(1);
+/// What the record's buffers keep once drained: a burst of ten thousand
+/// subscriptions (a fair lock's waiters each have a channel) grows them to
+/// megabytes, which would otherwise stay for the client's life.
+const OUT_KEEP: usize = 16 * 1024;
+const RECORD_KEEP: usize = 256;
 
 /// The write side of the connection and the record of what was sent on it,
 /// behind the connection mutex.
@@ -47,9 +53,9 @@ pub(super) struct Conn {
     out: Vec<u8>,
     written: usize,
     /// Channels whose last command sent was SUBSCRIBE.
-    pub(super) subscribed: HashSet<String>,
+    pub(super) subscribed: HashSet<Name>,
     /// Per channel, its commands whose reply has not come yet.
-    in_flight: HashMap<String, usize>,
+    in_flight: HashMap<Name, usize>,
     /// Every command whose reply has not come yet, oldest first: replies come
     /// in this order, so each confirmation or error answers the front one.
     pub(super) pending: VecDeque<Pending>,
@@ -61,8 +67,8 @@ pub(super) struct Conn {
 /// exactly one.
 #[derive(Debug)]
 pub(super) enum Pending {
-    Subscribe(String),
-    Unsubscribe(String),
+    Subscribe(Name),
+    Unsubscribe(Name),
     Ping,
 }
 
@@ -88,7 +94,7 @@ impl Conn {
                 Pending::Ping => continue,
             };
             self.out
-                .extend_from_slice(&redis::cmd(name).arg(channel).get_packed_command());
+                .extend_from_slice(&redis::cmd(name).arg(&**channel).get_packed_command());
             *self.in_flight.entry(channel.clone()).or_default() += 1;
             self.pending.push_back(match &command {
                 Pending::Subscribe(channel) => Pending::Subscribe(channel.clone()),
@@ -116,9 +122,23 @@ impl Conn {
             }
             _ => {
                 self.in_flight.remove(channel);
+                if sparse(self.in_flight.len(), self.in_flight.capacity()) {
+                    self.in_flight
+                        .shrink_to(RECORD_KEEP.max(2 * self.in_flight.len()));
+                }
                 true
             }
         }
+    }
+
+    /// The oldest command awaiting its reply, taken off the record.
+    pub(super) fn answered(&mut self) -> Option<Pending> {
+        let front = self.pending.pop_front();
+        if sparse(self.pending.len(), self.pending.capacity()) {
+            self.pending
+                .shrink_to(RECORD_KEEP.max(2 * self.pending.len()));
+        }
+        front
     }
 
     /// Subscribed, and the server confirmed it.
@@ -154,9 +174,16 @@ impl Conn {
                 return Err(io::ErrorKind::TimedOut.into());
             }
         }
-        self.out.clear();
-        self.written = 0;
+        self.all_written();
         Ok(())
+    }
+
+    /// Everything committed was written: the buffer starts over, given back
+    /// down to [`OUT_KEEP`].
+    fn all_written(&mut self) {
+        self.out.clear();
+        self.out.shrink_to(OUT_KEEP);
+        self.written = 0;
     }
 
     /// Closes the connection for good: the subscriber thread sees the
@@ -174,6 +201,13 @@ impl Conn {
         self.writer = writer;
         previous
     }
+}
+
+/// Whether a record of `len` entries in room for `capacity` has grown far
+/// beyond its use (a burst drained): given back down to twice its use, so
+/// that a size that comes and goes does not reallocate each time.
+fn sparse(len: usize, capacity: usize) -> bool {
+    capacity > RECORD_KEEP && len < capacity / 4
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -266,7 +300,7 @@ impl SubscriberState {
             channels.dedup();
             for channel in channels {
                 let wanted = lot.wants(&channel);
-                let sent = conn.subscribed.contains(&channel);
+                let sent = conn.subscribed.contains(&*channel);
                 if wanted && !sent {
                     commands.push(Pending::Subscribe(channel));
                 } else if !wanted && sent {
@@ -479,6 +513,8 @@ impl SubscriberState {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
@@ -505,7 +541,7 @@ mod tests {
         assert!(written.contains("SUNSUBSCRIBE\r\n$1\r\nc"), "{written:?}");
         assert!(matches!(
             conn.pending.iter().collect::<Vec<_>>().as_slice(),
-            [Pending::Unsubscribe(a), Pending::Unsubscribe(b)] if a == "c" && b == "c"
+            [Pending::Unsubscribe(a), Pending::Unsubscribe(b)] if &**a == "c" && &**b == "c"
         ));
         assert!(!conn.subscribed.contains("c"));
 
@@ -513,5 +549,38 @@ mod tests {
         classic.queue(Pending::Subscribe("c".into()), Flavour::ClusterClassic);
         assert_eq!(classic.pending.len(), 1);
         assert!(!String::from_utf8_lossy(&classic.out).contains("SSUBSCRIBE"));
+    }
+
+    #[test]
+    fn the_record_gives_back_what_a_burst_of_subscriptions_grew() {
+        let mut conn = Conn::default();
+        let channels: Vec<Name> = (0..10_000)
+            .map(|i| Name::from(format!("redisson_lock__channel:{{f}}:uuid:{i}")))
+            .collect();
+        for channel in &channels {
+            conn.queue(Pending::Subscribe(Arc::clone(channel)), Flavour::Standalone);
+        }
+        assert!(conn.out.len() > 500_000, "{}", conn.out.len());
+        // Written, then every reply comes.
+        conn.all_written();
+        for channel in &channels {
+            assert!(
+                matches!(conn.answered(), Some(Pending::Subscribe(c)) if Arc::ptr_eq(&c, channel))
+            );
+            assert!(conn.settled(channel));
+        }
+        assert!(conn.answered().is_none());
+        assert!(conn.out.capacity() <= OUT_KEEP, "{}", conn.out.capacity());
+        assert!(
+            conn.pending.capacity() <= 2 * RECORD_KEEP,
+            "{}",
+            conn.pending.capacity()
+        );
+        assert!(
+            conn.in_flight.capacity() <= 2 * RECORD_KEEP,
+            "{}",
+            conn.in_flight.capacity()
+        );
+        assert!(conn.confirmed(&channels[0]));
     }
 }

@@ -14,22 +14,30 @@
 //! takes an entry's own mutex briefly, always in that order; a waiting thread
 //! parks on its entry's condition variables with only the entry's mutex.
 
-use std::collections::{HashMap, hash_map};
+use std::hash::RandomState;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use hashbrown::HashMap;
+use hashbrown::hash_map::EntryRef;
 use redis::RedisError;
 
 use crate::sync::{Condvar, Mutex};
 
+/// A channel's or an entry's name, made once and shared by the lot, the
+/// connection's record and the subscriptions: a fair lock's waiter has a
+/// channel of its own, and ten thousand of them would otherwise keep each
+/// name five times over.
+pub(super) type Name = Arc<str>;
+
 /// Every channel with at least one waiting thread, and its entries.
 #[derive(Default)]
 pub(super) struct Lot {
-    channels: HashMap<String, Channel>,
+    channels: HashMap<Name, Channel, RandomState>,
     /// Channels that appeared or disappeared since the connection's record of
     /// what was sent last looked: what a reconcile has to check.
-    touched: Vec<String>,
+    touched: Vec<Name>,
 }
 
 /// The entries of one channel.
@@ -38,7 +46,17 @@ struct Channel {
     /// The server confirmed the subscription on the current connection: a
     /// new entry starts active.
     active: bool,
-    entries: HashMap<String, Arc<LockEntry>>,
+    /// Nearly always one (locks `a` and `{a}` waited on at once are rare):
+    /// a list, searched, costs a fraction of a map.
+    entries: Vec<(Name, Arc<LockEntry>)>,
+}
+
+/// One waiting thread's place in the lot: its channel's and entry's names
+/// (shared with the lot) and the entry.
+pub(super) struct Joined {
+    pub channel: Name,
+    pub key: Name,
+    pub entry: Arc<LockEntry>,
 }
 
 /// One lock entry: its waiting threads and their permits (Redisson's
@@ -80,23 +98,38 @@ struct EntryState {
 
 impl Lot {
     /// Registers one more waiting thread on entry `key` of `channel`, and
-    /// returns the entry. A channel new to the lot is marked touched: the
-    /// caller must reconcile so that it is subscribed.
-    pub(super) fn join(&mut self, channel: &str, key: &str) -> Arc<LockEntry> {
-        let record = match self.channels.entry(channel.to_owned()) {
-            hash_map::Entry::Occupied(record) => record.into_mut(),
-            hash_map::Entry::Vacant(vacant) => {
-                self.touched.push(channel.to_owned());
-                vacant.insert(Channel::default())
+    /// returns its place. A channel new to the lot is marked touched: the
+    /// caller must reconcile so that it is subscribed. The names are made
+    /// once per channel and entry, not per waiter.
+    pub(super) fn join(&mut self, channel: &str, key: &str) -> Joined {
+        let (name, record) = match self.channels.entry_ref(channel) {
+            EntryRef::Occupied(found) => (Arc::clone(found.key()), found.into_mut()),
+            EntryRef::Vacant(vacant) => {
+                let made = vacant.insert_entry_with_key(Name::from(channel), Channel::default());
+                let name = Arc::clone(made.key());
+                self.touched.push(Arc::clone(&name));
+                (name, made.into_mut())
             }
         };
-        let active = record.active;
-        let entry = record
-            .entries
-            .entry(key.to_owned())
-            .or_insert_with(|| Arc::new(LockEntry::new(active)));
+        let (key, entry) = match record.entries.iter().find(|(k, _)| **k == *key) {
+            Some((key, entry)) => (Arc::clone(key), Arc::clone(entry)),
+            None => {
+                let key = if key == channel {
+                    Arc::clone(&name)
+                } else {
+                    Name::from(key)
+                };
+                let entry = Arc::new(LockEntry::new(record.active));
+                record.entries.push((Arc::clone(&key), Arc::clone(&entry)));
+                (key, entry)
+            }
+        };
         entry.state.lock().waiters += 1;
-        Arc::clone(entry)
+        Joined {
+            channel: name,
+            key,
+            entry,
+        }
     }
 
     /// Unregisters one waiting thread of `entry`. The entry leaves the lot
@@ -118,18 +151,15 @@ impl Lot {
         let Some(record) = self.channels.get_mut(channel) else {
             return false;
         };
-        if record
+        record
             .entries
-            .get(key)
-            .is_some_and(|current| Arc::ptr_eq(current, entry))
-        {
-            record.entries.remove(key);
-        }
+            .retain(|(k, current)| !(**k == *key && Arc::ptr_eq(current, entry)));
         if !record.entries.is_empty() {
             return false;
         }
-        self.channels.remove(channel);
-        self.touched.push(channel.to_owned());
+        if let Some((name, _)) = self.channels.remove_entry(channel) {
+            self.touched.push(name);
+        }
         true
     }
 
@@ -137,8 +167,8 @@ impl Lot {
     pub(super) fn has_waiters(&self, channel: &str, key: &str) -> bool {
         self.channels
             .get(channel)
-            .and_then(|record| record.entries.get(key))
-            .is_some_and(|entry| entry.state.lock().waiters > 0)
+            .and_then(|record| record.entries.iter().find(|(k, _)| **k == *key))
+            .is_some_and(|(_, entry)| entry.state.lock().waiters > 0)
     }
 
     /// The number of channels with waiters, and of waiting threads.
@@ -146,8 +176,8 @@ impl Lot {
         let waiters = self
             .channels
             .values()
-            .flat_map(|record| record.entries.values())
-            .map(|entry| entry.state.lock().waiters)
+            .flat_map(|record| &record.entries)
+            .map(|(_, entry)| entry.state.lock().waiters)
             .sum();
         (self.channels.len(), waiters)
     }
@@ -163,13 +193,13 @@ impl Lot {
     }
 
     /// The channels touched since the last call, emptied.
-    pub(super) fn take_touched(&mut self) -> Vec<String> {
+    pub(super) fn take_touched(&mut self) -> Vec<Name> {
         std::mem::take(&mut self.touched)
     }
 
     /// Every channel with waiters (for a fresh connection, which subscribes
     /// them all); forgets what was touched, since all of it is covered.
-    pub(super) fn take_all(&mut self) -> Vec<String> {
+    pub(super) fn take_all(&mut self) -> Vec<Name> {
         self.touched.clear();
         self.channels.keys().cloned().collect()
     }
@@ -180,7 +210,7 @@ impl Lot {
     pub(super) fn activate(&mut self, channel: &str) {
         if let Some(record) = self.channels.get_mut(channel) {
             record.active = true;
-            for entry in record.entries.values() {
+            for (_, entry) in &record.entries {
                 entry.activate();
             }
         }
@@ -190,7 +220,7 @@ impl Lot {
     /// every entry, otherwise (`0`) one permit goes to each entry.
     pub(super) fn deliver(&self, channel: &str, all: bool) {
         if let Some(record) = self.channels.get(channel) {
-            for entry in record.entries.values() {
+            for (_, entry) in &record.entries {
                 entry.release(all);
             }
         }
@@ -207,8 +237,8 @@ impl Lot {
         };
         record
             .entries
-            .values()
-            .map(|entry| entry.refuse(error))
+            .iter()
+            .map(|(_, entry)| entry.refuse(error))
             .sum()
     }
 
@@ -225,12 +255,12 @@ impl Lot {
         let Some(record) = self.channels.remove(channel) else {
             return 0;
         };
-        record.entries.values().map(|entry| entry.moved()).sum()
+        record.entries.iter().map(|(_, entry)| entry.moved()).sum()
     }
 
     /// [`Lot::moved`] for every channel.
     pub(super) fn all_moved(&mut self) {
-        let channels: Vec<String> = self.channels.keys().cloned().collect();
+        let channels: Vec<Name> = self.channels.keys().cloned().collect();
         for channel in channels {
             self.moved(&channel);
         }
@@ -239,7 +269,7 @@ impl Lot {
     pub(super) fn connection_lost(&mut self, wake: bool) {
         for record in self.channels.values_mut() {
             record.active = false;
-            for entry in record.entries.values() {
+            for (_, entry) in &record.entries {
                 entry.lost(wake);
             }
         }
@@ -429,7 +459,7 @@ mod tests {
     /// confirmed: the lot, the entry and the threads' views of it.
     fn two_waiters_subscribed() -> (Lot, Arc<LockEntry>, [AtomicU64; 2]) {
         let mut lot = Lot::default();
-        let entry = lot.join(CHANNEL, "a");
+        let entry = lot.join(CHANNEL, "a").entry;
         lot.join(CHANNEL, "a");
         let seats = [seat(&entry), seat(&entry)];
         lot.activate(CHANNEL);
@@ -445,14 +475,35 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_s_and_its_entries_names_are_made_once_and_shared() {
+        let mut lot = Lot::default();
+        // A fair lock's waiter: its own channel is its entry.
+        let own = "redisson_lock__channel:{f}:uuid:7";
+        let first = lot.join(own, own);
+        assert!(Arc::ptr_eq(&first.channel, &first.key));
+        let plain = lot.join(CHANNEL, "a");
+        let again = lot.join(CHANNEL, "a");
+        assert!(Arc::ptr_eq(&plain.channel, &again.channel));
+        assert!(Arc::ptr_eq(&plain.key, &again.key));
+        assert!(Arc::ptr_eq(&plain.entry, &again.entry));
+        // The touched list and the lot hold the same names too.
+        let touched = lot.take_touched();
+        assert!(touched.iter().any(|name| Arc::ptr_eq(name, &first.channel)));
+        assert!(touched.iter().any(|name| Arc::ptr_eq(name, &plain.channel)));
+        drop(touched);
+        // Four references: the lot's map, its entry, and this thread's two.
+        assert_eq!(Arc::strong_count(&first.channel), 4);
+    }
+
+    #[test]
     fn an_unlock_message_gives_one_permit_to_each_entry_on_the_channel() {
         let mut lot = Lot::default();
-        let plain = lot.join(CHANNEL, "a");
-        let plain_again = lot.join(CHANNEL, "a");
-        let braced = lot.join(CHANNEL, "{a}");
+        let plain = lot.join(CHANNEL, "a").entry;
+        let plain_again = lot.join(CHANNEL, "a").entry;
+        let braced = lot.join(CHANNEL, "{a}").entry;
         assert!(Arc::ptr_eq(&plain, &plain_again));
         assert_eq!(lot.stats(), (1, 3));
-        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+        assert_eq!(lot.take_touched(), vec![super::Name::from(CHANNEL)]);
         let (first, second, third) = (seat(&plain), seat(&plain), seat(&braced));
 
         lot.deliver(CHANNEL, false);
@@ -496,8 +547,8 @@ mod tests {
     #[test]
     fn waiters_are_counted_per_entry_and_the_channel_leaves_with_its_last_entry() {
         let mut lot = Lot::default();
-        let plain = lot.join(CHANNEL, "a");
-        let braced = lot.join(CHANNEL, "{a}");
+        let plain = lot.join(CHANNEL, "a").entry;
+        let braced = lot.join(CHANNEL, "{a}").entry;
         lot.take_touched();
         assert!(lot.has_waiters(CHANNEL, "a"));
         assert!(lot.has_waiters(CHANNEL, "{a}"));
@@ -510,15 +561,15 @@ mod tests {
 
         assert!(lot.leave(CHANNEL, "{a}", &braced));
         assert!(lot.is_empty());
-        assert_eq!(lot.take_touched(), vec![CHANNEL.to_owned()]);
+        assert_eq!(lot.take_touched(), vec![super::Name::from(CHANNEL)]);
     }
 
     #[test]
     fn a_refusal_fails_every_waiter_of_the_channel_and_a_later_one_starts_afresh() {
         let mut lot = Lot::default();
-        let plain = lot.join(CHANNEL, "a");
-        let braced = lot.join(CHANNEL, "{a}");
-        let other = lot.join("redisson_lock__channel:{b}", "b");
+        let plain = lot.join(CHANNEL, "a").entry;
+        let braced = lot.join(CHANNEL, "{a}").entry;
+        let other = lot.join("redisson_lock__channel:{b}", "b").entry;
         let error = RedisError::from((redis::ErrorKind::Client, "refused"));
         assert_eq!(lot.refuse(CHANNEL, &error), 2);
         assert!(plain.await_active(Instant::now()).is_err());
@@ -532,7 +583,7 @@ mod tests {
         assert_eq!(lot.stats(), (1, 1));
         assert_eq!(woken(&other, &seat(&other)), Some(false));
 
-        let again = lot.join(CHANNEL, "a");
+        let again = lot.join(CHANNEL, "a").entry;
         assert!(!Arc::ptr_eq(&again, &plain));
         assert_eq!(woken(&again, &seat(&again)), Some(false));
     }
@@ -548,7 +599,7 @@ mod tests {
         assert_eq!(woken(&entry, &second), Some(true));
         assert_eq!(woken(&entry, &first), Some(false));
         // A new entry on an active channel needs no confirmation.
-        let braced = lot.join(CHANNEL, "{a}");
+        let braced = lot.join(CHANNEL, "{a}").entry;
         assert!(braced.await_active(Instant::now()).is_ok());
         assert!(braced.state.lock().active);
     }

@@ -50,7 +50,7 @@ use parking_lot::Mutex;
 use crate::error::Result;
 use crate::net::endpoint::Endpoint;
 use conn::Conn;
-use entries::{LockEntry, Lot};
+use entries::{Joined, LockEntry, Lot, Name};
 
 /// What a subscriber's connection is to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,8 +134,8 @@ struct SubscriberState {
 /// the thread; with the channel's last waiter gone, it unsubscribes.
 pub(crate) struct Subscription {
     shared: Arc<SubscriberState>,
-    channel: String,
-    key: String,
+    channel: Name,
+    key: Name,
     entry: Arc<LockEntry>,
     /// The entry's broadcasts this waiter has seen ([`LockEntry::wait`]).
     seen: AtomicU64,
@@ -193,12 +193,17 @@ impl Subscriber {
             (joined, !had)
         };
         // Made now, so that an early return unregisters the thread.
+        let Joined {
+            channel,
+            key,
+            entry,
+        } = joined;
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
-            channel: channel.to_owned(),
-            key: entry.to_owned(),
-            seen: AtomicU64::new(joined.broadcasts()),
-            entry: joined,
+            channel,
+            key,
+            seen: AtomicU64::new(entry.broadcasts()),
+            entry,
         };
         if subscription.is_moved() {
             return Ok(subscription);
@@ -339,6 +344,16 @@ impl Subscription {
     pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
         let entry = Arc::clone(&self.entry);
         move || entry.interrupt()
+    }
+
+    /// The channel subscribed to.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The channel's and the entry's names, shared (no copy is made).
+    pub fn names(&self) -> (Arc<str>, Arc<str>) {
+        (Arc::clone(&self.channel), Arc::clone(&self.key))
     }
 
     /// In a cluster: whether this subscription is gone from its node (slot

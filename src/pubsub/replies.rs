@@ -97,18 +97,18 @@ impl SubscriberState {
     /// connection is dropped.
     fn settle(&self, reply: Reply) -> io::Result<()> {
         let mut conn = self.conn.lock();
-        let Some(front) = conn.pending.pop_front() else {
+        let Some(front) = conn.answered() else {
             return Err(io::Error::other(format!(
                 "subscriber reply {reply:?} to no command"
             )));
         };
         match (front, reply) {
-            (Pending::Subscribe(channel), Reply::Subscribed(name)) if channel == name => {
+            (Pending::Subscribe(channel), Reply::Subscribed(name)) if *channel == *name => {
                 if conn.settled(&channel) && conn.subscribed.contains(&channel) {
                     self.lot.lock().activate(&channel);
                 }
             }
-            (Pending::Unsubscribe(channel), Reply::Unsubscribed(name)) if channel == name => {
+            (Pending::Unsubscribe(channel), Reply::Unsubscribed(name)) if *channel == *name => {
                 conn.settled(&channel);
             }
             (Pending::Ping, Reply::Pong) => {}

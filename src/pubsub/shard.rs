@@ -14,7 +14,7 @@ impl SubscriberState {
     pub(super) fn answers_front_unsubscribe(&self, channel: &str) -> bool {
         matches!(
             self.conn.lock().pending.front(),
-            Some(Pending::Unsubscribe(front)) if front == channel
+            Some(Pending::Unsubscribe(front)) if **front == *channel
         )
     }
 
@@ -43,7 +43,7 @@ impl SubscriberState {
     pub(super) fn drop_classic_half(&self, conn: &mut Conn, channel: &str) {
         if self.flavour == Flavour::Both {
             conn.queue(
-                Pending::Unsubscribe(channel.to_owned()),
+                Pending::Unsubscribe(channel.into()),
                 Flavour::ClusterClassic,
             );
             self.dirty.store(true, Ordering::Release);

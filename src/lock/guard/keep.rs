@@ -74,13 +74,14 @@ impl<K: Kind> LockGuard<K> {
         let response = self.lock.engine.config.response_timeout;
         for _ in 0..TRIES {
             // A renewal sent before the hold left the watchdog, waited for
-            // (if it is still in flight after that, the next check sees
-            // it: its reply may come after the PEXPIRE ran).
+            // (if it is still in flight after that, the check below sees
+            // it: its reply may come after the PEXPIRE ran). Not waited for
+            // again after the PEXPIRE: one in flight at the clock's read is
+            // a race whatever its reply, and the next try waits for it.
             self.hold.settle(Instant::now() + response * 2);
             let clock = self.hold.lease_clock();
             let left = until.saturating_duration_since(Instant::now());
             let mine = self.expire(left.max(Duration::from_millis(1)))?;
-            self.hold.settle(Instant::now() + response * 2);
             if !self.hold.lease_may_follow(clock, Some(mine)) {
                 return Ok(());
             }

@@ -12,8 +12,8 @@ use crate::error::{LostReason, Result, Verdict};
 use crate::lock::Lock;
 use crate::lock::unlock::{ReleaseNotes, ReplicaCheck, Unlock};
 use crate::net::scatter::Prefetched;
+use crate::protocol::Kind;
 use crate::protocol::UnlockOutcome;
-use crate::protocol::{Kind, Wake};
 
 /// A guard taken apart to be released on another thread; see
 /// [`LockGuard::detach`].
@@ -169,8 +169,8 @@ pub(super) fn finish_release<K: Kind>(
             // come back for the lock, or on a busy CPU it nearly always
             // finds the lock taken again and waits for the next release.
             // With a free core this returns at once.
-            if let Wake::Channel { channel, entry } = lock.kind.wake(&lock.name, &hold.field)
-                && lock.engine.topology.has_waiters(&channel, &entry)
+            if let Some((channel, entry)) = lock.kind.wake(&lock.name, &hold.field).on()
+                && lock.engine.topology.has_waiters(channel, entry)
             {
                 std::thread::yield_now();
             }

@@ -52,14 +52,14 @@ fn every_waiter_is_woken_by_what_is_delivered_to_its_entry() {
         let lot = Arc::new(Mutex::new(Lot::default()));
         // A fourth waiter that never parks keeps the entry (and the
         // channel's subscription) while the others come and go.
-        let anchor = lot.lock().join(CHANNEL, "a");
+        let anchor = lot.lock().join(CHANNEL, "a").entry;
         let joined = Arc::new(crate::sync::atomic::AtomicUsize::new(0));
         let start = now();
         let waiters: Vec<_> = (0..WAITERS)
             .map(|_| {
                 let (lot, joined) = (Arc::clone(&lot), Arc::clone(&joined));
                 thread::spawn(move || {
-                    let entry = lot.lock().join(CHANNEL, "a");
+                    let entry = lot.lock().join(CHANNEL, "a").entry;
                     let seen = AtomicU64::new(entry.broadcasts());
                     joined.fetch_add(1, crate::sync::atomic::Ordering::SeqCst);
                     let active = entry.await_active(start + TIMEOUT);
