@@ -194,6 +194,16 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 echo "==> building the benchmark (release)" >&2
 cargo build --release --quiet --manifest-path bench/Cargo.toml ${BENCH_FEATURES:+--features "$BENCH_FEATURES"}
 B=$CARGO_TARGET_DIR/release/rlock-bench
+# Scenario 11's crate runs count the library's wake-ups (the bench's
+# `wakeups` feature compiles the library's `metrics` in, with a recorder of
+# the bench's own): a build of their own, so no other scenario pays for it.
+B_wakeups=$B
+if wanted 11; then
+  echo "==> building the benchmark with wake-up counts (scenario 11)" >&2
+  CARGO_TARGET_DIR=$CARGO_TARGET_DIR/wakeups cargo build --release --quiet \
+    --manifest-path bench/Cargo.toml --features "wakeups${BENCH_FEATURES:+,$BENCH_FEATURES}"
+  B_wakeups=$CARGO_TARGET_DIR/wakeups/release/rlock-bench
+fi
 
 redisson_version=${REDISSON_VERSION:-$(sed -n 's:.*<redisson.version>\(.*\)</redisson.version>.*:\1:p' interop/java/pom.xml | head -1)}
 jar=
@@ -744,7 +754,9 @@ for ((rep = 1; rep <= reps; rep++)); do
           # Redisson's fair lock with 1,000 waiters did not finish within the
           # quick run's 15 minutes (2026-11-28): its large shape is the crate's.
           [ "$c" = crate ] || [ "$lt" = lock ] || [ "$names" = 1 ] || continue
+          B_main=$B; B=$B_wakeups
           simple "$c" waiters --names "$names" --per-name 10 --handoffs 20 --lock-type "$lt"
+          B=$B_main
         done
       done
     done

@@ -31,6 +31,8 @@ mod session;
 mod soak;
 mod sync_types;
 mod waiters;
+#[cfg(feature = "wakeups")]
+mod wakeups;
 
 #[global_allocator]
 static ALLOC: common::CountingAlloc = common::CountingAlloc;

@@ -70,6 +70,18 @@ fn thread_cpu_by_name(name: &str) -> Option<u64> {
     None
 }
 
+/// The library's wake-ups so far (message, TTL elapsed, poll), when the
+/// bench is built with `wakeups`.
+fn wakeups() -> Option<[u64; 3]> {
+    #[cfg(feature = "wakeups")]
+    {
+        let (message, ttl, poll) = crate::wakeups::counts();
+        Some([message, ttl, poll])
+    }
+    #[cfg(not(feature = "wakeups"))]
+    None
+}
+
 pub fn run(url: &str, args: &Args) -> Result<Value> {
     let names = args.num_or("names", 1_000)? as usize;
     let per_name = args.num_or("per-name", 10)? as usize;
@@ -82,6 +94,8 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
     };
     let run_id = args.str_or("run-id", "0").to_owned();
     let lease = Duration::from_secs(60);
+    #[cfg(feature = "wakeups")]
+    crate::wakeups::install();
     let client = redisson_lock::Client::builder(url).build()?;
     let mut con = redis::Client::open(url)?.get_connection()?;
     let name_of = |i: usize| format!("bench:w:{run_id}:{i}");
@@ -153,6 +167,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         let rss1 = rss_bytes();
         let calls0 = script_calls(&mut con)?;
         let sub0 = thread_cpu_by_name("rlock-pubsub");
+        let woken0 = wakeups();
         let t0 = mono_ns();
         drop(held);
         Ok(json!({
@@ -160,6 +175,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
             "rss_per_waiter_b": rss1.saturating_sub(rss0) as f64 / waiters as f64,
             "calls0": calls0,
             "sub0_ns": sub0,
+            "woken0": woken0,
             "t0_ns": t0,
         }))
     })?;
@@ -186,6 +202,13 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
     // acquisition; every other script call is an acquire attempt.
     let releases = names as u64 + acquisitions;
     let attempts = calls.saturating_sub(releases);
+    // Wake-ups per release (the `wakeups` build only): each parked waiter
+    // woken makes one attempt; the rest of the attempts are each `lock()`
+    // call's first, and its second once subscribed.
+    let woken = |i: usize| -> Option<f64> {
+        let (before, after) = (measured["woken0"][i].as_u64()?, wakeups()?[i]);
+        Some(after.saturating_sub(before) as f64 / releases as f64)
+    };
     Ok(json!({
         "kind": "waiters",
         "lock_type": if fair { "fair" } else { "lock" },
@@ -195,6 +218,8 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         "hold_us": hold.as_micros() as u64,
         "acquisitions": acquisitions,
         "attempts_per_acquisition": attempts as f64 / acquisitions.max(1) as f64,
+        "woken_by_message_per_release": woken(0),
+        "woken_by_ttl_per_release": woken(1),
         "handoff_p50_us": us(percentile(&gaps, 0.50)),
         "handoff_p99_us": us(percentile(&gaps, 0.99)),
         "handoffs_per_s": acquisitions as f64 / (elapsed_ns as f64 / 1e9),

@@ -41,12 +41,16 @@ pub fn section(w: &mut String, d: &Data) {
          (each waiter once at least). A hand-off is a release's start to the next acquisition of \
          that name; attempts are the server's script calls less the releases, per acquisition \
          (a waiter that releases and queues again races the one it woke: about 2 for an unfair \
-         lock; a thundering herd reads near `per-name`). Heap and RSS per parked waiter are the \
+         lock; a thundering herd reads near `per-name`). Wake-ups per release are the crate's own \
+         count (`redisson_lock_wakeups_total`, by a message / by a timer): each parked waiter \
+         woken makes one attempt, so they are the attempts a release causes; the other attempts \
+         are every waiting `lock()` call's first and its second once subscribed (Redisson makes \
+         both too). Heap and RSS per parked waiter are the \
          crate's (threads of 64 KiB stacks, reserved). Goals: hand-off p99 at 10,000 waiters ≤ \
          {HANDOFF_P99_GOAL}× the same contender's at 10, attempts no more than Redisson's, heap \
          per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B.\n\n\
-         | contender | lock | names × per name | acquisitions | attempts per acquisition | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|",
+         | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     let mut shapes: Vec<(String, String, u64, u64, u64)> = all
         .iter()
@@ -74,9 +78,16 @@ pub fn section(w: &mut String, d: &Data) {
             }
             _ => "–".into(),
         };
+        let woken = match (
+            of(at.iter().copied(), "woken_by_message_per_release"),
+            of(at.iter().copied(), "woken_by_ttl_per_release"),
+        ) {
+            (Some(message), Some(timer)) => format!("{:.2} / {:.2}", message.median, timer.median),
+            _ => "–".into(),
+        };
         let _ = writeln!(
             w,
-            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {} | {} | {vs_base} | {} | {} | {} | {} |",
+            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {woken} | {} | {} | {vs_base} | {} | {} | {} | {} |",
             cell(of(at.iter().copied(), "acquisitions")),
             cell(of(at.iter().copied(), "attempts_per_acquisition")),
             cell(of(at.iter().copied(), "handoff_p50_us")),
