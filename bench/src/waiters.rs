@@ -30,7 +30,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::common::{
-    Args, count_live_bytes, critical_section, live_bytes, mono_ns, percentile, rss_bytes, us,
+    Args, count_live_bytes, cpu_ns, critical_section, live_bytes, mono_ns, percentile, rss_bytes,
+    us,
 };
 
 /// One acquisition of a name: when `lock()` returned, when its release began.
@@ -54,6 +55,25 @@ fn script_calls(con: &mut redis::Connection) -> Result<u64> {
                 .ok()
         })
         .sum())
+}
+
+/// Redis's own CPU time so far (user + system, `INFO cpu`), in nanoseconds.
+fn server_cpu_ns(con: &mut redis::Connection) -> Result<u64> {
+    let info: String = redis::cmd("INFO").arg("cpu").query(con)?;
+    let secs: f64 = info
+        .lines()
+        .filter_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            matches!(key, "used_cpu_user" | "used_cpu_sys")
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum();
+    Ok((secs * 1e9) as u64)
+}
+
+/// The machine's CPUs (what "busy" is a fraction of).
+fn cpus() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
 /// The CPU time (ns) of this process's thread named `name`, from
@@ -168,6 +188,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         let calls0 = script_calls(&mut con)?;
         let sub0 = thread_cpu_by_name("rlock-pubsub");
         let woken0 = wakeups();
+        let cpu0 = cpu_ns() + server_cpu_ns(&mut con)?;
         let t0 = mono_ns();
         drop(held);
         Ok(json!({
@@ -176,6 +197,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
             "calls0": calls0,
             "sub0_ns": sub0,
             "woken0": woken0,
+            "cpu0_ns": cpu0,
             "t0_ns": t0,
         }))
     })?;
@@ -184,6 +206,11 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
     }
     let elapsed_ns = mono_ns() - measured["t0_ns"].as_u64().unwrap_or(0);
     let calls = script_calls(&mut con)? - measured["calls0"].as_u64().unwrap_or(0);
+    // How busy the machine's CPUs were with the hand-offs: this process and
+    // Redis, over the phase. Near 1.0 the hand-offs queue for a CPU.
+    let cpu = (cpu_ns() + server_cpu_ns(&mut con)?)
+        .saturating_sub(measured["cpu0_ns"].as_u64().unwrap_or(0));
+    let busy = cpu as f64 / (elapsed_ns as f64 * cpus());
     let sub_ns = thread_cpu_by_name("rlock-pubsub")
         .zip(measured["sub0_ns"].as_u64())
         .map(|(b, a)| b - a);
@@ -223,6 +250,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         "handoff_p50_us": us(percentile(&gaps, 0.50)),
         "handoff_p99_us": us(percentile(&gaps, 0.99)),
         "handoffs_per_s": acquisitions as f64 / (elapsed_ns as f64 / 1e9),
+        "cpu_busy": busy,
         "subscriber_cpu_us_per_message": sub_ns.map(|ns| us(ns) / releases as f64),
         "heap_per_waiter_b": measured["heap_per_waiter_b"],
         "rss_per_waiter_b": measured["rss_per_waiter_b"],

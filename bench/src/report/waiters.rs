@@ -38,7 +38,8 @@ pub fn section(w: &mut String, d: &Data) {
          One client; one thread holds every name, then `per-name` threads per name wait on it; \
          once they are all parked the holder releases every name and each waiter takes its \
          name, holds it 200 µs, releases it and waits again, until the name was taken 20 times \
-         (each waiter once at least). A hand-off is a release's start to the next acquisition of \
+         (1,000 times for the one-name shape, so that its p99 is of ~1,000 hand-offs; each \
+         waiter once at least). A hand-off is a release's start to the next acquisition of \
          that name; attempts are the server's script calls less the releases, per acquisition \
          (a waiter that releases and queues again races the one it woke: about 2 for an unfair \
          lock; a thundering herd reads near `per-name`). Wake-ups per release are the crate's own \
@@ -48,9 +49,11 @@ pub fn section(w: &mut String, d: &Data) {
          both too). Heap and RSS per parked waiter are the \
          crate's (threads of 64 KiB stacks, reserved). Goals: hand-off p99 at 10,000 waiters ≤ \
          {HANDOFF_P99_GOAL}× the same contender's at 10, attempts no more than Redisson's, heap \
-         per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B.\n\n\
-         | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|",
+         per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B. CPU busy: this process's and Redis's CPU time \
+         over the hand-offs ÷ (their wall time × the machine's CPUs); near 1 the hand-offs queue \
+         for a CPU, and their tail is the machine's.\n\n\
+         | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | CPU busy | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     let mut shapes: Vec<(String, String, u64, u64, u64)> = all
         .iter()
@@ -87,12 +90,13 @@ pub fn section(w: &mut String, d: &Data) {
         };
         let _ = writeln!(
             w,
-            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {woken} | {} | {} | {vs_base} | {} | {} | {} | {} |",
+            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {woken} | {} | {} | {vs_base} | {} | {} | {} | {} | {} |",
             cell(of(at.iter().copied(), "acquisitions")),
             cell(of(at.iter().copied(), "attempts_per_acquisition")),
             cell(of(at.iter().copied(), "handoff_p50_us")),
             cell(p99),
             cell(of(at.iter().copied(), "handoffs_per_s")),
+            cell(of(at.iter().copied(), "cpu_busy")),
             cell(of(at.iter().copied(), "subscriber_cpu_us_per_message")),
             cell(of(at.iter().copied(), "heap_per_waiter_b")),
             cell(of(at.iter().copied(), "rss_per_waiter_b")),

@@ -67,6 +67,12 @@ public final class Bench {
         String scenario = req(a, "scenario");
         Config config = new Config();
         config.useSingleServer().setAddress(req(a, "url"));
+        if (scenario.equals("waiters")) {
+            // Redisson's defaults (5 subscriptions a connection, 50 connections) hold 250
+            // channels: waiters past them fail with "Unable to acquire subscription lock". A
+            // channel per name (per waiter for the fair lock) needs room for 10,000.
+            config.useSingleServer().setSubscriptionsPerConnection(250);
+        }
         config.setLockWatchdogTimeout(num(a, "watchdog-ms", 30_000));
         RedissonClient client = Redisson.create(config);
         Json out;
@@ -718,8 +724,10 @@ public final class Bench {
         java.util.function.IntFunction<RLock> lockOf = i -> fair
                 ? client.getFairLock("bench:wj:" + runId + ":" + i)
                 : client.getLock("bench:wj:" + runId + ":" + i);
+        // A lease no setup outlasts (10,000 Java threads take a while to start and park) and
+        // no renewal (every script call measured is an acquire or a release).
         for (int i = 0; i < names; i++) {
-            lockOf.apply(i).lock(60, TimeUnit.SECONDS);
+            lockOf.apply(i).lock(600, TimeUnit.SECONDS);
         }
         java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(names);
         List<long[]>[] taken = new List[names];
@@ -749,19 +757,33 @@ public final class Bench {
                 threads.add(t);
             }
         }
-        // Every name has a subscriber (Redisson subscribes once per channel), then a second.
+        // Every waiter parked: its channel subscribed (one per name for the lock, one per
+        // waiter for the fair lock) and every thread waiting; then a second more.
         RedisSingle single = client.getRedisNodes(RedisNodes.SINGLE);
+        long expected = fair ? (long) names * perName : names;
         long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(300);
+        long looks = 0;
         while (true) {
             Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.ALL);
             long channels = Long.parseLong(info.getOrDefault("pubsub_channels", "0").trim());
-            if (channels >= names || System.nanoTime() > giveUp) {
+            long parked = threads.stream().filter(t -> t.getState() == Thread.State.WAITING
+                    || t.getState() == Thread.State.TIMED_WAITING).count();
+            if (channels >= expected && parked == threads.size()) {
                 break;
+            }
+            if (System.nanoTime() > giveUp) {
+                throw new IllegalStateException(channels + " of " + expected + " channels, "
+                        + parked + " of " + threads.size() + " threads parked after 300 s");
+            }
+            if (++looks % 200 == 0) {
+                System.err.println("waiters: " + channels + " of " + expected + " channels, "
+                        + parked + " of " + threads.size() + " threads parked");
             }
             Thread.sleep(50);
         }
         Thread.sleep(1_000);
         long calls0 = scriptCalls(single);
+        long cpu0 = processCpuNs() + serverCpuNs(single);
         long t0 = System.nanoTime();
         for (int i = 0; i < names; i++) {
             lockOf.apply(i).unlock();
@@ -771,6 +793,9 @@ public final class Bench {
         }
         long elapsed = System.nanoTime() - t0;
         long calls = scriptCalls(single) - calls0;
+        // How busy the CPUs were with the hand-offs: this JVM and Redis, over the phase.
+        double busy = (processCpuNs() + serverCpuNs(single) - cpu0)
+                / ((double) elapsed * Runtime.getRuntime().availableProcessors());
         long acquisitions = 0;
         List<Long> gaps = new ArrayList<>();
         for (int i = 0; i < names; i++) {
@@ -788,7 +813,29 @@ public final class Bench {
                 .put("attempts_per_acquisition", Math.max(0, calls - releases) / (double) Math.max(1, acquisitions))
                 .put("handoff_p50_us", percentile(sorted, 0.50) / 1000.0)
                 .put("handoff_p99_us", percentile(sorted, 0.99) / 1000.0)
-                .put("handoffs_per_s", acquisitions / (elapsed / 1e9));
+                .put("handoffs_per_s", acquisitions / (elapsed / 1e9))
+                .put("cpu_busy", busy);
+    }
+
+    /** This JVM's CPU time so far (user + system), in nanoseconds. */
+    static long processCpuNs() {
+        java.lang.management.OperatingSystemMXBean os =
+                java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        return os instanceof com.sun.management.OperatingSystemMXBean
+                ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() : 0;
+    }
+
+    /** Redis's own CPU time so far (user + system, INFO cpu), in nanoseconds. */
+    static long serverCpuNs(RedisSingle single) {
+        Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.CPU);
+        double secs = 0;
+        for (String key : new String[] {"used_cpu_user", "used_cpu_sys"}) {
+            String v = info.get(key);
+            if (v != null) {
+                secs += Double.parseDouble(v.trim());
+            }
+        }
+        return (long) (secs * 1e9);
     }
 
     /** The EVAL and EVALSHA calls the server ran so far. */
