@@ -71,7 +71,10 @@ public final class Bench {
             // Redisson's defaults (5 subscriptions a connection, 50 connections) hold 250
             // channels: waiters past them fail with "Unable to acquire subscription lock". A
             // channel per name (per waiter for the fair lock) needs room for 10,000.
-            config.useSingleServer().setSubscriptionsPerConnection(250);
+            // And a fair lock's 1,000 waiters subscribing at once (a channel each) queue for
+            // Redisson's subscription locks longer than its 7.5 s subscription timeout.
+            config.useSingleServer().setSubscriptionsPerConnection(250)
+                    .setSubscriptionTimeout(120_000);
         }
         config.setLockWatchdogTimeout(num(a, "watchdog-ms", 30_000));
         RedissonClient client = Redisson.create(config);
