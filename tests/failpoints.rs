@@ -676,6 +676,36 @@ fn a_renewal_answered_after_keep_for_s_first_wait_does_not_outlast_its_lease() {
     scenario.teardown();
 }
 
+#[test]
+fn a_hold_kept_after_the_renewal_run_collected_it_is_not_renewed() {
+    let _serial = serial();
+    let scenario = fail::FailScenario::setup();
+    let server = RedisServer::start();
+    let client = Client::builder(server.url())
+        .watchdog_timeout(Duration::from_secs(6))
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .expect("client");
+    let guard = client.lock("collected").lock().expect("lock");
+    // The run has collected the hold (a million locks' run is seconds long
+    // before its last round); its round has not begun.
+    let (stopped, go_tx) = pause_once("renewal-before-begin");
+    stopped
+        .recv_timeout(Duration::from_secs(6))
+        .expect("the watchdog reached the fail point");
+    let lease = Duration::from_secs(2);
+    guard.keep_for(lease).expect("keep_for");
+    go_tx.send(()).expect("go");
+    fail::remove("renewal-before-begin");
+    thread::sleep(Duration::from_millis(300));
+    let ttl: i64 = server.cmd(&["PTTL", "collected"]);
+    assert!(
+        ttl > 0 && ttl <= lease.as_millis() as i64,
+        "the key's TTL is {ttl} ms after keep_for({lease:?}): the run renewed it"
+    );
+    scenario.teardown();
+}
+
 /// The scripts (`EVALSHA` and `EVAL`) the server ran so far, less those
 /// that failed (an `EVALSHA` of a script not loaded yet: `NOSCRIPT`).
 fn scripts_run(server: &RedisServer) -> u64 {

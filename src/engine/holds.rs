@@ -412,6 +412,24 @@ impl Hold {
         ticket
     }
 
+    /// [`Hold::begin_lease`] for the watchdog's renewal: `None` when no
+    /// guard renews the hold any more (released, or taken out of renewal by
+    /// `keep_for`) since the run collected it, seconds ago for a million
+    /// locks. Decided under the ledger's lock, under which `keep_for` reads
+    /// its clock after taking the hold out of renewal: a renewal is either
+    /// in the ledger by then (counted as a race: `keep_for` waits for it or
+    /// tries again) or never sent.
+    pub fn begin_renewal(&self, lease: Duration) -> Option<LeaseTicket> {
+        let sent = nanos_since_epoch(now());
+        let mut ledger = self.ledger.lock();
+        if !self.renews() {
+            return None;
+        }
+        let ticket = ledger.begin(sent, lease_nanos(lease));
+        self.publish_deadline(&ledger);
+        Some(ticket)
+    }
+
     /// Records the reply (or the failure) of a command begun with
     /// [`Hold::begin_lease`].
     pub fn end_lease(&self, ticket: LeaseTicket, outcome: LeaseOutcome) {

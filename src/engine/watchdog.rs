@@ -186,6 +186,31 @@ impl Worker {
             return false;
         }
         let lease = self.lease;
+        // tests/failpoints.rs: a hold taken out of renewal (`keep_for`)
+        // after the run collected it, before its round begins.
+        crate::failpoint::failpoint!("renewal-before-begin");
+        // The holds still renewed now, each with its ledger entry begun: one
+        // released or kept since the run collected it is left out.
+        let mut tickets = Vec::new();
+        let round: Vec<Vec<&Arc<Hold>>> = round
+            .iter()
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .filter(|hold| match hold.begin_renewal(lease) {
+                        Some(ticket) => {
+                            tickets.push(ticket);
+                            true
+                        }
+                        None => false,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .filter(|chunk| !chunk.is_empty())
+            .collect();
+        if round.is_empty() {
+            return true;
+        }
         let chunks: Vec<RenewChunk<'_>> = round
             .iter()
             .map(|chunk| RenewChunk {
@@ -195,8 +220,6 @@ impl Worker {
                     .collect(),
             })
             .collect();
-        let holds = round.iter().flat_map(|chunk| chunk.iter());
-        let tickets: Vec<_> = holds.map(|hold| hold.begin_lease(lease)).collect();
         // tests/failpoints.rs: an unlock between the holds' collection and
         // the renewal's send.
         crate::failpoint::failpoint!("renewal-before-send");

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::entries::Name;
-use super::{Flavour, SubscriberState};
+use super::{Flavour, RECORD_KEEP, SubscriberState, sparse};
 use crate::net::direct::{SLACK_DIVISOR, Until};
 use crate::net::resp;
 use crate::net::stream::Stream;
@@ -40,7 +40,6 @@ const WRITE_MIN: Duration = Duration::from_millis(1);
 /// subscriptions (a fair lock's waiters each have a channel) grows them to
 /// megabytes, which would otherwise stay for the client's life.
 const OUT_KEEP: usize = 16 * 1024;
-const RECORD_KEEP: usize = 256;
 
 /// The write side of the connection and the record of what was sent on it,
 /// behind the connection mutex.
@@ -107,6 +106,10 @@ impl Conn {
             }
             Pending::Unsubscribe(channel) => {
                 self.subscribed.remove(&channel);
+                if sparse(self.subscribed.len(), self.subscribed.capacity()) {
+                    self.subscribed
+                        .shrink_to(RECORD_KEEP.max(2 * self.subscribed.len()));
+                }
             }
             Pending::Ping => {}
         }
@@ -201,13 +204,6 @@ impl Conn {
         self.writer = writer;
         previous
     }
-}
-
-/// Whether a record of `len` entries in room for `capacity` has grown far
-/// beyond its use (a burst drained): given back down to twice its use, so
-/// that a size that comes and goes does not reallocate each time.
-fn sparse(len: usize, capacity: usize) -> bool {
-    capacity > RECORD_KEEP && len < capacity / 4
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -572,15 +568,25 @@ mod tests {
         assert!(conn.answered().is_none());
         assert!(conn.out.capacity() <= OUT_KEEP, "{}", conn.out.capacity());
         assert!(
-            conn.pending.capacity() <= 2 * RECORD_KEEP,
+            conn.pending.capacity() <= 4 * RECORD_KEEP,
             "{}",
             conn.pending.capacity()
         );
         assert!(
-            conn.in_flight.capacity() <= 2 * RECORD_KEEP,
+            conn.in_flight.capacity() <= 4 * RECORD_KEEP,
             "{}",
             conn.in_flight.capacity()
         );
         assert!(conn.confirmed(&channels[0]));
+        // The waiters leave: every channel unsubscribed.
+        for channel in &channels {
+            conn.queue(
+                Pending::Unsubscribe(Arc::clone(channel)),
+                Flavour::Standalone,
+            );
+        }
+        assert!(conn.subscribed.is_empty());
+        let kept = conn.subscribed.capacity();
+        assert!(kept <= 4 * RECORD_KEEP, "{kept}");
     }
 }

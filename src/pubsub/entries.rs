@@ -46,9 +46,90 @@ struct Channel {
     /// The server confirmed the subscription on the current connection: a
     /// new entry starts active.
     active: bool,
-    /// Nearly always one (locks `a` and `{a}` waited on at once are rare):
-    /// a list, searched, costs a fraction of a map.
-    entries: Vec<(Name, Arc<LockEntry>)>,
+    entries: Entries,
+}
+
+/// A channel's entries: a list while they are few (nearly always one: a
+/// lock's name, a fair waiter's own channel, or `a` and `{a}`), which costs
+/// a fraction of a map; a map once they are many (a synchronizer gives each
+/// waiting call an entry of its own on the shared channel: ten thousand
+/// threads awaiting one latch must not search a list).
+enum Entries {
+    Few(Vec<(Name, Arc<LockEntry>)>),
+    Many(HashMap<Name, Arc<LockEntry>, RandomState>),
+}
+
+/// The most entries kept as a list.
+const FEW: usize = 8;
+
+impl Default for Entries {
+    fn default() -> Self {
+        Entries::Few(Vec::new())
+    }
+}
+
+impl Entries {
+    fn get(&self, key: &str) -> Option<(&Name, &Arc<LockEntry>)> {
+        match self {
+            Entries::Few(list) => list
+                .iter()
+                .find(|(name, _)| **name == *key)
+                .map(|(name, entry)| (name, entry)),
+            Entries::Many(map) => map.get_key_value(key),
+        }
+    }
+
+    /// Adds `key`'s entry (the caller found none).
+    fn insert(&mut self, key: Name, entry: Arc<LockEntry>) {
+        match self {
+            Entries::Few(list) if list.len() < FEW => list.push((key, entry)),
+            Entries::Few(list) => {
+                let mut map: HashMap<_, _, RandomState> = list.drain(..).collect();
+                map.insert(key, entry);
+                *self = Entries::Many(map);
+            }
+            Entries::Many(map) => {
+                map.insert(key, entry);
+            }
+        }
+    }
+
+    /// Removes `key`'s entry if it is `entry`.
+    fn remove(&mut self, key: &str, entry: &Arc<LockEntry>) {
+        match self {
+            Entries::Few(list) => {
+                let found = list
+                    .iter()
+                    .position(|(name, current)| **name == *key && Arc::ptr_eq(current, entry));
+                if let Some(at) = found {
+                    list.swap_remove(at);
+                }
+            }
+            Entries::Many(map) => {
+                if map
+                    .get(key)
+                    .is_some_and(|current| Arc::ptr_eq(current, entry))
+                {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Entries::Few(list) => list.is_empty(),
+            Entries::Many(map) => map.is_empty(),
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<LockEntry>> {
+        let (few, many) = match self {
+            Entries::Few(list) => (Some(list.iter().map(|(_, entry)| entry)), None),
+            Entries::Many(map) => (None, Some(map.values())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
+    }
 }
 
 /// One waiting thread's place in the lot: its channel's and entry's names
@@ -111,7 +192,7 @@ impl Lot {
                 (name, made.into_mut())
             }
         };
-        let (key, entry) = match record.entries.iter().find(|(k, _)| **k == *key) {
+        let (key, entry) = match record.entries.get(key) {
             Some((key, entry)) => (Arc::clone(key), Arc::clone(entry)),
             None => {
                 let key = if key == channel {
@@ -120,7 +201,7 @@ impl Lot {
                     Name::from(key)
                 };
                 let entry = Arc::new(LockEntry::new(record.active));
-                record.entries.push((Arc::clone(&key), Arc::clone(&entry)));
+                record.entries.insert(Arc::clone(&key), Arc::clone(&entry));
                 (key, entry)
             }
         };
@@ -151,14 +232,16 @@ impl Lot {
         let Some(record) = self.channels.get_mut(channel) else {
             return false;
         };
-        record
-            .entries
-            .retain(|(k, current)| !(**k == *key && Arc::ptr_eq(current, entry)));
+        record.entries.remove(key, entry);
         if !record.entries.is_empty() {
             return false;
         }
         if let Some((name, _)) = self.channels.remove_entry(channel) {
             self.touched.push(name);
+        }
+        if super::sparse(self.channels.len(), self.channels.capacity()) {
+            let keep = super::RECORD_KEEP.max(2 * self.channels.len());
+            self.channels.shrink_to(keep);
         }
         true
     }
@@ -167,7 +250,7 @@ impl Lot {
     pub(super) fn has_waiters(&self, channel: &str, key: &str) -> bool {
         self.channels
             .get(channel)
-            .and_then(|record| record.entries.iter().find(|(k, _)| **k == *key))
+            .and_then(|record| record.entries.get(key))
             .is_some_and(|(_, entry)| entry.state.lock().waiters > 0)
     }
 
@@ -176,8 +259,8 @@ impl Lot {
         let waiters = self
             .channels
             .values()
-            .flat_map(|record| &record.entries)
-            .map(|(_, entry)| entry.state.lock().waiters)
+            .flat_map(|record| record.entries.values())
+            .map(|entry| entry.state.lock().waiters)
             .sum();
         (self.channels.len(), waiters)
     }
@@ -210,7 +293,7 @@ impl Lot {
     pub(super) fn activate(&mut self, channel: &str) {
         if let Some(record) = self.channels.get_mut(channel) {
             record.active = true;
-            for (_, entry) in &record.entries {
+            for entry in record.entries.values() {
                 entry.activate();
             }
         }
@@ -220,7 +303,7 @@ impl Lot {
     /// every entry, otherwise (`0`) one permit goes to each entry.
     pub(super) fn deliver(&self, channel: &str, all: bool) {
         if let Some(record) = self.channels.get(channel) {
-            for (_, entry) in &record.entries {
+            for entry in record.entries.values() {
                 entry.release(all);
             }
         }
@@ -237,8 +320,8 @@ impl Lot {
         };
         record
             .entries
-            .iter()
-            .map(|(_, entry)| entry.refuse(error))
+            .values()
+            .map(|entry| entry.refuse(error))
             .sum()
     }
 
@@ -255,7 +338,7 @@ impl Lot {
         let Some(record) = self.channels.remove(channel) else {
             return 0;
         };
-        record.entries.iter().map(|(_, entry)| entry.moved()).sum()
+        record.entries.values().map(|entry| entry.moved()).sum()
     }
 
     /// [`Lot::moved`] for every channel.
@@ -269,7 +352,7 @@ impl Lot {
     pub(super) fn connection_lost(&mut self, wake: bool) {
         for record in self.channels.values_mut() {
             record.active = false;
-            for (_, entry) in &record.entries {
+            for entry in record.entries.values() {
                 entry.lost(wake);
             }
         }
@@ -472,6 +555,50 @@ mod tests {
             .iter()
             .map(|(entry, seen)| woken(entry, seen))
             .collect()
+    }
+
+    #[test]
+    fn many_entries_on_one_channel_each_keep_their_permits_past_the_list_s_size() {
+        // A synchronizer's waiting calls: an entry each, on one channel.
+        let mut lot = Lot::default();
+        let keys: Vec<String> = (0..3 * FEW).map(|i| format!("latch#{i}")).collect();
+        let joined: Vec<Joined> = keys.iter().map(|key| lot.join(CHANNEL, key)).collect();
+        assert!(matches!(
+            lot.channels.get(CHANNEL).map(|record| &record.entries),
+            Some(Entries::Many(_))
+        ));
+        // Joined again, each finds its own entry.
+        for (key, first) in keys.iter().zip(&joined) {
+            let again = lot.join(CHANNEL, key);
+            assert!(Arc::ptr_eq(&again.entry, &first.entry));
+            assert!(!lot.leave(CHANNEL, key, &again.entry));
+        }
+        lot.activate(CHANNEL);
+        lot.deliver(CHANNEL, false);
+        for place in &joined {
+            let seen = seat(&place.entry);
+            assert_eq!(woken(&place.entry, &seen), Some(true), "{}", place.key);
+        }
+        assert_eq!(lot.stats(), (1, keys.len()));
+        // The channel leaves with its last entry, not before.
+        for (i, (key, place)) in keys.iter().zip(&joined).enumerate() {
+            assert_eq!(lot.leave(CHANNEL, key, &place.entry), i + 1 == keys.len());
+            assert!(!lot.has_waiters(CHANNEL, key));
+        }
+        assert!(lot.is_empty());
+    }
+
+    #[test]
+    fn the_lot_gives_back_what_ten_thousand_channels_grew() {
+        let mut lot = Lot::default();
+        let channels: Vec<String> = (0..10_000).map(|i| format!("c:{i}")).collect();
+        let joined: Vec<Joined> = channels.iter().map(|c| lot.join(c, c)).collect();
+        for (channel, place) in channels.iter().zip(&joined) {
+            assert!(lot.leave(channel, channel, &place.entry));
+        }
+        assert!(lot.is_empty());
+        let kept = lot.channels.capacity();
+        assert!(kept <= 4 * super::super::RECORD_KEEP, "{kept}");
     }
 
     #[test]

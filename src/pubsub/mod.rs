@@ -101,6 +101,18 @@ impl Flavour {
     }
 }
 
+/// What a record of channels or commands keeps once a burst drained.
+const RECORD_KEEP: usize = 256;
+
+/// Whether a record of `len` entries in room for `capacity` has grown far
+/// beyond its use (a burst drained: ten thousand fair waiters, a channel
+/// each, left): then it is given back down to twice its use. The margins
+/// keep a size that comes and goes from reallocating each time, and a
+/// record at its floor from asking again.
+fn sparse(len: usize, capacity: usize) -> bool {
+    capacity > 4 * RECORD_KEEP && len < capacity / 4
+}
+
 /// The client's subscriber. Dropping it closes the connection and ends the thread.
 pub(crate) struct Subscriber {
     shared: Arc<SubscriberState>,
