@@ -638,17 +638,37 @@ fn held_with_a_renewal_stopped(
     server: &RedisServer,
     name: &str,
 ) -> (Client, LockGuard, mpsc::Sender<()>) {
+    held_with_the_watchdog_stopped_at(server, name, "renewal-before-send")
+}
+
+/// A lock held on a client with a 6 s watchdog (a renewal every 2 s) and a
+/// 200 ms response timeout, its first renewal run stopped at `point`; the
+/// sender lets it go on.
+fn held_with_the_watchdog_stopped_at(
+    server: &RedisServer,
+    name: &str,
+    point: &str,
+) -> (Client, LockGuard, mpsc::Sender<()>) {
     let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(6))
         .response_timeout(Duration::from_millis(200))
         .build()
         .expect("client");
     let guard = client.lock(name).lock().expect("lock");
-    let (stopped, go_tx) = pause_once("renewal-before-send");
+    let (stopped, go_tx) = pause_once(point);
     stopped
         .recv_timeout(Duration::from_secs(6))
         .expect("the watchdog reached the fail point");
     (client, guard, go_tx)
+}
+
+/// Once what may renew it has run: `name`'s TTL is within `lease`.
+fn assert_kept_within(server: &RedisServer, name: &str, lease: Duration) {
+    let ttl: i64 = server.cmd(&["PTTL", name]);
+    assert!(
+        ttl > 0 && ttl <= lease.as_millis() as i64,
+        "the key's TTL is {ttl} ms after keep_for({lease:?}): a renewal outlasted it"
+    );
 }
 
 #[test]
@@ -668,11 +688,7 @@ fn a_renewal_answered_after_keep_for_s_first_wait_does_not_outlast_its_lease() {
     going.join().expect("the go thread");
     fail::remove("renewal-before-send");
     thread::sleep(Duration::from_millis(100));
-    let ttl: i64 = server.cmd(&["PTTL", "kept"]);
-    assert!(
-        ttl > 0 && ttl <= lease.as_millis() as i64,
-        "the key's TTL is {ttl} ms after keep_for({lease:?}): a renewal outlasted it"
-    );
+    assert_kept_within(&server, "kept", lease);
     scenario.teardown();
 }
 
@@ -681,28 +697,16 @@ fn a_hold_kept_after_the_renewal_run_collected_it_is_not_renewed() {
     let _serial = serial();
     let scenario = fail::FailScenario::setup();
     let server = RedisServer::start();
-    let client = Client::builder(server.url())
-        .watchdog_timeout(Duration::from_secs(6))
-        .response_timeout(Duration::from_millis(200))
-        .build()
-        .expect("client");
-    let guard = client.lock("collected").lock().expect("lock");
     // The run has collected the hold (a million locks' run is seconds long
     // before its last round); its round has not begun.
-    let (stopped, go_tx) = pause_once("renewal-before-begin");
-    stopped
-        .recv_timeout(Duration::from_secs(6))
-        .expect("the watchdog reached the fail point");
+    let (_client, guard, go_tx) =
+        held_with_the_watchdog_stopped_at(&server, "collected", "renewal-before-begin");
     let lease = Duration::from_secs(2);
     guard.keep_for(lease).expect("keep_for");
     go_tx.send(()).expect("go");
     fail::remove("renewal-before-begin");
     thread::sleep(Duration::from_millis(300));
-    let ttl: i64 = server.cmd(&["PTTL", "collected"]);
-    assert!(
-        ttl > 0 && ttl <= lease.as_millis() as i64,
-        "the key's TTL is {ttl} ms after keep_for({lease:?}): the run renewed it"
-    );
+    assert_kept_within(&server, "collected", lease);
     scenario.teardown();
 }
 

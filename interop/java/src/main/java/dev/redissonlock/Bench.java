@@ -830,32 +830,35 @@ public final class Bench {
 
     /** Redis's own CPU time so far (user + system, INFO cpu), in nanoseconds. */
     static long serverCpuNs(RedisSingle single) {
-        Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.CPU);
-        double secs = 0;
-        for (String key : new String[] {"used_cpu_user", "used_cpu_sys"}) {
-            String v = info.get(key);
-            if (v != null) {
-                secs += Double.parseDouble(v.trim());
-            }
-        }
-        return (long) (secs * 1e9);
+        return (long) (sumInfo(single, RedisNode.InfoSection.CPU,
+                new String[] {"used_cpu_user", "used_cpu_sys"}, Double::parseDouble) * 1e9);
     }
 
     /** The EVAL and EVALSHA calls the server ran so far. */
     static long scriptCalls(RedisSingle single) {
-        Map<String, String> info = single.getInstance().info(RedisNode.InfoSection.COMMANDSTATS);
-        long calls = 0;
-        for (String key : new String[] {"cmdstat_eval", "cmdstat_evalsha"}) {
+        return (long) sumInfo(single, RedisNode.InfoSection.COMMANDSTATS,
+                new String[] {"cmdstat_eval", "cmdstat_evalsha"}, v -> {
+                    for (String part : v.split(",")) {
+                        if (part.startsWith("calls=")) {
+                            return Long.parseLong(part.substring(6));
+                        }
+                    }
+                    return 0;
+                });
+    }
+
+    /** The sum of {@code value} over the {@code keys} of an INFO section that are there. */
+    static double sumInfo(RedisSingle single, RedisNode.InfoSection section, String[] keys,
+            java.util.function.ToDoubleFunction<String> value) {
+        Map<String, String> info = single.getInstance().info(section);
+        double sum = 0;
+        for (String key : keys) {
             String v = info.get(key);
             if (v != null) {
-                for (String part : v.split(",")) {
-                    if (part.startsWith("calls=")) {
-                        calls += Long.parseLong(part.substring(6));
-                    }
-                }
+                sum += value.applyAsDouble(v.trim());
             }
         }
-        return calls;
+        return sum;
     }
 
     // ------------------------------------------------------------ helpers
