@@ -505,3 +505,45 @@ fn a_failed_attempt_has_released_what_it_took_when_it_returns() {
         drop(blockers);
     }
 }
+
+#[test]
+fn the_members_releases_are_sent_at_once_not_one_after_another() {
+    // Three masters behind proxies; each member's release reply is held
+    // 400 ms. Sent together (one round trip for all), the unlock takes one
+    // delay; member after member, three.
+    let masters = Masters::start();
+    let proxies: Vec<_> = masters.servers[..3]
+        .iter()
+        .map(|server| support::proxy::Proxy::start(server.port()))
+        .collect();
+    let clients: Vec<Client> = proxies
+        .iter()
+        .map(|proxy| {
+            Client::builder(proxy.url())
+                .response_timeout(Duration::from_secs(2))
+                .build()
+                .expect("proxied client")
+        })
+        .collect();
+    let multi = MultiLock::new(members(&clients, "released-at-once"));
+    // Warm: every member's scripts loaded, so each delayed reply is its
+    // release's.
+    multi.lock().expect("warm").unlock().expect("warm unlock");
+    let guard = multi.lock().expect("lock");
+    let delay = Duration::from_millis(400);
+    for proxy in &proxies {
+        proxy.arm("released-at-once", support::proxy::Fault::DelayReply(delay));
+    }
+    let started = Instant::now();
+    guard.unlock().expect("unlock");
+    let took = started.elapsed();
+    assert!(
+        proxies.iter().all(|proxy| !proxy.armed()),
+        "a release was not delayed"
+    );
+    assert!(
+        took < delay * 5 / 2,
+        "the unlock took {took:?}: its three releases were not sent together"
+    );
+    assert_eq!(masters.holders("released-at-once"), 0);
+}
