@@ -710,21 +710,6 @@ fn a_hold_kept_after_the_renewal_run_collected_it_is_not_renewed() {
     scenario.teardown();
 }
 
-/// The scripts (`EVALSHA` and `EVAL`) the server ran so far, less those
-/// that failed (an `EVALSHA` of a script not loaded yet: `NOSCRIPT`).
-fn scripts_run(server: &RedisServer) -> u64 {
-    let info: String = server.cmd(&["INFO", "commandstats"]);
-    let stat = |line: &str, name: &str| -> u64 {
-        line.split([':', ','])
-            .find_map(|field| field.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-            .unwrap_or(0)
-    };
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .map(|l| stat(l, "calls") - stat(l, "failed_calls"))
-        .sum()
-}
-
 #[test]
 fn keep_for_waits_for_a_renewal_in_flight_before_its_pexpire() {
     let _serial = serial();
@@ -732,7 +717,7 @@ fn keep_for_waits_for_a_renewal_in_flight_before_its_pexpire() {
     let server = RedisServer::start();
     // The renewal goes on 150 ms later: within keep_for's wait for it.
     let (_client, guard, go_tx) = held_with_a_renewal_stopped(&server, "waited");
-    let before = scripts_run(&server);
+    let before = server.scripts_run();
     let going = thread::spawn(move || {
         thread::sleep(Duration::from_millis(150));
         go_tx.send(()).expect("go");
@@ -742,7 +727,7 @@ fn keep_for_waits_for_a_renewal_in_flight_before_its_pexpire() {
     fail::remove("renewal-before-send");
     // Sent at once, the PEXPIRE would race the renewal and be sent again.
     assert_eq!(
-        scripts_run(&server) - before,
+        server.scripts_run() - before,
         2,
         "the renewal and one PEXPIRE, sent after it"
     );

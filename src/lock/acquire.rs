@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::Lock;
 use super::guard::LockGuard;
 use crate::cancel::Stop;
-use crate::engine::observe::{AcquireOutcome, Acquiring};
+use crate::engine::observe::{AcquireOutcome, Acquiring, Wakeup};
 use crate::engine::replicas::Synced;
 use crate::engine::waiting::{Parker, within_deadline};
 use crate::error::Result;
@@ -16,6 +16,27 @@ use crate::protocol::{Kind, Queue, Spinning};
 
 /// What one acquire attempt got: the guard, or the holder's TTL.
 type Attempt<K> = std::result::Result<LockGuard<K>, Option<Duration>>;
+
+/// How long a queued waiter that found the lock free but not its turn waits
+/// before it asks again (Redis answers a TTL of 0: the fair lock's queue
+/// head has not taken it yet, or is a dead waiter not yet past its
+/// deadline, 5 min by default): 50 ms, doubling up to 1 s while that goes
+/// on; a message (its turn) starts over. Only the head is woken by a
+/// release, and this waiter is not it; a dead head leaves the queue at the
+/// first script after its deadline, which these looks provide within a
+/// second. Redisson asks again at once: 10,000 waiters behind a dead head
+/// would ask some million times a second.
+struct NotYourTurn(Duration);
+
+impl NotYourTurn {
+    const FIRST: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn next(&mut self) -> Duration {
+        self.0 = (self.0 * 2).clamp(Self::FIRST, Self::MAX);
+        self.0
+    }
+}
 
 impl<K: Kind> Lock<K> {
     /// The first attempt, then wait (on the type's channel, or by its
@@ -109,8 +130,13 @@ impl<K: Kind> Lock<K> {
         observed.waiting();
         let fallback = config.watchdog_timeout / 3;
         // A subscription is waited for at most the holder's TTL.
-        let within =
-            |ttl: Option<Duration>| config.subscription_timeout.min(ttl.unwrap_or(fallback));
+        let within = |ttl: Option<Duration>| {
+            let ttl = match ttl {
+                Some(ttl) if ttl.is_zero() => NotYourTurn::FIRST,
+                ttl => ttl.unwrap_or(fallback),
+            };
+            config.subscription_timeout.min(ttl)
+        };
         let wake = self.kind.wake(&self.name, field);
         let (mut parker, mut backoff) = match wake.on() {
             Some(on) => {
@@ -130,6 +156,7 @@ impl<K: Kind> Lock<K> {
         // finds the server down) is retried once, after the retry delay; a
         // refused connection or a timeout is reported at once.
         let mut dropped = false;
+        let mut not_your_turn = NotYourTurn(Duration::ZERO);
         loop {
             stop.check()?;
             observed.attempted();
@@ -154,7 +181,10 @@ impl<K: Kind> Lock<K> {
                 continue;
             }
             // A key without a TTL: wait for a message, but poll now and then.
-            let mut wait = ttl.unwrap_or(fallback).max(Duration::from_millis(1));
+            let mut wait = match ttl {
+                Some(ttl) if ttl.is_zero() => not_your_turn.next(),
+                ttl => ttl.unwrap_or(fallback).max(Duration::from_millis(1)),
+            };
             if let Some(backoff) = &mut backoff {
                 wait = wait.min(backoff.next());
             }
@@ -164,7 +194,11 @@ impl<K: Kind> Lock<K> {
             // tests/failpoints.rs: the subscription lost (and a release
             // announced) after the failed attempt, before the park.
             crate::failpoint::failpoint!("waiter-before-park");
-            observed.woken(parker.park(wait)?);
+            let woken = parker.park(wait)?;
+            if matches!(woken, Wakeup::Message) {
+                not_your_turn = NotYourTurn(Duration::ZERO);
+            }
+            observed.woken(woken);
         }
     }
 

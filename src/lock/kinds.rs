@@ -88,8 +88,9 @@ impl OwnedLockGuard<Fenced> {
 ///   ([`ClientBuilder::fair_lock_wait_timeout`](crate::ClientBuilder::fair_lock_wait_timeout),
 ///   300 s by default).
 /// - A waiter that is not the head polls at the holder's TTL (Redisson's
-///   behaviour); one that finds the lock free but is not the head polls
-///   every 50 ms.
+///   behaviour); one that finds the lock free but is not the head asks
+///   again after 50 ms, doubling up to 1 s while that lasts (behind a dead
+///   head: until its deadline), where Redisson asks again at once.
 ///
 /// ```no_run
 /// # fn main() -> redisson_lock::Result<()> {

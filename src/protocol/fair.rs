@@ -27,12 +27,6 @@ static TRY_ONCE: LazyLock<Lua> = lua_script!("fair_try_acquire_once.lua");
 static GIVE_UP: LazyLock<Lua> = lua_script!("fair_acquire_failed.lua");
 static UNLOCKS: UnlockScripts = unlock_scripts!("fair");
 
-/// How long a queued waiter that found the lock free (the head has not
-/// taken it yet, or is a dead waiter not yet past its deadline) waits before
-/// it asks again. Redisson asks again at once; this spares the server a
-/// busy loop. Only the head is woken by a release, and this waiter is not it.
-const FREE_BUT_NOT_YOURS: Duration = Duration::from_millis(50);
-
 /// What both fair lock types know of one lock: its derived keys, the wait
 /// a try-once sends, and the reentry error text (empty: reentrant).
 #[derive(Debug)]
@@ -134,8 +128,10 @@ impl FairCore {
             },
             // Try-once answers 1 for "not acquired", with no TTL.
             (Some(_), None) => Acquired::No { ttl: None },
+            // Free, but another waiter's turn (the queue's head): how long
+            // to wait before asking again is the waiting loop's.
             (Some(0), Some(_)) => Acquired::No {
-                ttl: Some(FREE_BUT_NOT_YOURS),
+                ttl: Some(Duration::ZERO),
             },
             (Some(ttl), Some(_)) => Acquired::No {
                 ttl: u64::try_from(ttl).ok().map(Duration::from_millis),

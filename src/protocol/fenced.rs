@@ -61,10 +61,11 @@ impl Protocol for Fenced {
                 replaced: true,
                 token: Some(token()?),
             },
+            // 0 ms is 1 ms: zero means "free, not your turn" (`Acquired::No`).
             _ => Acquired::No {
                 ttl: u64::try_from(value)
                     .ok()
-                    .map(std::time::Duration::from_millis),
+                    .map(|ms| std::time::Duration::from_millis(ms.max(1))),
             },
         })
     }

@@ -340,7 +340,9 @@ pub enum Acquired {
     /// fenced lock's token.
     Yes { replaced: bool, token: Option<u64> },
     /// Someone else holds it; `ttl` is their remaining lease, `None` when
-    /// the key has no expiry at all.
+    /// the key has no expiry at all. `Some(Duration::ZERO)` only when the
+    /// lock is free but it is another waiter's turn (a fair lock's queue):
+    /// a TTL of 0 ms is reported as 1 ms.
     No { ttl: Option<Duration> },
 }
 

@@ -52,8 +52,10 @@ pub(crate) fn acquire_reply(reply: Option<i64>) -> Acquired {
             replaced: true,
             token: None,
         },
+        // A TTL of 0 ms (the key expires within the millisecond) is 1 ms:
+        // zero means "free, not your turn" (see `Acquired::No`).
         Some(ttl) if ttl >= 0 => Acquired::No {
-            ttl: Some(Duration::from_millis(ttl.unsigned_abs())),
+            ttl: Some(Duration::from_millis(ttl.unsigned_abs().max(1))),
         },
         // -1: the key exists without a TTL. (-2 cannot happen: the key exists.)
         Some(_) => Acquired::No { ttl: None },

@@ -531,6 +531,22 @@ impl RedisServer {
             .unwrap_or(0)
     }
 
+    /// The scripts (`EVALSHA` and `EVAL`) the server ran so far, less
+    /// those that failed (an `EVALSHA` of a script not loaded yet:
+    /// `NOSCRIPT`).
+    pub fn scripts_run(&self) -> u64 {
+        let info: String = self.cmd(&["INFO", "commandstats"]);
+        let stat = |line: &str, name: &str| -> u64 {
+            line.split([':', ','])
+                .find_map(|field| field.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or(0)
+        };
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .map(|l| stat(l, "calls") - stat(l, "failed_calls"))
+            .sum()
+    }
+
     /// A plain connection subscribed to `channels` (confirmed by the server).
     pub fn subscriber(&self, channels: &[&str]) -> RawSubscriber {
         RawSubscriber::new(self.port, "SUBSCRIBE", channels)
