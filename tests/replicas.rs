@@ -178,3 +178,25 @@ fn a_replica_already_disconnected_is_not_waited_for() {
     replica.resume();
     guard.unlock().expect("unlock");
 }
+
+#[test]
+fn a_release_no_replica_acknowledges_is_sent_again_then_reported() {
+    let (master, replica) = master_and_replica();
+    let client = synced_client(&master, true);
+    let guard = client.lock("unsynced-release").lock().expect("lock");
+    // Frozen but still connected: the master waits for it, in vain.
+    replica.pause();
+    let waits = master.command_calls("wait");
+    let result = guard.unlock();
+    replica.resume();
+    match result {
+        Err(e @ Error::NotReplicated { replicas: 1, .. }) => assert!(e.is_transient()),
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    // Sent again like a release whose reply was lost (it is idempotent),
+    // each waited for once.
+    assert!(master.command_calls("wait") - waits >= 2);
+    // The master has it released all the same.
+    assert_eq!(master.cmd::<i64>(&["EXISTS", "unsynced-release"]), 0);
+    assert_eq!(client.diagnostics().registered_holds, 0);
+}

@@ -169,7 +169,8 @@ impl<K: Kind> Lock<K> {
                 Err(e) if e.is_connection_dropped() && !dropped => {
                     dropped = true;
                     log::debug!("redisson-lock: waiting for `{}`: {e}; retrying", self.name);
-                    Some(config.retry_delay)
+                    // Never zero: that would read as "not your turn".
+                    Some(config.retry_delay.max(Duration::from_millis(1)))
                 }
                 Err(e) => return Err(e),
             };
@@ -183,7 +184,12 @@ impl<K: Kind> Lock<K> {
             // A key without a TTL: wait for a message, but poll now and then.
             let mut wait = match ttl {
                 Some(ttl) if ttl.is_zero() => not_your_turn.next(),
-                ttl => ttl.unwrap_or(fallback).max(Duration::from_millis(1)),
+                ttl => {
+                    // Held by someone again: the next "not your turn" is a
+                    // new one, looked at soon.
+                    not_your_turn = NotYourTurn(Duration::ZERO);
+                    ttl.unwrap_or(fallback).max(Duration::from_millis(1))
+                }
             };
             if let Some(backoff) = &mut backoff {
                 wait = wait.min(backoff.next());

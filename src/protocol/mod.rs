@@ -340,9 +340,12 @@ pub enum Acquired {
     /// fenced lock's token.
     Yes { replaced: bool, token: Option<u64> },
     /// Someone else holds it; `ttl` is their remaining lease, `None` when
-    /// the key has no expiry at all. `Some(Duration::ZERO)` only when the
-    /// lock is free but it is another waiter's turn (a fair lock's queue):
-    /// a TTL of 0 ms is reported as 1 ms.
+    /// the key has no expiry at all. `Some(Duration::ZERO)` only from a
+    /// queued fair waiter's attempt (the script's `max(0, PTTL)`): the lock
+    /// is free but it is another waiter's turn (or, rarely, it is held
+    /// without a TTL or expires within the millisecond); the waiting loop
+    /// then asks again by a backoff. Every other 0 ms TTL is reported as
+    /// 1 ms.
     No { ttl: Option<Duration> },
 }
 

@@ -52,7 +52,7 @@ impl Hold {
 
 impl super::LeaseTicket {
     /// The ledger's clock when its command was begun (what
-    /// [`Hold::lease_begun_since`] excludes as `mine`).
+    /// [`Hold::lease_may_follow`] excludes as `mine`).
     pub fn started(&self) -> u64 {
         self.id
     }
