@@ -76,7 +76,7 @@ group_tests() {
   holds) echo "operable lost_reasons lease_races keep_for hold_accounting failpoints shutdown" ;;
   resp) echo "trickle hostile_input" ;;
   mux) echo "multiplexed signals trickle failpoints" ;;
-  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance fenced cancel fork faults_lost_reply replicas observability shutdown" ;;
+  unlock) echo "unlock_latch keep_for force_unlock multilock failpoints conformance fenced cancel fork faults_lost_reply replicas observability shutdown lost_reasons" ;;
   esac
 }
 
