@@ -15,6 +15,7 @@
 #   MUTANTS_UNIT_ONLY=1 ...              # the library's unit tests only (CI:
 #                                        # one test binary to relink per
 #                                        # mutant instead of six)
+#   MUTANTS_EXCLUDE_RE='regex' ...       # leave out mutants by name
 #   MUTANTS_FILES='a.rs b.rs' MUTANTS_TESTS='t1 t2' MUTANTS_TAG=x ...
 #                                        # a part of a group, against some of
 #                                        # its tests (a survivor of such a
@@ -103,6 +104,9 @@ run_group() {
     if [ -n "$features" ]; then args+=(--features "$features"); fi
   fi
   args+=(--timeout "${MUTANTS_TEST_TIMEOUT:-300}")
+  # Mutants to leave out by name (e.g. those an earlier run saw hang: a
+  # resumed run tries them again, at the full timeout each).
+  if [ -n "${MUTANTS_EXCLUDE_RE:-}" ]; then args+=(--exclude-re "$MUTANTS_EXCLUDE_RE"); fi
   # Resumes a group's run: the mutants an earlier run caught are skipped.
   if [ -n "${MUTANTS_ITERATE:-}" ]; then args+=(--iterate); fi
   mkdir -p "target/mutants/$dir"
