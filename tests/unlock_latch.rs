@@ -199,3 +199,35 @@ fn a_latched_partial_release_s_shorter_lease_moves_the_hold_s_deadline() {
         "a guard reads as held past its key's expiry"
     );
 }
+
+#[test]
+fn an_unlock_that_times_out_is_sent_again_as_many_times_as_configured() {
+    let server = RedisServer::start();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let client = redisson_lock::Client::builder(proxy.url())
+        .response_timeout(Duration::from_millis(200))
+        .unlock_retries(2, Duration::from_millis(50))
+        .build()
+        .expect("client");
+    for (latched, name) in [(false, "paused"), (true, "paused-latched")] {
+        let lock = client.lock(name);
+        let guard = lock.lock().expect("lock");
+        let before = proxy.requests_containing(name);
+        // Writes held by the server for 1.5 s: every send times out.
+        let _: String = server.cmd(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+        let result = if latched {
+            lock.unlock_with_request_id(&RequestId::new()).map(drop)
+        } else {
+            guard.unlock()
+        };
+        assert!(result.is_err(), "latched {latched}: {result:?}");
+        // The first send and its two retries, no more (a latched one's
+        // within its latch's TTL).
+        assert_eq!(
+            proxy.requests_containing(name) - before,
+            3,
+            "latched {latched}: sends of an unlock with 2 retries"
+        );
+        let _: String = server.cmd(&["CLIENT", "UNPAUSE"]);
+    }
+}
