@@ -73,8 +73,14 @@ public final class Bench {
             // channel per name (per waiter for the fair lock) needs room for 10,000.
             // And a fair lock's 1,000 waiters subscribing at once (a channel each) queue for
             // Redisson's subscription locks longer than its 7.5 s subscription timeout.
-            config.useSingleServer().setSubscriptionsPerConnection(250)
-                    .setSubscriptionTimeout(120_000);
+            config.useSingleServer().setSubscriptionsPerConnection(250);
+            // The setting is newer than some Redisson versions the driver is built against.
+            try {
+                config.useSingleServer().getClass().getMethod("setSubscriptionTimeout", int.class)
+                        .invoke(config.useSingleServer(), 120_000);
+            } catch (ReflectiveOperationException e) {
+                System.err.println("waiters: this Redisson has no subscription timeout setting");
+            }
         }
         config.setLockWatchdogTimeout(num(a, "watchdog-ms", 30_000));
         RedissonClient client = Redisson.create(config);
