@@ -46,7 +46,7 @@ struct Channel {
     /// The server confirmed the subscription on the current connection: a
     /// new entry starts active.
     active: bool,
-    entries: Entries,
+    entries: ChannelEntries,
 }
 
 /// A channel's entries: a list while they are few (nearly always one: a
@@ -54,7 +54,7 @@ struct Channel {
 /// a fraction of a map; a map once they are many (a synchronizer gives each
 /// waiting call an entry of its own on the shared channel: ten thousand
 /// threads awaiting one latch must not search a list).
-enum Entries {
+enum ChannelEntries {
     Few(Vec<(Name, Arc<LockEntry>)>),
     Many(HashMap<Name, Arc<LockEntry>, RandomState>),
 }
@@ -62,33 +62,33 @@ enum Entries {
 /// The most entries kept as a list.
 const FEW: usize = 8;
 
-impl Default for Entries {
+impl Default for ChannelEntries {
     fn default() -> Self {
-        Entries::Few(Vec::new())
+        ChannelEntries::Few(Vec::new())
     }
 }
 
-impl Entries {
+impl ChannelEntries {
     fn get(&self, key: &str) -> Option<(&Name, &Arc<LockEntry>)> {
         match self {
-            Entries::Few(list) => list
+            ChannelEntries::Few(list) => list
                 .iter()
                 .find(|(name, _)| **name == *key)
                 .map(|(name, entry)| (name, entry)),
-            Entries::Many(map) => map.get_key_value(key),
+            ChannelEntries::Many(map) => map.get_key_value(key),
         }
     }
 
     /// Adds `key`'s entry (the caller found none).
     fn insert(&mut self, key: Name, entry: Arc<LockEntry>) {
         match self {
-            Entries::Few(list) if list.len() < FEW => list.push((key, entry)),
-            Entries::Few(list) => {
+            ChannelEntries::Few(list) if list.len() < FEW => list.push((key, entry)),
+            ChannelEntries::Few(list) => {
                 let mut map: HashMap<_, _, RandomState> = list.drain(..).collect();
                 map.insert(key, entry);
-                *self = Entries::Many(map);
+                *self = ChannelEntries::Many(map);
             }
-            Entries::Many(map) => {
+            ChannelEntries::Many(map) => {
                 map.insert(key, entry);
             }
         }
@@ -97,7 +97,7 @@ impl Entries {
     /// Removes `key`'s entry if it is `entry`.
     fn remove(&mut self, key: &str, entry: &Arc<LockEntry>) {
         match self {
-            Entries::Few(list) => {
+            ChannelEntries::Few(list) => {
                 let found = list
                     .iter()
                     .position(|(name, current)| **name == *key && Arc::ptr_eq(current, entry));
@@ -105,7 +105,7 @@ impl Entries {
                     list.swap_remove(at);
                 }
             }
-            Entries::Many(map) => {
+            ChannelEntries::Many(map) => {
                 if map
                     .get(key)
                     .is_some_and(|current| Arc::ptr_eq(current, entry))
@@ -118,15 +118,15 @@ impl Entries {
 
     fn is_empty(&self) -> bool {
         match self {
-            Entries::Few(list) => list.is_empty(),
-            Entries::Many(map) => map.is_empty(),
+            ChannelEntries::Few(list) => list.is_empty(),
+            ChannelEntries::Many(map) => map.is_empty(),
         }
     }
 
     fn values(&self) -> impl Iterator<Item = &Arc<LockEntry>> {
         let (few, many) = match self {
-            Entries::Few(list) => (Some(list.iter().map(|(_, entry)| entry)), None),
-            Entries::Many(map) => (None, Some(map.values())),
+            ChannelEntries::Few(list) => (Some(list.iter().map(|(_, entry)| entry)), None),
+            ChannelEntries::Many(map) => (None, Some(map.values())),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }
@@ -565,7 +565,7 @@ mod tests {
         let joined: Vec<Joined> = keys.iter().map(|key| lot.join(CHANNEL, key)).collect();
         assert!(matches!(
             lot.channels.get(CHANNEL).map(|record| &record.entries),
-            Some(Entries::Many(_))
+            Some(ChannelEntries::Many(_))
         ));
         // Joined again, each finds its own entry.
         for (key, first) in keys.iter().zip(&joined) {
