@@ -71,7 +71,8 @@ fn server_cpu_ns(con: &mut redis::Connection) -> Result<u64> {
     Ok((secs * 1e9) as u64)
 }
 
-/// The machine's CPUs (what "busy" is a fraction of).
+/// The CPUs this process may run on (one when `taskset` pins it): what
+/// its "busy" is a fraction of.
 fn cpus() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
@@ -188,7 +189,8 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         let calls0 = script_calls(&mut con)?;
         let sub0 = thread_cpu_by_name("rlock-pubsub");
         let woken0 = wakeups();
-        let cpu0 = cpu_ns() + server_cpu_ns(&mut con)?;
+        let server_cpu0 = server_cpu_ns(&mut con)?;
+        let cpu0 = cpu_ns();
         let t0 = mono_ns();
         drop(held);
         Ok(json!({
@@ -198,6 +200,7 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
             "sub0_ns": sub0,
             "woken0": woken0,
             "cpu0_ns": cpu0,
+            "server_cpu0_ns": server_cpu0,
             "t0_ns": t0,
         }))
     })?;
@@ -206,11 +209,17 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
     }
     let elapsed_ns = mono_ns() - measured["t0_ns"].as_u64().unwrap_or(0);
     let calls = script_calls(&mut con)? - measured["calls0"].as_u64().unwrap_or(0);
-    // How busy the machine's CPUs were with the hand-offs: this process and
-    // Redis, over the phase. Near 1.0 the hand-offs queue for a CPU.
-    let cpu = (cpu_ns() + server_cpu_ns(&mut con)?)
-        .saturating_sub(measured["cpu0_ns"].as_u64().unwrap_or(0));
-    let busy = cpu as f64 / (elapsed_ns as f64 * cpus());
+    // How busy each side's CPU was with the hand-offs, over the phase: this
+    // process (of the CPUs it may run on: one when pinned) and Redis (its
+    // main thread: of one CPU). Near 1.0 that side's work queues for its
+    // CPU, and the hand-offs' tail is the machine's.
+    let elapsed = elapsed_ns.max(1) as f64;
+    let client_busy = cpu_ns().saturating_sub(measured["cpu0_ns"].as_u64().unwrap_or(0)) as f64
+        / (elapsed * cpus());
+    let server_busy = server_cpu_ns(&mut con)?
+        .saturating_sub(measured["server_cpu0_ns"].as_u64().unwrap_or(0))
+        as f64
+        / elapsed;
     let sub_ns = thread_cpu_by_name("rlock-pubsub")
         .zip(measured["sub0_ns"].as_u64())
         .map(|(b, a)| b - a);
@@ -250,7 +259,8 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         "handoff_p50_us": us(percentile(&gaps, 0.50)),
         "handoff_p99_us": us(percentile(&gaps, 0.99)),
         "handoffs_per_s": acquisitions as f64 / (elapsed_ns as f64 / 1e9),
-        "cpu_busy": busy,
+        "client_busy": client_busy,
+        "server_busy": server_busy,
         "subscriber_cpu_us_per_message": sub_ns.map(|ns| us(ns) / releases as f64),
         "heap_per_waiter_b": measured["heap_per_waiter_b"],
         "rss_per_waiter_b": measured["rss_per_waiter_b"],

@@ -49,10 +49,12 @@ pub fn section(w: &mut String, d: &Data) {
          both too). Heap and RSS per parked waiter are the \
          crate's (threads of 64 KiB stacks, reserved). Goals: hand-off p99 at 10,000 waiters ≤ \
          {HANDOFF_P99_GOAL}× the same contender's at 10, attempts no more than Redisson's, heap \
-         per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B. CPU busy: this process's and Redis's CPU time \
-         over the hand-offs ÷ (their wall time × the machine's CPUs); near 1 the hand-offs queue \
-         for a CPU, and their tail is the machine's.\n\n\
-         | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | CPU busy | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
+         per waiter ≤ {HEAP_PER_WAITER_GOAL:.0} B. CPU busy, client / server: the client process's \
+         CPU time over the hand-offs ÷ (their wall time × the CPUs it may run on: one, pinned) and \
+         Redis's ÷ their wall time; near 1 that side's work queues for its CPU, and the hand-offs' \
+         tail is the machine's (older runs recorded one sum of both over the wall time, shown \
+         as `sum`: up to 2.0).\n\n\
+         | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | CPU busy, client / server | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     let mut shapes: Vec<(String, String, u64, u64, u64)> = all
@@ -96,13 +98,23 @@ pub fn section(w: &mut String, d: &Data) {
             cell(of(at.iter().copied(), "handoff_p50_us")),
             cell(p99),
             cell(of(at.iter().copied(), "handoffs_per_s")),
-            cell(of(at.iter().copied(), "cpu_busy")),
+            busy(&at),
             cell(of(at.iter().copied(), "subscriber_cpu_us_per_message")),
             cell(of(at.iter().copied(), "heap_per_waiter_b")),
             cell(of(at.iter().copied(), "rss_per_waiter_b")),
         );
     }
     let _ = writeln!(w);
+}
+
+/// The CPU busy cell: client / server, or the one sum an older run kept.
+fn busy(at: &[&Value]) -> String {
+    let side = |key| of(at.iter().copied(), key);
+    match (side("client_busy"), side("server_busy"), side("cpu_busy")) {
+        (Some(client), Some(server), _) => format!("{:.2} / {:.2}", client.median, server.median),
+        (_, _, Some(sum)) => format!("{:.2} sum", sum.median),
+        _ => "–".into(),
+    }
 }
 
 #[cfg(test)]
@@ -117,7 +129,8 @@ mod tests {
         json!({"scenario": "waiters", "contender": contender, "lock_type": "lock",
                "names": names, "per_name": 10, "waiters": names * 10,
                "acquisitions": names * 20, "attempts_per_acquisition": 2.0,
-               "handoff_p50_us": p99 / 2.0, "handoff_p99_us": p99})
+               "handoff_p50_us": p99 / 2.0, "handoff_p99_us": p99,
+               "client_busy": 0.9, "server_busy": 0.3})
     }
 
     #[test]
@@ -136,6 +149,7 @@ mod tests {
         assert!(w.contains("| crate | lock | 1000 × 10 |"), "{w}");
         assert!(w.contains("1.10× ✓"), "{w}");
         assert!(w.contains("1.50× ✗"), "{w}");
+        assert!(w.contains("| 0.90 / 0.30 |"), "{w}");
         let mut empty = String::new();
         section(
             &mut empty,

@@ -792,7 +792,8 @@ public final class Bench {
         }
         Thread.sleep(1_000);
         long calls0 = scriptCalls(single);
-        long cpu0 = processCpuNs() + serverCpuNs(single);
+        long serverCpu0 = serverCpuNs(single);
+        long cpu0 = processCpuNs();
         long t0 = System.nanoTime();
         for (int i = 0; i < names; i++) {
             lockOf.apply(i).unlock();
@@ -802,9 +803,11 @@ public final class Bench {
         }
         long elapsed = System.nanoTime() - t0;
         long calls = scriptCalls(single) - calls0;
-        // How busy the CPUs were with the hand-offs: this JVM and Redis, over the phase.
-        double busy = (processCpuNs() + serverCpuNs(single) - cpu0)
-                / ((double) elapsed * Runtime.getRuntime().availableProcessors());
+        // How busy each side's CPU was with the hand-offs, over the phase: this JVM (of the
+        // CPUs it may run on: one when pinned) and Redis (its main thread: of one CPU).
+        double clientBusy = (processCpuNs() - cpu0)
+                / ((double) Math.max(1, elapsed) * Runtime.getRuntime().availableProcessors());
+        double serverBusy = (serverCpuNs(single) - serverCpu0) / (double) Math.max(1, elapsed);
         long acquisitions = 0;
         List<Long> gaps = new ArrayList<>();
         for (int i = 0; i < names; i++) {
@@ -823,7 +826,7 @@ public final class Bench {
                 .put("handoff_p50_us", percentile(sorted, 0.50) / 1000.0)
                 .put("handoff_p99_us", percentile(sorted, 0.99) / 1000.0)
                 .put("handoffs_per_s", acquisitions / (elapsed / 1e9))
-                .put("cpu_busy", busy);
+                .put("client_busy", clientBusy).put("server_busy", serverBusy);
     }
 
     /** This JVM's CPU time so far (user + system), in nanoseconds. */
