@@ -22,15 +22,20 @@ fn error_of(slot: &Arc<Slot>) -> RedisError {
     }
 }
 
-#[test]
-fn requests_never_written_get_a_dropped_connection_when_the_socket_times_out() {
-    let server = TestServer::start();
+/// A socket to `server`, connecting within `connect_timeout`, with a 3 s
+/// response timeout.
+fn socket_on(server: &TestServer, connect_timeout: Duration) -> Socket {
     let info = ("127.0.0.1", server.port)
         .into_connection_info()
         .expect("address");
     let endpoint = Arc::new(Endpoint::new(info));
-    let socket =
-        Socket::open(&endpoint, Duration::from_secs(2), Duration::from_secs(3)).expect("socket");
+    Socket::open(&endpoint, connect_timeout, Duration::from_secs(3)).expect("socket")
+}
+
+#[test]
+fn requests_never_written_get_a_dropped_connection_when_the_socket_times_out() {
+    let server = TestServer::start();
+    let socket = socket_on(&server, Duration::from_secs(2));
     let written = socket.send(&ping(), 1).expect("sent");
     // A caller handed a reply has not taken it yet: the next requests are
     // left for it to write (`SocketState::woken`).
@@ -64,13 +69,7 @@ fn requests_never_written_get_a_dropped_connection_when_the_socket_times_out() {
 #[test]
 fn the_leader_writes_requests_a_woken_caller_left_before_it_reads_again() {
     let server = TestServer::start();
-    let info = ("127.0.0.1", server.port)
-        .into_connection_info()
-        .expect("address");
-    let endpoint = Arc::new(Endpoint::new(info));
-    let socket = Arc::new(
-        Socket::open(&endpoint, Duration::from_secs(3), Duration::from_secs(3)).expect("socket"),
-    );
+    let socket = Arc::new(socket_on(&server, Duration::from_secs(3)));
     // Answered after 1.5 s (nil), past the leader's `give_up` at 1 s.
     let blocking = redis::cmd("BLPOP")
         .arg("the-leader-writes-left-requests")
