@@ -95,6 +95,31 @@ fn evalsha_calls(con: &mut redis::Connection) -> u64 {
     support::state::command_calls(con, &["evalsha"])
 }
 
+/// Puts the server to sleep for 0.3 s (`DEBUG SLEEP`), meets `barrier`
+/// once the command is sent, and reads the reply.
+fn debug_sleep(sleeper: &mut TcpStream, barrier: Option<&Barrier>) {
+    sleeper
+        .write_all(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$3\r\n0.3\r\n")
+        .expect("DEBUG SLEEP");
+    if let Some(barrier) = barrier {
+        barrier.wait();
+    }
+    let mut ok = [0u8; 5];
+    // `read_exact` reads again after EINTR.
+    sleeper.read_exact(&mut ok).expect("DEBUG SLEEP reply");
+    assert_eq!(&ok, b"+OK\r\n");
+}
+
+/// How many connections the server has named for the client `id`.
+fn named_connections(con: &mut redis::Connection, id: &str) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(con)
+        .expect("CLIENT LIST");
+    let name = format!(" name=redisson-lock/{id}/");
+    list.lines().filter(|line| line.contains(&name)).count()
+}
+
 /// `threads` threads of `client` each take and release its own lock
 /// (`label-<n>`) until `stop`; returns the lock + unlock pairs done.
 fn workers(
@@ -147,26 +172,39 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
         .response_timeout(response)
         .build()
         .expect("pooled client");
-    // Warm-up: scripts loaded, and every connection the run needs open
-    // (each pooled connection held at once).
-    for client in [&multiplexed, &pooled] {
-        let barrier = Arc::new(Barrier::new(threads));
-        let handles: Vec<_> = (0..threads)
-            .map(|n| {
-                let client = client.clone();
-                let barrier = Arc::clone(&barrier);
-                thread::spawn(move || {
-                    let guard = client
-                        .lock(format!("signals-warm-{n}"))
-                        .lock()
-                        .expect("warm");
-                    barrier.wait();
-                    guard.unlock().expect("warm unlock");
+    // Warm-up: scripts loaded, and every connection the run needs open.
+    // A guard holds no connection, so the pooled client opens its third
+    // only when three commands overlap: the threads' commands are sent
+    // while the server sleeps, so each waits on a connection of its own,
+    // round after round until the pooled client has all of them (one per
+    // thread, and the watchdog's own).
+    let mut sleeper = TcpStream::connect(("127.0.0.1", server.port())).expect("sleeper");
+    let mut checker = server.con();
+    for round in 0.. {
+        assert!(
+            round < 20,
+            "the warm-up never had {threads} commands in flight at once"
+        );
+        for client in [&multiplexed, &pooled] {
+            let barrier = Arc::new(Barrier::new(threads + 1));
+            let handles: Vec<_> = (0..threads)
+                .map(|n| {
+                    let client = client.clone();
+                    let barrier = Arc::clone(&barrier);
+                    thread::spawn(move || {
+                        let lock = client.lock(format!("signals-warm-{n}"));
+                        barrier.wait();
+                        lock.lock().expect("warm").unlock().expect("warm unlock");
+                    })
                 })
-            })
-            .collect();
-        for handle in handles {
-            handle.join().expect("warm-up");
+                .collect();
+            debug_sleep(&mut sleeper, Some(&barrier));
+            for handle in handles {
+                handle.join().expect("warm-up");
+            }
+        }
+        if named_connections(&mut checker, pooled.id()) == threads + 1 {
+            break;
         }
     }
     // The second server: contention, so the subscriber is connected.
@@ -192,12 +230,6 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
         "stats",
         "total_connections_received",
     );
-    let mut checker = server.con();
-    let mut sleeper = TcpStream::connect(("127.0.0.1", server.port())).expect("sleeper");
-    // Accepted by the server (counted) before the count is read.
-    sleeper.write_all(b"PING\r\n").expect("PING");
-    let mut pong = [0u8; 7];
-    sleeper.read_exact(&mut pong).expect("PONG");
     let connections_before = info_number(&mut checker, "stats", "total_connections_received");
     let scripts_before = evalsha_calls(&mut checker);
 
@@ -238,13 +270,7 @@ fn signals_neither_fail_nor_resend_nor_reconnect() {
     // The server asleep for 0.3 s, four times: reads block meanwhile, and
     // the signals interrupt them.
     for _ in 0..4 {
-        sleeper
-            .write_all(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$3\r\n0.3\r\n")
-            .expect("DEBUG SLEEP");
-        let mut ok = [0u8; 5];
-        // `read_exact` reads again after EINTR.
-        sleeper.read_exact(&mut ok).expect("DEBUG SLEEP reply");
-        assert_eq!(&ok, b"+OK\r\n");
+        debug_sleep(&mut sleeper, None);
         thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
