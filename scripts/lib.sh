@@ -119,7 +119,7 @@ ensure_cargo_fuzz() {
   fi
   cargo fuzz --version >/dev/null 2>&1 && return 0
   echo "==> installing cargo-fuzz $CARGO_FUZZ_VERSION (cargo install)" >&2
-  cargo install --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION" >&2
+  cargo install --locked --debug cargo-fuzz --version "$CARGO_FUZZ_VERSION" >&2
 }
 
 # `cargo test ARGS`, its test binaries run in two lanes at once instead of
@@ -147,14 +147,17 @@ test_in_lanes() {
   done <"$dir/binaries"
   CARGO=${CARGO:-$(command -v cargo)}
   export CARGO
+  # Each binary's time after its output, so that the lanes can be evened.
   run_binaries() {
-    local failed=0
+    local failed=0 since
     for binary in "$@"; do
       echo "==> $(basename "$binary")"
+      since=$SECONDS
       if ! "$binary"; then
         echo "FAILED: $(basename "$binary")" | tee -a "$dir/failed"
         failed=1
       fi
+      echo "    $(basename "$binary"): $((SECONDS - since)) s"
     done
     return $failed
   }
@@ -165,10 +168,12 @@ test_in_lanes() {
     if declare -F second_lane_extra >/dev/null; then
       second_lane_extra "$dir/binaries" || { echo "FAILED: second_lane_extra" >>"$dir/failed"; lane_status=1; }
     fi
+    echo "    the Java lane: $((SECONDS - started)) s"
     exit $lane_status
   ) >"$dir/java.log" 2>&1 &
   local java_pid=$!
   run_binaries "${rest[@]}" >"$dir/rest.log" 2>&1 || status=1
+  echo "    the other lane: $((SECONDS - started)) s" >>"$dir/rest.log"
   wait "$java_pid" || status=1
   cat "$dir/rest.log" "$dir/java.log"
   echo "    ${#rest[@]} + ${#java[@]} test binaries in two lanes: $((SECONDS - started)) s"

@@ -50,14 +50,17 @@ cargo fmt --check --manifest-path fuzz/Cargo.toml
 cargo fmt --check --manifest-path fuzz/capture/Cargo.toml
 stage "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
-# Every optional feature but `shuttle` together: they add code and never
-# take any away (only tls.rs has a `not(feature)` arm, which the run above
-# checks). One build instead of five.
-cargo clippy --all-targets --features "$combined_features" -- -D warnings
-# `shuttle` swaps the synchronisation primitives (src/sync.rs): its own run.
-cargo clippy --all-targets --features shuttle -- -D warnings
-# The workspace: the library and the command-line tool (cli/).
-cargo clippy --workspace --all-targets -- -D warnings
+# The workspace (the library and the command-line tool, cli/) with every
+# optional feature of the library but `shuttle` together: they add code and
+# never take any away (only tls.rs has a `not(feature)` arm, which the run
+# above checks). One build instead of six.
+cargo clippy --workspace --all-targets --features "$(sed 's/[^,]*/redisson-lock\/&/g' <<<"$combined_features")" -- -D warnings
+# `shuttle` swaps the synchronisation primitives (src/sync.rs) for the
+# library's own schedule tests (its unit tests): the library, and the
+# library as its unit tests build it (`--profile test`: cfg(test)). No
+# integration test uses the feature.
+cargo clippy --lib --features shuttle -- -D warnings
+cargo clippy --lib --profile test --features shuttle -- -D warnings
 cargo clippy -p redisson-lock-cli --all-targets --no-default-features -- -D warnings
 CARGO_TARGET_DIR=$bench_target cargo clippy --all-targets --manifest-path bench/Cargo.toml -- -D warnings
 stage "cargo doc --no-deps (warnings are errors)"
@@ -130,12 +133,14 @@ done
 # --sentinel), once more, the binaries just built, last in the Java lane.
 valkey_bin=$(ensure_valkey)
 second_lane_extra() {
-  local name binary status=0
+  local name binary since status=0
   echo "==> Valkey ($("$valkey_bin/valkey-server" --version | cut -d' ' -f3)): conformance, java_interop, java_interop_cluster, sentinel"
   for name in conformance java_interop java_interop_cluster sentinel; do
     binary=$(grep "/deps/$name-[0-9a-f]*\$" "$1" | head -n1)
     echo "==> $name (Valkey)"
+    since=$SECONDS
     REDIS_SERVER=$valkey_bin/valkey-server REDIS_CLI=$valkey_bin/valkey-cli "$binary" || status=1
+    echo "    $name (Valkey): $((SECONDS - since)) s"
   done
   return $status
 }
@@ -152,12 +157,13 @@ cargo test --doc
 
 # The fuzz targets (fuzz/: the RESP reader against redis-rs's parser, every
 # script's reply decoding, the text parsers), 20 s each from the checked-in
-# seeds: a crash fails CI (scripts/fuzz.sh runs them longer). Only where the
-# nightly toolchain is installed; cargo-fuzz is installed when missing.
+# seeds: a crash fails CI (scripts/fuzz.sh runs them longer, and with
+# AddressSanitizer, whose build would be most of this stage). Only where
+# the nightly toolchain is installed; cargo-fuzz is installed when missing.
 if has_nightly; then
   stage "fuzz (short): scripts/fuzz.sh 20"
   started=$SECONDS
-  ./scripts/fuzz.sh 20
+  FUZZ_SANITIZER=none ./scripts/fuzz.sh 20
   echo "    fuzz stage: $((SECONDS - started)) s"
 else
   stage "fuzz (short): skipped, no nightly toolchain (cargo +nightly)"
@@ -206,6 +212,11 @@ for patch in scripts/schedules/*.patch; do
 done
 echo "    schedule stage: $((SECONDS - started)) s"
 
+# The torture binary as `cargo test --all-targets` built it (unoptimised):
+# no release build of the library here (2 of CI's minutes). The chaos, not
+# the workers' speed, is what the quick runs test; scripts/torture.sh's
+# default, and the long runs, are the release build.
+export TORTURE_PROFILE=dev
 # Freezes past the lease first: overlaps are expected there, and each must
 # have been signalled to the earlier holder. Then the run whose summary line
 # must show zero in every column but the first.

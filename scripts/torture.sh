@@ -71,8 +71,15 @@ cd "$(dirname "$0")/.."
 ensure_cargo
 ensure_redis_server
 
-cargo build --release --example torture
-bin="${CARGO_TARGET_DIR:-target}/release/examples/torture"
+# TORTURE_PROFILE=dev: the unoptimised build (CI's quick runs, where
+# `cargo test --all-targets` has built it already: the chaos, not the
+# workers' speed, is what is tested). Default: release.
+case "${TORTURE_PROFILE:-release}" in
+  release) cargo build --release --example torture; built=release ;;
+  dev) cargo build --example torture; built=debug ;;
+  *) echo "TORTURE_PROFILE is release or dev" >&2; exit 2 ;;
+esac
+bin="${CARGO_TARGET_DIR:-target}/$built/examples/torture"
 
 dir="$(mktemp -d -t redisson-lock-torture.XXXXXX)"
 pid=""
