@@ -232,6 +232,9 @@ impl Hold {
         if !first {
             return;
         }
+        // Known lost now: valid no later than now (see `publish_deadline`).
+        self.deadline
+            .fetch_min(nanos_since_epoch(now()), Ordering::AcqRel);
         self.observed
             .lost(&self.name, &self.field, reason, self.since);
         if self.held() {
@@ -466,6 +469,14 @@ impl Hold {
             return;
         };
         let before = self.deadline.swap(earliest, Ordering::AcqRel);
+        // A lost hold's deadline never moves later: a renewal sent before
+        // the loss and answered after it (a paused server resumed) must not
+        // make `valid_until` a moment to come for a lock reported lost.
+        // Against a concurrent `mark_lost`: both change the deadline by
+        // read-modify-writes, so whichever comes second sees the other's.
+        if earliest > before && self.lost.load(Ordering::Acquire) != 0 {
+            self.deadline.fetch_min(before, Ordering::AcqRel);
+        }
         if earliest < before {
             self.wake_waiters();
             // Once watched ([`Registry::watch`] wakes the thread itself
@@ -663,6 +674,37 @@ mod tests {
         hold.end_lease(reentry, LeaseOutcome::Untouched);
         answered(&hold, LONG, LeaseOutcome::Set);
         assert!(deadline_in(&hold) <= SHORT, "the first send may have run");
+    }
+
+    /// Once lost, a hold is valid until no later than the loss: a renewal
+    /// sent before a lease ran out and answered after (a paused server
+    /// resumed: tests/operable.rs's paused-server test read `valid_until`
+    /// 2 s ahead after its loss), or a loss found while the deadline is
+    /// still ahead, leave `valid_until` past.
+    #[test]
+    fn a_lost_holds_deadline_never_moves_later() {
+        let short = Duration::from_millis(40);
+        let hold = hold(short);
+        let renewal = hold.begin_renewal(LONG).expect("renewed");
+        std::thread::sleep(short + Duration::from_millis(10));
+        assert_eq!(hold.lost_reason(), Some(LostReason::LeaseExpired));
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        let now = Instant::now();
+        assert!(
+            hold.valid_until() <= now,
+            "{:?} ahead",
+            hold.valid_until() - now
+        );
+        assert_eq!(hold.lost_reason(), Some(LostReason::LeaseExpired));
+
+        let hold = self::hold(LONG);
+        let renewal = hold.begin_renewal(LONG).expect("renewed");
+        hold.mark_lost(LostReason::Overwritten);
+        let lost = Instant::now();
+        assert!(hold.valid_until() <= lost);
+        hold.end_lease(renewal, LeaseOutcome::Set);
+        answered(&hold, LONG, LeaseOutcome::Set);
+        assert!(hold.valid_until() <= lost);
     }
 
     /// Whatever moves the deadline earlier (a shorter reentry, a member's

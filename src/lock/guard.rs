@@ -202,8 +202,9 @@ macro_rules! guard_common {
 
             /// The local moment before which the lock cannot have expired: the
             /// send time of the last renewal (or acquisition) that succeeded plus
-            /// its lease. Past it, [`is_lost`](Self::is_lost) is `true`. No round
-            /// trip.
+            /// its lease. Past it, [`is_lost`](Self::is_lost) is `true`; once that
+            /// is `true`, it is no later than when the loss was noted (a renewal
+            /// answered afterwards does not move it). No round trip.
             pub fn valid_until(&self) -> Instant {
                 self.hold.valid_until()
             }
