@@ -203,8 +203,8 @@ macro_rules! guard_common {
             /// The local moment before which the lock cannot have expired: the
             /// send time of the last renewal (or acquisition) that succeeded plus
             /// its lease. Past it, [`is_lost`](Self::is_lost) is `true`; once that
-            /// is `true`, it is no later than when the loss was noted (a renewal
-            /// answered afterwards does not move it). No round trip.
+            /// is `true`, it never moves later (a renewal answered after a lease
+            /// ran out leaves it past). No round trip.
             pub fn valid_until(&self) -> Instant {
                 self.hold.valid_until()
             }

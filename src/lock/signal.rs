@@ -66,8 +66,8 @@ impl LostSignal {
     /// The local moment before which the key cannot have expired: the
     /// earliest `sent + lease` over every command that may have set the
     /// key's TTL last (renewals, reentries, partial unlocks, including those
-    /// whose outcome is unknown). Once the lock is lost, no later than when
-    /// that was noted. No round trip.
+    /// whose outcome is unknown). Once the lock is lost, it never moves
+    /// later. No round trip.
     pub fn valid_until(&self) -> Instant {
         self.hold.valid_until()
     }
