@@ -14,6 +14,10 @@
 //! rlock-bench proxy-ping --url U --via-ports P0,P1 [--delays-us 0,250 --samples N]   (the proxy's own cost)
 //! rlock-bench free-port
 //! ```
+//!
+//! `RLOCK_BENCH_FUTEX_HASH=global` in the environment: the process's
+//! futexes in the kernel's global hash (Linux 6.16 and later; see
+//! `futex_hash_from_env`), for scenario 11's 10,000 waiters.
 
 mod analyze;
 mod cluster;
@@ -38,6 +42,7 @@ mod wakeups;
 static ALLOC: common::CountingAlloc = common::CountingAlloc;
 
 fn main() {
+    futex_hash_from_env();
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let result = common::Args::parse(raw.get(1..).unwrap_or(&[])).and_then(|args| {
         match raw.first().map(String::as_str) {
@@ -90,5 +95,36 @@ fn redis_cmd(args: &common::Args) -> anyhow::Result<()> {
             Err(e) if std::time::Instant::now() >= give_up => return Err(e.into()),
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
+    }
+}
+
+/// `RLOCK_BENCH_FUTEX_HASH=global`: the process's futexes in the kernel's
+/// global hash table rather than its private one. Since Linux 6.16 a process
+/// gets a private futex hash of 4 slots per CPU (at least 16) once it starts
+/// threads, whatever their number: on 2 CPUs, 16 slots for scenario 11's
+/// 10,000 parked waiters, each wake walking a bucket of ~600 of them
+/// (`prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, 0)`; refused, and said,
+/// by an older kernel). Before any thread starts.
+fn futex_hash_from_env() {
+    const PR_FUTEX_HASH: libc::c_int = 78;
+    const PR_FUTEX_HASH_SET_SLOTS: libc::c_ulong = 1;
+    if std::env::var("RLOCK_BENCH_FUTEX_HASH").as_deref() != Ok("global") {
+        return;
+    }
+    // SAFETY: prctl with integer arguments only.
+    let done = unsafe {
+        libc::prctl(
+            PR_FUTEX_HASH,
+            PR_FUTEX_HASH_SET_SLOTS,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if done != 0 {
+        eprintln!(
+            "rlock-bench: RLOCK_BENCH_FUTEX_HASH=global refused: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
