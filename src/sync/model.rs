@@ -206,6 +206,16 @@ impl<T: ?Sized> Mutex<T> {
             inner: Some(self.inner.lock().unwrap_or_else(PoisonError::into_inner)),
         }
     }
+
+    /// The guard if the mutex is free now, else `None`.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let inner = match self.inner.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(MutexGuard { inner: Some(inner) })
+    }
 }
 
 // The guard is `None` only inside `Condvar`'s waits, which put it back

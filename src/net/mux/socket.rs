@@ -147,7 +147,12 @@ struct SocketReader {
 pub(crate) struct Socket {
     /// Only the caller that set `writing` takes it.
     writer: Mutex<Stream>,
+    /// Only the leader takes it, and lets it go before it gives up the
+    /// reading (`lead`): the next leader never waits for it.
     reader: Mutex<SocketReader>,
+    /// Leaders that found `reader` still taken (tests: never).
+    #[cfg(test)]
+    reader_waits: crate::sync::atomic::AtomicUsize,
     /// A clone kept to shut the socket down whoever holds the others.
     closer: Stream,
     state: Mutex<SocketState>,
@@ -228,6 +233,8 @@ impl Socket {
                 timeout: response_timeout,
                 parsed: Vec::new(),
             }),
+            #[cfg(test)]
+            reader_waits: crate::sync::atomic::AtomicUsize::new(0),
             state: Mutex::new(SocketState {
                 queue: VecDeque::new(),
                 outbox: Vec::new(),
@@ -381,7 +388,7 @@ impl Socket {
                 drop(state);
                 let led = self.lead(slot, needed, give_up, deadline);
                 if let Led::Answered(outcome) = led {
-                    // `hand_out` gave up the reading.
+                    // `lead` gave up the reading.
                     return outcome;
                 }
                 state = self.state.lock();
@@ -426,6 +433,13 @@ impl Socket {
         let state = self.state.lock();
         slot.inner.lock().abandoned = true;
         self.pass_on(&state);
+    }
+
+    /// Gives up the reading (the leader, its reader lock already let go):
+    /// the first caller waiting for a reply reads next.
+    fn stop_reading(&self, state: &mut SocketState) {
+        state.reading = false;
+        self.pass_on(state);
     }
 
     /// When nobody reads, wakes the first caller waiting for a reply so

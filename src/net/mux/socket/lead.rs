@@ -164,7 +164,18 @@ impl Socket {
         give_up: Option<Instant>,
         deadline: Instant,
     ) -> Led {
-        let mut reader = self.reader.lock();
+        // Free: a leader lets it go before it gives the reading up (see
+        // `Handed::Own`), so the next one never spins or yields here
+        // behind a leader that has not returned yet.
+        let mut reader = match self.reader.try_lock() {
+            Some(reader) => reader,
+            None => {
+                #[cfg(test)]
+                self.reader_waits
+                    .fetch_add(1, crate::sync::atomic::Ordering::Relaxed);
+                self.reader.lock()
+            }
+        };
         let SocketReader {
             stream,
             replies,
@@ -195,9 +206,16 @@ impl Socket {
                     if needed > 0 {
                         continue;
                     }
-                    let (state, handed) = self.hand_out(feed.parsed, slot);
+                    let (mut state, handed) = self.hand_out(feed.parsed, slot);
                     return match handed {
-                        Handed::Own(replies) => Led::Answered(Ok(replies)),
+                        Handed::Own(replies) => {
+                            // The reader lock first: the caller the
+                            // reading goes to may run as soon as the state
+                            // is let go (on this CPU, before this thread).
+                            drop(reader);
+                            self.stop_reading(&mut state);
+                            Led::Answered(Ok(replies))
+                        }
                         // Answered otherwise (the socket failed).
                         Handed::Others => Led::Failed,
                         Handed::Stray => {
@@ -242,10 +260,11 @@ impl Socket {
                     // there, it is returned rather than dropped.
                     let mut own = None;
                     if !feed.parsed.is_empty() {
-                        let (state, handed) = self.hand_out(feed.parsed, slot);
-                        drop(state);
+                        let (mut state, handed) = self.hand_out(feed.parsed, slot);
                         if let Handed::Own(replies) = handed {
                             own = Some(replies);
+                            drop(reader);
+                            self.stop_reading(&mut state);
                         }
                     }
                     // The front's time is up (nothing more may be waited
@@ -254,7 +273,7 @@ impl Socket {
                         true => SocketFailure::TimedOut,
                         false => SocketFailure::Dropped,
                     });
-                    // `hand_out` gave up the reading with its own reply.
+                    // The reading was given up with its own reply.
                     return own.map_or(Led::Failed, |replies| Led::Answered(Ok(replies)));
                 }
             }
@@ -274,8 +293,8 @@ impl Socket {
     /// Gives `replies` (read in order; left empty) to the requests at the
     /// queue's front, waking their callers, and returns the state still
     /// locked. When they complete `own` (the leader's request), its replies
-    /// are returned instead (no wake-up) and the reading is given up,
-    /// waking the next reader.
+    /// are returned instead (no wake-up); the leader then lets its reader
+    /// lock go and gives up the reading ([`Socket::stop_reading`]).
     fn hand_out(
         &self,
         replies: &mut Vec<Value>,
@@ -326,10 +345,6 @@ impl Socket {
                 }
                 front.wake.notify_one();
             }
-        }
-        if let Handed::Own(_) = handed {
-            state.reading = false;
-            self.pass_on(state);
         }
         handed
     }

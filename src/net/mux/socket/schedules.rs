@@ -128,7 +128,8 @@ fn ask(socket: &Socket, tokens: Vec<Vec<u8>>, wait: Wait) -> Asked {
 /// run is never given an error that allows a resend (a dropped connection)
 /// unless the connection did drop, and nothing is sent twice; and no
 /// request waits past the socket's deadline (a lost hand-off of the reading
-/// would leave a caller to its own backstop, twice the response timeout).
+/// would leave a caller to its own backstop, twice the response timeout);
+/// (d) no leader waits for the reader lock.
 /// Three callers, two requests each (one or two commands; waiting for the
 /// reply, giving up early, or forgetting it), the reading handed from
 /// leader to follower as each is answered; the server prompt, stalling or
@@ -185,8 +186,16 @@ fn each_reply_goes_to_its_own_caller_and_a_timed_out_request_is_not_resent() {
             .into_iter()
             .flat_map(|caller| caller.join().expect("a caller"))
             .collect();
+        // (d) A leader never waits for the reader lock: the one before it
+        // let it go before it gave up the reading (on one CPU a wait there
+        // spins and yields behind a thread that is done).
+        let reader_waits = socket.reader_waits.load(Ordering::Relaxed);
         drop(socket); // closes the stream: the server ends
         server.join().expect("the server");
+        assert_eq!(
+            reader_waits, 0,
+            "a leader waited for the reader lock ({behaviour:?})"
+        );
         let seen = std::mem::take(&mut *seen.lock());
 
         let mut unique = seen.clone();
