@@ -289,7 +289,9 @@ fn watchdog_curve(w: &mut String, d: &Data, runs: &[Value]) {
         "### Watchdog curve (scenario 4, redisson-lock alone)\n\n\
          One client takes the locks on {} threads in watchdog mode (watchdog timeout {lease} ms: \
          a tick every third of it) and holds them for {}/1000 renewal periods while the observer \
-         cuts the server's script calls into ticks, as above. *Redis per lock* is the growth of \
+         cuts the server's script calls into ticks, as above (polling every 5 ms, and every \
+         1 ms up to 10,000 locks, whose ~50 ms tick two 5 ms polls would overstate by up to a \
+         fifth). *Redis per lock* is the growth of \
          Redis's `used_memory` while the locks were taken ÷ locks; *beyond Redis* is the \
          client's live heap per lock less that. Goals: wall ÷ Redis ≤ {TICK_RATIO_GOAL}×, \
          ≤ {CALLS_PER_TICK_GOAL} calls per tick, 0 leases lost, ≤ {BYTES_BEYOND_REDIS_GOAL} \
