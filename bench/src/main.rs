@@ -105,6 +105,11 @@ fn redis_cmd(args: &common::Args) -> anyhow::Result<()> {
 /// 10,000 parked waiters, each wake walking a bucket of ~600 of them
 /// (`prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, 0)`; refused, and said,
 /// by an older kernel). Before any thread starts.
+/// Whether `futex_hash_from_env` moved the process to the global hash
+/// (scenario 11's records say which hash they ran with).
+pub static FUTEX_HASH_GLOBAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 fn futex_hash_from_env() {
     const PR_FUTEX_HASH: libc::c_int = 78;
     const PR_FUTEX_HASH_SET_SLOTS: libc::c_ulong = 1;
@@ -121,7 +126,9 @@ fn futex_hash_from_env() {
             0 as libc::c_ulong,
         )
     };
-    if done != 0 {
+    if done == 0 {
+        FUTEX_HASH_GLOBAL.store(true, std::sync::atomic::Ordering::Relaxed);
+    } else {
         eprintln!(
             "rlock-bench: RLOCK_BENCH_FUTEX_HASH=global refused: {}",
             std::io::Error::last_os_error()

@@ -265,5 +265,11 @@ pub fn run(url: &str, args: &Args) -> Result<Value> {
         "heap_per_waiter_b": measured["heap_per_waiter_b"],
         "rss_per_waiter_b": measured["rss_per_waiter_b"],
         "thread_stack_b": 64 * 1024,
+        // The kernel's futex hash the process ran with (`RLOCK_BENCH_FUTEX_HASH`).
+        "futex_hash": if crate::FUTEX_HASH_GLOBAL.load(std::sync::atomic::Ordering::Relaxed) {
+            "global"
+        } else {
+            "private"
+        },
     }))
 }

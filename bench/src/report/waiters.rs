@@ -16,13 +16,27 @@ const HANDOFF_P99_GOAL: f64 = 1.2;
 /// Live heap per parked waiter beyond its thread's stack, bytes.
 const HEAP_PER_WAITER_GOAL: f64 = 2_048.0;
 
-/// The rows of `contender` and `lock_type` with `waiters` waiters.
-fn rows<'a>(d: &'a Data, contender: &str, lock_type: &str, waiters: u64) -> Vec<&'a Value> {
+/// The kernel's futex hash a record ran with (older records: the default,
+/// the process's private one).
+fn futex_hash(r: &Value) -> &str {
+    r["futex_hash"].as_str().unwrap_or("private")
+}
+
+/// The rows of `contender` and `lock_type` with `waiters` waiters, run with
+/// the futex hash `hash`.
+fn rows<'a>(
+    d: &'a Data,
+    contender: &str,
+    lock_type: &str,
+    waiters: u64,
+    hash: &str,
+) -> Vec<&'a Value> {
     records(d, "waiters")
         .filter(|r| {
             r["contender"] == contender
                 && r["lock_type"] == lock_type
                 && r["waiters"].as_u64() == Some(waiters)
+                && futex_hash(r) == hash
         })
         .collect()
 }
@@ -53,15 +67,20 @@ pub fn section(w: &mut String, d: &Data) {
          CPU time over the hand-offs ÷ (their wall time × the CPUs it may run on: one, pinned) and \
          Redis's ÷ their wall time; near 1 that side's work queues for its CPU, and the hand-offs' \
          tail is the machine's (older runs recorded one sum of both over the wall time, shown \
-         as `sum`: up to 2.0).\n\n\
+         as `sum`: up to 2.0). *crate, global futex hash*: the crate's same runs with the \
+         bench process's futexes in the kernel's global hash (`RLOCK_BENCH_FUTEX_HASH=global`, \
+         a process-wide setting an application makes, not the crate): since Linux 6.16 a \
+         threaded process has a private hash of 4 slots per CPU, at least 16, whatever its \
+         threads (see the analysis).\n\n\
          | contender | lock | names × per name | acquisitions | attempts per acquisition | wake-ups per release (message / timer) | hand-off p50 (µs) | hand-off p99 (µs) | p99 ÷ 10 waiters' | hand-offs/s | CPU busy, client / server | subscriber CPU per message (µs) | heap per waiter (B) | RSS per waiter (B) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
-    let mut shapes: Vec<(String, String, u64, u64, u64)> = all
+    let mut shapes: Vec<(String, String, String, u64, u64, u64)> = all
         .iter()
         .map(|r| {
             (
                 r["contender"].as_str().unwrap_or("?").to_owned(),
+                futex_hash(r).to_owned(),
                 r["lock_type"].as_str().unwrap_or("lock").to_owned(),
                 r["waiters"].as_u64().unwrap_or(0),
                 r["names"].as_u64().unwrap_or(0),
@@ -69,12 +88,19 @@ pub fn section(w: &mut String, d: &Data) {
             )
         })
         .collect();
-    shapes.sort();
+    // The kernel's default first.
+    shapes.sort_by(|a, b| {
+        (&a.0, a.1 != "private", &a.2, a.3).cmp(&(&b.0, b.1 != "private", &b.2, b.3))
+    });
     shapes.dedup();
-    for (contender, lock_type, waiters, names, per_name) in shapes {
-        let at = rows(d, &contender, &lock_type, waiters);
+    for (contender, hash, lock_type, waiters, names, per_name) in shapes {
+        let at = rows(d, &contender, &lock_type, waiters, &hash);
         let p99 = of(at.iter().copied(), "handoff_p99_us");
-        let base = of(rows(d, &contender, &lock_type, 10), "handoff_p99_us");
+        let base = of(rows(d, &contender, &lock_type, 10, &hash), "handoff_p99_us");
+        let label = match hash.as_str() {
+            "private" => contender.clone(),
+            other => format!("{contender}, {other} futex hash"),
+        };
         let vs_base = match (p99, base) {
             (Some(p), Some(b)) if waiters > 10 && b.median > 0.0 => {
                 let r = p.median / b.median;
@@ -92,7 +118,7 @@ pub fn section(w: &mut String, d: &Data) {
         };
         let _ = writeln!(
             w,
-            "| {contender} | {lock_type} | {names} × {per_name} | {} | {} | {woken} | {} | {} | {vs_base} | {} | {} | {} | {} | {} |",
+            "| {label} | {lock_type} | {names} × {per_name} | {} | {} | {woken} | {} | {} | {vs_base} | {} | {} | {} | {} | {} |",
             cell(of(at.iter().copied(), "acquisitions")),
             cell(of(at.iter().copied(), "attempts_per_acquisition")),
             cell(of(at.iter().copied(), "handoff_p50_us")),
