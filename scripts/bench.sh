@@ -765,12 +765,9 @@ for ((rep = 1; rep <= reps; rep++)); do
           # 19); each of 1,000 names 20 times (20,000 in all).
           handoffs=20; [ "$names" != 1 ] || handoffs=1000
           B_main=$B; B=$B_wakeups
-          if [ "$c" = crate-global ]; then
-            RLOCK_BENCH_FUTEX_HASH=global simple crate waiters --names "$names" --per-name 10 \
-              --handoffs "$handoffs" --lock-type "$lt"
-          else
-            simple "$c" waiters --names "$names" --per-name 10 --handoffs "$handoffs" --lock-type "$lt"
-          fi
+          futex=; [ "$c" != crate-global ] || futex=global
+          RLOCK_BENCH_FUTEX_HASH=$futex simple "${c%-global}" waiters --names "$names" \
+            --per-name 10 --handoffs "$handoffs" --lock-type "$lt"
           B=$B_main
         done
       done

@@ -98,6 +98,11 @@ fn redis_cmd(args: &common::Args) -> anyhow::Result<()> {
     }
 }
 
+/// Whether `futex_hash_from_env` moved the process to the global hash
+/// (scenario 11's records say which hash they ran with).
+pub static FUTEX_HASH_GLOBAL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// `RLOCK_BENCH_FUTEX_HASH=global`: the process's futexes in the kernel's
 /// global hash table rather than its private one. Since Linux 6.16 a process
 /// gets a private futex hash of 4 slots per CPU (at least 16) once it starts
@@ -105,11 +110,6 @@ fn redis_cmd(args: &common::Args) -> anyhow::Result<()> {
 /// 10,000 parked waiters, each wake walking a bucket of ~600 of them
 /// (`prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, 0)`; refused, and said,
 /// by an older kernel). Before any thread starts.
-/// Whether `futex_hash_from_env` moved the process to the global hash
-/// (scenario 11's records say which hash they ran with).
-pub static FUTEX_HASH_GLOBAL: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
 fn futex_hash_from_env() {
     const PR_FUTEX_HASH: libc::c_int = 78;
     const PR_FUTEX_HASH_SET_SLOTS: libc::c_ulong = 1;
